@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Build the local Debian base image when this machine's Docker cannot pull one
+# (no registry reachable). debootstrap fetches Debian packages, which works
+# where registries do not; the result is imported as a plain image.
+#   appliance/make-base-image.sh [IMAGE]   (default trace-tui/debian-base:bookworm)
+set -euo pipefail
+image="${1:-trace-tui/debian-base:bookworm}"
+if docker image inspect "$image" >/dev/null 2>&1; then
+  echo "base image $image present"
+  exit 0
+fi
+command -v debootstrap >/dev/null || { echo "debootstrap missing: apt-get install -y debootstrap" >&2; exit 3; }
+rootfs="$(mktemp -d)"
+trap 'rm -rf "$rootfs"' EXIT
+echo "building $image with debootstrap (Docker here cannot pull; about a minute)"
+debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$rootfs" >/dev/null
+rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+tar -C "$rootfs" -c . | docker import --change 'CMD ["/bin/bash"]' - "$image" >/dev/null
+echo "built $image: $(docker image inspect --format '{{.Id}}' "$image")"

@@ -1,0 +1,3 @@
+"""trace-tui: a reproducible appliance for the TRACE release."""
+
+__version__ = "0.1.0"

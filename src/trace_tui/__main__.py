@@ -1,0 +1,3 @@
+from trace_tui.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""Command line: `trace-tui` (the TUI), `trace-tui --recipe NAME` (a run), and subcommands.
+
+Each subcommand lives in ``trace_tui.commands.<module>`` with two functions,
+``add_arguments(parser)`` and ``run(args) -> int``. Command modules import only
+the standard library at top level so that building the parser (and so
+``trace-tui --help``) stays fast; the work they do imports what it needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Sequence
+
+from trace_tui import __version__
+from trace_tui.errors import ExitCode, TraceTuiError
+
+# name -> (module under trace_tui.commands, one line of help)
+COMMANDS: dict[str, tuple[str, str]] = {
+}
+
+
+def add_recipe_selection(p: argparse.ArgumentParser) -> None:
+    """--models/--seeds/--benchmarks: every command that takes --recipe narrows with these."""
+    p.add_argument("--models", nargs="+", metavar="MODEL", help="only these models (release model ids)")
+    p.add_argument("--seeds", nargs="+", type=int, metavar="SEED", help="only these seeds")
+    p.add_argument("--benchmarks", nargs="+", metavar="KEY", help="only these benchmarks (suite keys)")
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--home", metavar="DIR", help="trace-tui home for this command (default $TRACE_TUI_HOME)")
+    p.add_argument("--log-format", choices=("console", "json"), default="console",
+                   help="log lines for people (console) or machines (json)")
+    p.add_argument("--log-file", metavar="FILE", help="also write JSON log lines to FILE")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trace-tui",
+        description="Reproduce and verify the TRACE release. With no arguments, opens the terminal UI.",
+    )
+    parser.add_argument("--version", action="version", version=f"trace-tui {__version__}")
+    add_common(parser)
+    run = parser.add_argument_group("running a recipe")
+    run.add_argument("--recipe", metavar="NAME", help="run this recipe (headless with --yes or without a terminal)")
+    run.add_argument("--yes", action="store_true", help="confirm every step; run headless")
+    run.add_argument("--campaign", metavar="DIR", help="campaign directory (default: HOME/campaigns/RUN_TAG)")
+    run.add_argument("--runtime", choices=("docker", "local"), default=None, help="where steps run")
+    run.add_argument("--offline", action="store_true", help="no network for any step")
+    add_recipe_selection(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_line) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_line, description=help_line)
+        add_common(p)
+        mod = importlib.import_module(f"trace_tui.commands.{module}")
+        mod.add_arguments(p)
+        p.set_defaults(_module=mod)
+    return parser
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if getattr(args, "_module", None) is not None:
+        return int(args._module.run(args))
+    from trace_tui.commands import launch
+
+    return int(launch.run(args))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except TraceTuiError as exc:
+        print(f"trace-tui: error: {exc.line()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("trace-tui: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:  # e.g. `trace-tui report | head`
+        return ExitCode.OK
+    except Exception as exc:  # noqa: BLE001 - the one place that turns surprises into one line
+        if os.environ.get("TRACE_TUI_DEBUG"):
+            raise
+        print(f"trace-tui: internal error: {type(exc).__name__}: {exc} "
+              "(set TRACE_TUI_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
+        return ExitCode.FAILED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

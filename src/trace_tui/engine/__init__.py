@@ -1,0 +1,1 @@
+"""The engine: runner, campaign state, events, scheduling."""

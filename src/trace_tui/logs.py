@@ -1,0 +1,89 @@
+"""Logging with structlog: readable on a terminal, JSON lines on request, never a secret."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+# Keys whose values are never written, and environment values scrubbed from any text.
+_SECRET_KEY = re.compile(r"(token|secret|password|passwd|api[_-]?key|authorization)", re.I)
+_SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN", "HF_HUB_TOKEN")
+_TOKEN_SHAPE = re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")
+REDACTED = "***"
+
+
+def redact_text(text: str) -> str:
+    for name in _SECRET_ENV:
+        value = os.environ.get(name)
+        if value and len(value) >= 4:
+            text = text.replace(value, REDACTED)
+    return _TOKEN_SHAPE.sub(REDACTED, text)
+
+
+def redact(value: Any, key: str | None = None) -> Any:
+    """Scrub secrets from a log event or any JSON-like value written to disk."""
+    if key is not None and _SECRET_KEY.search(key) and value not in (None, "", False):
+        return REDACTED
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    return value
+
+
+def _redact_processor(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    return {k: redact(v, k if k != "event" else None) for k, v in event.items()}
+
+
+def configure(fmt: str = "console", *, log_file: Path | None = None, stream: TextIO | None = None,
+              level: int = logging.INFO) -> None:
+    """Set up structlog once per process. `fmt` is "console" or "json".
+
+    The log file, when given, always receives JSON lines (machine-readable runs).
+    """
+    import structlog
+
+    stream = stream or sys.stderr
+    shared = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _redact_processor,
+    ]
+    renderer: Any
+    if fmt == "json":
+        renderer = structlog.processors.JSONRenderer(sort_keys=True)
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty() and "NO_COLOR" not in os.environ)
+
+    files: list[TextIO] = [stream]
+    json_renderer = structlog.processors.JSONRenderer(sort_keys=True)
+    log_handle: TextIO | None = None
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        log_handle = open(log_file, "a", encoding="utf-8")  # noqa: SIM115 - lives for the process
+
+    def _emit(logger: Any, name: str, event: dict[str, Any]) -> str:
+        if log_handle is not None:
+            log_handle.write(json_renderer(logger, name, dict(event)) + "\n")
+            log_handle.flush()
+        return renderer(logger, name, event)
+
+    structlog.configure(
+        processors=[*shared, _emit],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=files[0]),
+        cache_logger_on_first_use=False,
+    )
+
+
+def get_logger(name: str = "trace-tui") -> Any:
+    import structlog
+
+    return structlog.get_logger(name)

@@ -1,0 +1,1 @@
+"""Stage workers: programs that run inside the stage images and speak the stage contract."""

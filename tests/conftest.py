@@ -1,0 +1,32 @@
+"""Shared fixtures: the real release copy and the real TRACE instances (never copied into the repo)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def release_dir() -> Path:
+    return Path(os.environ.get("TRACE_RELEASE_DIR", REPO.parent / "shared" / "trace-release")).resolve()
+
+
+def sample_dir() -> Path:
+    return Path(os.environ.get("TRACE_SAMPLE_DIR", REPO.parent / "shared" / "trace-sample")).resolve()
+
+
+@pytest.fixture(scope="session")
+def trace_release_dir() -> Path:
+    path = release_dir()
+    assert (path / "rlvr").is_dir(), f"TRACE_RELEASE_DIR={path} is not a release copy"
+    return path
+
+
+@pytest.fixture(scope="session")
+def trace_sample_dir() -> Path:
+    path = sample_dir()
+    assert (path / "trace-sample.jsonl").is_file(), f"TRACE_SAMPLE_DIR={path} has no trace-sample.jsonl"
+    return path
