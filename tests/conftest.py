@@ -9,6 +9,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Tiny local Qwen2.5-VL checkpoints as session fixtures (tests/fixtures_models.py).
+pytest_plugins = ["fixtures_models"]
+
 
 def release_dir() -> Path:
     return Path(os.environ.get("TRACE_RELEASE_DIR", REPO.parent / "shared" / "trace-release")).resolve()
