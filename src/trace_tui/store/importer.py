@@ -1,0 +1,342 @@
+"""`trace-tui store import DIR`: the air-gapped path. Entries from a folder a user already has.
+
+Recognised inside DIR (any combination):
+- a copy or clone of the release repository (``rlvr/release_files.v1.json``; ``paper.pdf`` too);
+- the TRACE dataset files (``data/validation/...parquet``, ``data/train/...``), e.g. a snapshot
+  of ``maveryn/trace`` at dataset-v1, or the files alone anywhere below DIR;
+- Hugging Face cache snapshots (``models--OWNER--NAME/snapshots/<commit>/``): each file is a
+  link to a blob named by the hash the hub stated for it (LFS sha256, or the git blob id);
+- a ``hf download --local-dir`` folder (``.cache/huggingface/download/*.metadata`` holds the
+  commit and hash per file), when the entry is named with ``--entry``;
+- benchmark evaluation files named as in the provenance matrix (checked against its md5);
+- store entries exported by another store (``manifest.json`` + ``files/``), as in a bundle.
+
+Every file is checked the way a fetch checks it; an entry with one bad file is refused whole.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from trace_tui.errors import CheckFailed, UsageError
+from trace_tui.store import names as N
+from trace_tui.store import sources as S
+from trace_tui.store.manifest import EntryRecord, Expected, Source
+from trace_tui.store.store import Store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trace_tui.release import ReleaseLock
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+Report = Callable[[str], None]
+
+
+@dataclass
+class ImportResult:
+    imported: list[EntryRecord] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (entry name, reason naming the file)
+
+    def add(self, fn: Callable[[], EntryRecord], name: str) -> None:
+        try:
+            self.imported.append(fn())
+        except CheckFailed as exc:
+            self.refused.append((name, exc.line()))
+
+
+def _expected_from_etag(etag: str, what: str) -> Expected:
+    if _HEX64.match(etag):
+        return Expected(algorithm="sha256", value=etag, source=f"hub metadata (LFS sha256) in {what}")
+    if _HEX40.match(etag):
+        return Expected(algorithm="git-sha1", value=etag, source=f"hub metadata (git blob id) in {what}")
+    raise CheckFailed(f"{what}: {etag!r} is not a hub file hash")
+
+
+# -- release ----------------------------------------------------------------------------------
+
+def import_release(store: Store, lock: "ReleaseLock", root: Path) -> EntryRecord:
+    """``root`` holds ``rlvr/`` (a clone of the repository or a copy of its files)."""
+    manifest_path = root / S.RELEASE_MANIFEST
+    if not manifest_path.is_file():
+        raise CheckFailed(f"{root}: no {S.RELEASE_MANIFEST}", hint="not a copy of the release repository")
+    data = manifest_path.read_bytes()
+    S.check_release_manifest(lock, data, str(manifest_path))
+    plan = S.release_plan(lock, data)
+    name = plan.name
+    absent = []
+    with store.staging(name) as st:
+        for spec in plan.files:
+            src = root / spec.path
+            if not src.is_file():
+                if spec.required:
+                    raise CheckFailed(f"{src}: missing, and the appliance reads it",
+                                      hint="copy the whole rlvr/ folder of the release at the pinned commit")
+                absent.append(spec.path)
+                continue
+            st.add(spec.path, src, expected=list(spec.expected), display=str(src))
+        return st.commit(revision=lock.upstream.commit,
+                         source=Source(type="import", repo_id=lock.upstream.repository,
+                                       revision=lock.upstream.commit, imported_from=str(root.resolve())),
+                         absent=absent, notes=plan.notes)
+
+
+def import_paper(store: Store, lock: "ReleaseLock", path: Path) -> EntryRecord:
+    plan = S.paper_plan(lock)
+    spec = plan.files[0]
+    with store.staging(plan.name) as st:
+        st.add(spec.path, path, expected=list(spec.expected), display=str(path))
+        return st.commit(revision=None, source=Source(type="import", repo_id=lock.upstream.repository,
+                                                      imported_from=str(path.resolve())), notes=plan.notes)
+
+
+# -- dataset ----------------------------------------------------------------------------------
+
+def _find(root: Path, rel: str) -> Path | None:
+    direct = root / rel
+    if direct.is_file():
+        return direct
+    base = Path(rel).name
+    for cand in root.rglob(base):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def import_dataset(store: Store, lock: "ReleaseLock", root: Path, split: str) -> EntryRecord:
+    plan = S.dataset_plan(lock, split)
+    with store.staging(plan.name) as st:
+        for spec in plan.files:
+            src = _find(root, spec.path)
+            if src is None:
+                raise CheckFailed(f"{root / spec.path}: missing", hint=f"{plan.name} needs every file of the split")
+            try:
+                st.add(spec.path, src, expected=list(spec.expected), expected_size=spec.size, display=str(src))
+            except CheckFailed as exc:
+                hist = plan.notes["historical_sha256"].get(spec.path)
+                if hist and f"sha256 {hist} " in exc.message:
+                    raise CheckFailed(exc.message, hint=(
+                        f"this is the file at the historical revision {lock.dataset.historical_revision}; "
+                        f"the store holds {lock.dataset.tag} ({lock.dataset.revision})")) from None
+                raise
+        return st.commit(revision=lock.dataset.revision,
+                         source=Source(type="import", repo_id=lock.dataset.repo_id, repo_type="dataset",
+                                       revision=lock.dataset.revision, imported_from=str(root.resolve())),
+                         notes=plan.notes)
+
+
+# -- Hugging Face snapshots ------------------------------------------------------------------
+
+@dataclass
+class Snapshot:
+    repo_type: str
+    repo_id: str
+    revision: str
+    path: Path
+
+
+def find_snapshots(root: Path) -> list[Snapshot]:
+    """Hugging Face cache snapshots at or below ``root`` (a hub cache, a repo folder, or one snapshot)."""
+    out = []
+    cands: list[Path] = []
+    if root.parent.name == "snapshots":
+        cands = [root]
+    elif (root / "snapshots").is_dir():
+        cands = sorted((root / "snapshots").iterdir())
+    else:
+        cands = sorted(root.glob("*--*--*/snapshots/*")) + sorted(root.glob("hub/*--*--*/snapshots/*"))
+    for snap in cands:
+        repo_dir = snap.parent.parent.name
+        kind, _, rest = repo_dir.partition("--")
+        if kind not in ("models", "datasets") or not _HEX40.match(snap.name):
+            continue
+        out.append(Snapshot(kind[:-1], rest.replace("--", "/"), snap.name, snap))
+    return out
+
+
+def import_snapshot(store: Store, name: str, snap: Snapshot) -> EntryRecord:
+    """A hub cache snapshot: each file links to ``blobs/<etag>``, the hash the hub stated at download."""
+    entry = N.parse(name)
+    if snap.revision != entry.revision:
+        raise CheckFailed(f"{snap.path}: revision {snap.revision}, the pin is {entry.revision}")
+    with store.staging(name) as st:
+        for link in sorted(p for p in snap.path.rglob("*") if p.is_file()):
+            rel = link.relative_to(snap.path).as_posix()
+            if not link.is_symlink():
+                raise CheckFailed(f"{link}: not a link to a hub blob, so nothing states its hash",
+                                  hint="import the hub cache folder as downloaded, or fetch the entry")
+            blob = Path(os.path.realpath(link))
+            exp = _expected_from_etag(blob.name, f"the hub cache ({blob.parent})")
+            st.add(rel, blob, expected=[exp], display=str(link))
+        _check_weight_index(st.files_dir, snap.path)
+        return st.commit(revision=snap.revision,
+                         source=Source(type="import", repo_id=snap.repo_id, repo_type=snap.repo_type,
+                                       revision=snap.revision, imported_from=str(snap.path)),
+                         notes={"verified_against": "hub metadata recorded in the Hugging Face cache (blob names)"})
+
+
+def import_local_dir(store: Store, name: str, root: Path) -> EntryRecord:
+    """A ``--local-dir`` download: ``.cache/huggingface/download/<file>.metadata`` = commit, etag, time."""
+    entry = N.parse(name)
+    meta_root = root / ".cache" / "huggingface" / "download"
+    if not meta_root.is_dir():
+        raise CheckFailed(f"{root}: no .cache/huggingface/download metadata, so nothing states the files' hashes",
+                          hint="fetch the entry, or import a Hugging Face cache snapshot")
+    with store.staging(name) as st:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            rel = path.relative_to(root).as_posix()
+            if rel.startswith(".cache/"):
+                continue
+            meta = meta_root / (rel + ".metadata")
+            if not meta.is_file():
+                raise CheckFailed(f"{path}: no download metadata ({meta})", hint="not downloaded from the hub")
+            lines = meta.read_text(encoding="utf-8").splitlines()
+            if len(lines) < 2 or lines[0].strip() != entry.revision:
+                got = lines[0].strip() if lines else "nothing"
+                raise CheckFailed(f"{path}: downloaded at revision {got}, the pin is {entry.revision}")
+            st.add(rel, path, expected=[_expected_from_etag(lines[1].strip(), str(meta))], display=str(path))
+        _check_weight_index(st.files_dir, root)
+        return st.commit(revision=entry.revision,
+                         source=Source(type="import", repo_id=entry.repo_id,
+                                       repo_type="dataset" if entry.kind == "dataset" else "model",
+                                       revision=entry.revision, imported_from=str(root.resolve())),
+                         notes={"verified_against": "hub metadata recorded by the download (.cache/huggingface)"})
+
+
+def _check_weight_index(files_dir: Path, src: Path) -> None:
+    """A snapshot missing a weight shard its index names is not the model it claims to be."""
+    import json
+
+    for index in files_dir.glob("*.safetensors.index.json"):
+        shards = set(json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values())
+        for shard in sorted(shards):
+            if not (files_dir / shard).is_file():
+                raise CheckFailed(f"{src / shard}: missing (named by {index.name})", hint="an incomplete snapshot")
+
+
+# -- store entries from another store (bundles) ---------------------------------------------
+
+def import_entry_dir(store: Store, entry_dir: Path) -> EntryRecord:
+    rec = EntryRecord.model_validate_json((entry_dir / "manifest.json").read_bytes())
+    with store.staging(rec.name) as st:
+        for f in rec.files:
+            exp = [Expected(algorithm="sha256", value=f.sha256, source=str(entry_dir / "manifest.json"))]
+            st.add(f.path, entry_dir / "files" / f.path, expected=exp, expected_size=f.size,
+                   display=str(entry_dir / "files" / f.path))
+        src = rec.source.model_copy(update={"imported_from": str(entry_dir.resolve())})
+        new = st.commit(revision=rec.revision, source=src, absent=rec.absent, notes=rec.notes)
+    if new.sha256set != rec.sha256set:
+        raise CheckFailed(f"{entry_dir / 'manifest.json'}: sha256set {rec.sha256set} does not match its files")
+    return new
+
+
+# -- benchmarks -------------------------------------------------------------------------------
+
+def provenance_bytes(store: Store, lock: "ReleaseLock") -> bytes:
+    """The provenance matrix from the store's (verified) release entry."""
+    name = N.release_entry(lock)
+    rec = store.record(name)
+    if rec is None:
+        raise CheckFailed(f"{name} is not in the store, and benchmark files are checked against its "
+                          f"provenance matrix", hint="import or fetch the release first")
+    return (store.root_of(name) / S.PROVENANCE).read_bytes()
+
+
+def import_benchmark(store: Store, src: S.BenchmarkSource, path: Path) -> EntryRecord:
+    name = N.benchmark_entry(src.key)
+    with store.staging(name) as st:
+        st.add(src.filename, path, expected=list(src.expected()), display=str(path))
+        notes = {} if src.md5 else {"checksum": "the provenance matrix publishes none; sha256 computed on import"}
+        return st.commit(revision=src.revision,
+                         source=Source(type="import", url=src.url, repo_id=src.repo_id,
+                                       repo_type="dataset" if src.repo_id else None, revision=src.revision,
+                                       imported_from=str(path.resolve())), notes=notes)
+
+
+# -- the command ----------------------------------------------------------------------------
+
+def import_dir(store: Store, lock: "ReleaseLock", root: Path, *, only: list[str] | None = None,
+               report: Report = lambda _line: None) -> ImportResult:
+    """Import every entry recognised in ``root`` (or only the named ones)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory")
+    want = set(only) if only else None
+    pinned = set(N.pinned_entries(lock))
+    for name in want or ():
+        N.parse(name)
+    result = ImportResult()
+
+    def wanted(name: str) -> bool:
+        return want is None or name in want
+
+    # A store entry folder (bundle) or a folder of them.
+    for manifest in sorted(list(root.glob("manifest.json")) + list(root.glob("entries/*/*/manifest.json"))):
+        try:
+            rec_name = EntryRecord.model_validate_json(manifest.read_bytes()).name
+        except ValueError:
+            result.refused.append((str(manifest), f"{manifest}: not a store manifest"))
+            continue
+        if wanted(rec_name):
+            report(f"importing {rec_name} from {manifest.parent}")
+            result.add(lambda m=manifest: import_entry_dir(store, m.parent), rec_name)
+
+    release_root = root if (root / S.RELEASE_MANIFEST).is_file() else (
+        root.parent if root.name == "rlvr" and (root / "release_files.v1.json").is_file() else None)
+    if release_root is not None and wanted(N.release_entry(lock)):
+        report(f"importing {N.release_entry(lock)} from {release_root}")
+        result.add(lambda: import_release(store, lock, release_root), N.release_entry(lock))
+    paper = lock.published_hash("paper").path
+    if (root / paper).is_file() and wanted(N.paper_entry(lock)):
+        result.add(lambda: import_paper(store, lock, root / paper), N.paper_entry(lock))
+
+    for split in ("validation", "train"):
+        name = N.dataset_entry(lock, split)
+        if not wanted(name):
+            continue
+        present = [f for f in lock.dataset.file(split) if _find(root, f.path) is not None]
+        if present or (want and name in want):
+            report(f"importing {name} from {root}")
+            result.add(lambda s=split: import_dataset(store, lock, root, s), name)
+
+    for snap in find_snapshots(root):
+        if snap.repo_type != "model":
+            continue
+        name = N.model_entry(snap.repo_id, snap.revision)
+        if want is None and name not in pinned:
+            report(f"skipping {snap.path}: {name} is not pinned by the release (name it with --entry to import it)")
+            continue
+        if wanted(name):
+            report(f"importing {name} from {snap.path}")
+            result.add(lambda n=name, s=snap: import_snapshot(store, n, s), name)
+
+    if want:
+        handled = {r.name for r in result.imported} | {n for n, _ in result.refused}
+        for name in sorted(want - handled):
+            e = N.parse(name)
+            if e.kind == "model" and (root / ".cache" / "huggingface" / "download").is_dir():
+                report(f"importing {name} from {root} (a --local-dir download)")
+                result.add(lambda n=name: import_local_dir(store, n, root), name)
+
+    # Benchmarks last: they are checked against the release entry imported above.
+    bench_files = {p.name: p for p in root.rglob("*.tsv")} if any(root.rglob("*.tsv")) else {}
+    if bench_files:
+        try:
+            srcs = S.benchmark_sources(provenance_bytes(store, lock))
+        except CheckFailed as exc:
+            result.refused.append(("benchmarks", exc.line()))
+            srcs = {}
+        for key, src in srcs.items():
+            name = N.benchmark_entry(key)
+            if src.kind != "hf-repo" and src.filename in bench_files and wanted(name):
+                report(f"importing {name} from {bench_files[src.filename]}")
+                result.add(lambda s=src: import_benchmark(store, s, bench_files[s.filename]), name)
+
+    if want:
+        handled = {r.name for r in result.imported} | {n for n, _ in result.refused}
+        for name in sorted(want - handled):
+            result.refused.append((name, f"{root}: holds nothing recognisable as {name}"))
+    return result

@@ -1,0 +1,378 @@
+"""The local store (``TRACE_TUI_HOME/store``): verified entries over content-addressed blobs.
+
+Layout::
+
+    store/
+      blobs/sha256/<2 hex>/<sha256>         every file's bytes, once (hard links below)
+      entries/<kind>/<dir>/manifest.json    the entry record (EntryRecord)
+      entries/<kind>/<dir>/files/...        the entry's tree: a model dir, dataset files, rlvr/...
+      partial/<kind>/<dir>/<path>.part      downloads in flight (kept across interruptions)
+      tmp/<random>/                         staging: files are verified here, then renamed in
+
+Nothing unverified enters ``entries/``: a staging folder is filled and every file checked
+against what its source states (hub metadata, release receipts, provenance md5), and
+only then renamed into place in one step. Entry files are hard links to their blob and
+read-only, so ``verify --deep`` (rehash) catches any change made afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import os
+import shutil
+import stat
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from trace_tui.errors import CheckFailed, RequirementsError
+from trace_tui.store import hashing
+from trace_tui.store.manifest import EntryRecord, Expected, FileRecord, Source
+from trace_tui.store.names import EntryName, parse
+
+MANIFEST = "manifest.json"
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def check_expected(display: str, digests: dict[str, str], size: int, expected: list[Expected],
+                   expected_size: int | None = None) -> None:
+    """Raise CheckFailed naming the file when its bytes differ from a stated hash or size."""
+    if expected_size is not None and size != expected_size:
+        raise CheckFailed(f"{display}: {size} bytes, expected {expected_size} "
+                          f"(a truncated or half-downloaded file?)", hint="the file was not stored")
+    for exp in expected:
+        got = digests.get(exp.algorithm)
+        if got is None:
+            raise CheckFailed(f"{display}: no {exp.algorithm} computed")  # pragma: no cover - programming error
+        if got != exp.value.lower():
+            raise CheckFailed(f"{display}: {exp.algorithm} {got} differs from {exp.value} stated by {exp.source}",
+                              hint="the file was not stored")
+
+
+@dataclass
+class Staging:
+    """A folder inside the store where one entry is assembled and verified before it is committed."""
+
+    store: "Store"
+    entry: EntryName
+    path: Path
+    files: dict[str, FileRecord] = field(default_factory=dict)
+
+    @property
+    def files_dir(self) -> Path:
+        return self.path / "files"
+
+    def target(self, rel: str) -> Path:
+        rel_path = Path(rel)
+        if rel_path.is_absolute() or ".." in rel_path.parts:
+            raise CheckFailed(f"{rel}: a path outside its entry")
+        return self.files_dir / rel_path
+
+    def add(self, rel: str, src: Path, *, expected: list[Expected] = (), expected_size: int | None = None,
+            display: str | None = None, move: bool = False) -> FileRecord:
+        """Verify ``src`` and place it at ``rel`` in the staged tree (copied, or moved when ``move``)."""
+        dst = self.target(rel)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if move:
+            os.replace(src, dst)
+        else:
+            shutil.copyfile(src, dst)
+        return self.adopt(rel, expected=expected, expected_size=expected_size, display=display or str(src))
+
+    def adopt(self, rel: str, *, expected: list[Expected] = (), expected_size: int | None = None,
+              display: str | None = None) -> FileRecord:
+        """Verify a file already written at ``rel`` in the staged tree (hashing the staged copy, so a
+        source that changes while being read can never slip through)."""
+        dst = self.target(rel)
+        algorithms = {e.algorithm for e in expected}
+        digests = hashing.digest_file(dst, algorithms)
+        size = dst.stat().st_size
+        try:
+            check_expected(display or rel, digests, size, list(expected), expected_size)
+        except CheckFailed:
+            dst.unlink(missing_ok=True)
+            raise
+        record = FileRecord(path=rel, size=size, sha256=digests["sha256"], expected=list(expected))
+        self.files[rel] = record
+        return record
+
+    def commit(self, *, revision: str | None, source: Source, absent: list[str] = (),
+               notes: dict | None = None) -> EntryRecord:
+        return self.store._commit(self, revision=revision, source=source, absent=list(absent), notes=notes or {})
+
+
+@dataclass
+class EntryCheck:
+    name: str
+    ok: bool
+    problems: list[str] = field(default_factory=list)
+    files: int = 0
+    bytes: int = 0
+
+
+class Store:
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+
+    # -- layout -----------------------------------------------------------------------------
+    @property
+    def entries_dir(self) -> Path:
+        return self.root / "entries"
+
+    @property
+    def blobs_dir(self) -> Path:
+        return self.root / "blobs" / "sha256"
+
+    @property
+    def tmp_dir(self) -> Path:
+        return self.root / "tmp"
+
+    def entry_dir(self, name: str) -> Path:
+        e = parse(name)
+        return self.entries_dir / e.kind / e.dirname
+
+    def partial_path(self, name: str, rel: str) -> Path:
+        e = parse(name)
+        return self.root / "partial" / e.kind / e.dirname / (rel + ".part")
+
+    def blob_path(self, sha256: str) -> Path:
+        return self.blobs_dir / sha256[:2] / sha256
+
+    # -- lookup -----------------------------------------------------------------------------
+    def record(self, name: str) -> EntryRecord | None:
+        path = self.entry_dir(name) / MANIFEST
+        try:
+            return EntryRecord.model_validate_json(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except ValueError as exc:
+            raise CheckFailed(f"{path}: not a valid store manifest ({exc.__class__.__name__})",
+                              hint=f"remove {path.parent} and fetch or import the entry again") from None
+
+    def has(self, name: str) -> bool:
+        """Present, with a readable manifest and every file at its recorded size (the cheap check)."""
+        try:
+            return self.check(name, deep=False).ok
+        except CheckFailed:
+            return False
+
+    def records(self) -> list[EntryRecord]:
+        out = []
+        for manifest in sorted(self.entries_dir.glob(f"*/*/{MANIFEST}")):
+            try:
+                out.append(EntryRecord.model_validate_json(manifest.read_bytes()))
+            except ValueError:
+                continue  # listed by verify as a broken entry
+        return out
+
+    def root_of(self, name: str) -> Path:
+        """The entry's files folder (a model directory, the release tree, a dataset's folder)."""
+        if self.record(name) is None:
+            raise RequirementsError(f"store entry {name} is missing from {self.root}",
+                                    hint=fix_command(name))
+        return self.entry_dir(name) / "files"
+
+    def path_of(self, name: str) -> Path:
+        """The path a consumer reads: the folder for models and releases; for datasets and benchmarks
+        made of one file, that file (else the folder)."""
+        root = self.root_of(name)
+        rec = self.record(name)
+        assert rec is not None
+        if rec.kind in ("dataset", "benchmark", "paper") or (rec.kind == "local" and name.startswith("local:dataset/")):
+            if len(rec.files) == 1:
+                return root / rec.files[0].path
+        return root
+
+    def relpath_of(self, name: str) -> str:
+        """``path_of`` relative to the store root (in a container: ``/store/<relpath>``)."""
+        return self.path_of(name).relative_to(self.root).as_posix()
+
+    # -- staging and commit -----------------------------------------------------------------
+    @contextlib.contextmanager
+    def staging(self, name: str) -> Iterator[Staging]:
+        """A fresh staging folder inside the store (same filesystem, so the final rename is atomic);
+        removed on the way out whatever happens."""
+        entry = parse(name)
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        path = self.tmp_dir / f"{entry.kind}-{uuid.uuid4().hex[:12]}"
+        (path / "files").mkdir(parents=True)
+        try:
+            yield Staging(self, entry, path)
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _commit(self, st: Staging, *, revision: str | None, source: Source, absent: list[str],
+                notes: dict) -> EntryRecord:
+        on_disk = {p.relative_to(st.files_dir).as_posix() for p in st.files_dir.rglob("*") if p.is_file()}
+        unverified = on_disk - set(st.files)
+        if unverified:
+            raise CheckFailed(f"{sorted(unverified)[0]}: staged but never verified")  # pragma: no cover
+        files = sorted(st.files.values(), key=lambda f: f.path)
+        record = EntryRecord(
+            name=st.entry.name, kind=st.entry.kind, pinned=st.entry.pinned, revision=revision, source=source,
+            files=files, absent=sorted(absent), sha256set=hashing.sha256set({f.path: f.sha256 for f in files}),
+            notes=notes, added_at=_now())
+        with self._lock():
+            for f in files:
+                staged = st.files_dir / f.path
+                blob = self.blob_path(f.sha256)
+                if blob.exists() and blob.stat().st_size == f.size:
+                    staged.unlink()
+                    os.link(blob, staged)
+                else:
+                    blob.parent.mkdir(parents=True, exist_ok=True)
+                    os.chmod(staged, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+                    tmp_blob = blob.with_name(blob.name + f".{uuid.uuid4().hex[:8]}")
+                    os.link(staged, tmp_blob)
+                    os.replace(tmp_blob, blob)
+            (st.path / MANIFEST).write_text(record.model_dump_json(indent=1) + "\n", encoding="utf-8")
+            final = self.entry_dir(st.entry.name)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            old = None
+            if final.exists():
+                old = self.tmp_dir / f"old-{uuid.uuid4().hex[:12]}"
+                os.replace(final, old)
+            os.replace(st.path, final)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        return record
+
+    def remove(self, name: str) -> None:
+        with self._lock():
+            path = self.entry_dir(name)
+            if path.exists():
+                trash = self.tmp_dir / f"old-{uuid.uuid4().hex[:12]}"
+                self.tmp_dir.mkdir(parents=True, exist_ok=True)
+                os.replace(path, trash)
+                shutil.rmtree(trash, ignore_errors=True)
+
+    # -- local, unpinned entries --------------------------------------------------------------
+    def import_local(self, name: str, source: Path | str, *, notes: dict | None = None) -> EntryRecord:
+        """Import a file or folder as an unpinned ``local:model/NAME`` or ``local:dataset/NAME`` entry.
+
+        Its hashes are computed on import (there is no upstream pin to check them against) and
+        the entry is marked unpinned. Importing again replaces the entry.
+        """
+        entry = parse(name)
+        if entry.kind != "local":
+            raise CheckFailed(f"{name}: import_local takes local:model/NAME or local:dataset/NAME")
+        src = Path(source)
+        if not src.exists():
+            raise CheckFailed(f"{src}: no such file or folder", hint=f"cannot import {name}")
+        with self.staging(name) as st:
+            if src.is_file():
+                st.add(src.name, src)
+            else:
+                for path in sorted(p for p in src.rglob("*") if p.is_file()):
+                    rel = path.relative_to(src).as_posix()
+                    if rel.startswith(".cache/") or "/.git/" in f"/{rel}":
+                        continue  # tool caches and VCS metadata are not part of the content
+                    st.add(rel, path)
+            if not st.files:
+                raise CheckFailed(f"{src}: no files to import", hint=f"cannot import {name}")
+            return st.commit(revision=None, source=Source(type="local", imported_from=str(src.resolve())),
+                             notes=notes)
+
+    # -- verification -------------------------------------------------------------------------
+    def check(self, name: str, *, deep: bool = False, workers: int | None = None) -> EntryCheck:
+        return self.verify([name], deep=deep, workers=workers)[0]
+
+    def verify(self, names: list[str] | None = None, *, deep: bool = False, workers: int | None = None,
+               on_file: Callable[[Path, str], None] | None = None) -> list[EntryCheck]:
+        """Non-deep: manifest, presence and size of every file, no stray files. Deep: also rehash."""
+        if names is None:
+            names = sorted(self._entry_names_on_disk())
+        checks: list[EntryCheck] = []
+        to_hash: dict[Path, tuple[EntryCheck, FileRecord]] = {}
+        for name in names:
+            try:
+                rec = self.record(name)
+            except CheckFailed as exc:
+                checks.append(EntryCheck(name, False, [exc.line()]))
+                continue
+            if rec is None:
+                checks.append(EntryCheck(name, False, ["missing"]))
+                continue
+            chk = EntryCheck(name, True, files=len(rec.files), bytes=rec.bytes)
+            checks.append(chk)
+            files_dir = self.entry_dir(name) / "files"
+            listed = {f.path for f in rec.files}
+            for f in rec.files:
+                path = files_dir / f.path
+                try:
+                    size = path.stat().st_size
+                except FileNotFoundError:
+                    chk.problems.append(f"{path}: missing")
+                    continue
+                if size != f.size:
+                    chk.problems.append(f"{path}: {size} bytes, manifest says {f.size}")
+                    continue
+                if deep:
+                    to_hash[path] = (chk, f)
+            if files_dir.is_dir():
+                for p in files_dir.rglob("*"):
+                    if p.is_file() and p.relative_to(files_dir).as_posix() not in listed:
+                        chk.problems.append(f"{p}: not in the manifest")
+            if rec.sha256set != hashing.sha256set({f.path: f.sha256 for f in rec.files}):
+                chk.problems.append(f"{self.entry_dir(name) / MANIFEST}: sha256set does not match its files")
+        if to_hash:
+            for path, digest in hashing.sha256_files(list(to_hash), workers=workers, on_file=on_file).items():
+                chk, f = to_hash[path]
+                if digest != f.sha256:
+                    chk.problems.append(f"{path}: sha256 {digest}, manifest says {f.sha256}")
+        for chk in checks:
+            chk.ok = not chk.problems
+        return checks
+
+    def _entry_names_on_disk(self) -> list[str]:
+        names = []
+        for manifest in self.entries_dir.glob(f"*/*/{MANIFEST}"):
+            try:
+                names.append(EntryRecord.model_validate_json(manifest.read_bytes()).name)
+            except ValueError:
+                continue
+        return names
+
+
+# -- the functions other parts of trace-tui call ---------------------------------------------------
+
+def fix_command(name: str) -> str:
+    """The command that provides a missing entry."""
+    entry = parse(name)
+    if entry.kind == "local":
+        return f"trace-tui store import --local {entry.key} PATH"
+    return f"trace-tui store fetch --entry {name} (offline: trace-tui store import DIR)"
+
+
+def open_store(home: Path | str) -> Store:
+    from trace_tui.paths import store_dir
+
+    return Store(store_dir(Path(home)))
+
+
+def store_status(home: Path | str, entry_names: list[str]) -> dict[str, bool]:
+    """For each name: present with every file at its recorded size (no rehash; milliseconds)."""
+    store = open_store(home)
+    return {name: store.has(name) for name in entry_names}
+
+
+def missing_entries(home: Path | str, entry_names: list[str]) -> list[tuple[str, str]]:
+    """(name, command that provides it) for every entry the store lacks, in the order given."""
+    status = store_status(home, entry_names)
+    return [(name, fix_command(name)) for name in entry_names if not status[name]]
