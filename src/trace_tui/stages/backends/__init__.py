@@ -1,0 +1,88 @@
+"""Generation backends: one interface, two engines (transformers on CPU/GPU, vLLM on GPU).
+
+A :class:`Request` carries everything a single sample depends on — the chat
+messages, the images, the sampling settings and the seed — so a backend can
+honour the release's rule that a row's sample depends on its prompt and seed
+alone (every upstream request carried the run seed as vLLM's per-request seed).
+
+Heavy imports (torch, transformers, vllm) happen inside the backend modules,
+which are imported only when a backend is built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+BACKENDS = ("transformers", "vllm")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling settings in vLLM's vocabulary (the release's); temperature 0 means greedy."""
+
+    temperature: float
+    top_p: float = 1.0
+    top_k: int = -1  # -1: no top-k filter (vLLM's convention)
+    max_tokens: int = 2048
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any], **override: Any) -> Sampling:
+        keys = {f for f in cls.__dataclass_fields__}
+        values = {k: settings[k] for k in keys if k in settings}
+        values.update(override)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation: chat messages (system + user with image placeholders), PIL images, sampling, seed."""
+
+    messages: list[dict[str, Any]]
+    images: list[Any] = field(default_factory=list)
+    sampling: Sampling = Sampling(temperature=0.0)
+    seed: int = 0
+    # Extra chat-template variables, e.g. {"enable_thinking": False} for the judge.
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+class GenerationBackend(Protocol):
+    name: str
+
+    def generate(self, requests: list[Request]) -> list[str]:
+        """One response text per request, in order."""
+        ...
+
+
+def build_backend(name: str, model_dir: str, *, min_pixels: int | None = None, max_pixels: int | None = None,
+                  device: str | None = None, dtype: str | None = None, **options: Any) -> GenerationBackend:
+    """Build the named backend over a local model directory (the store entry's files).
+
+    ``min_pixels``/``max_pixels`` are the run's image bounds, handed to the model's own
+    image processor (the worker has already resized the images into them, so the
+    processor keeps their size up to its patch grid).
+    """
+    if name == "transformers":
+        from trace_tui.stages.backends.transformers_backend import TransformersBackend
+
+        return TransformersBackend(model_dir, min_pixels=min_pixels, max_pixels=max_pixels, device=device, dtype=dtype)
+    if name == "vllm":
+        from trace_tui.stages.backends.vllm_backend import VllmBackend
+
+        return VllmBackend(model_dir, min_pixels=min_pixels, max_pixels=max_pixels, dtype=dtype, **options)
+    from trace_tui.errors import UsageError
+
+    raise UsageError(f"unknown generation backend {name!r}; choose one of: {', '.join(BACKENDS)}")
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def canonical_sha256(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()

@@ -1,0 +1,69 @@
+"""The transformers backend: the checkpoint's own chat template and processor, one row at a time.
+
+Rows are generated one by one with the global generators re-seeded from the
+row's seed before each (``torch.manual_seed`` seeds CPU and every CUDA device),
+so a row's sample depends on its prompt and seed alone — never on which rows
+shared a batch, their order, or a resume. Padding a batch would change the
+numerics of the padded rows, which is why rows are not batched here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trace_tui.stages.backends import Request
+
+
+class TransformersBackend:
+    name = "transformers"
+
+    def __init__(self, model_dir: str, *, min_pixels: int | None = None, max_pixels: int | None = None,
+                 device: str | None = None, dtype: str | None = None) -> None:
+        import torch
+        from transformers import AutoModelForImageTextToText
+
+        self._torch = torch
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        # bf16 on a GPU (as served upstream), fp32 on CPU (bf16 matmuls on CPU are slow and lossy).
+        torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
+        self.processor = load_processor(model_dir, min_pixels=min_pixels, max_pixels=max_pixels)
+        self.model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch_dtype).to(self.device)
+        self.model.eval()
+
+    def render(self, request: Request) -> str:
+        return self.processor.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True,
+                                                  **request.template_kwargs)
+
+    def generate(self, requests: list[Request]) -> list[str]:
+        return [self._one(r) for r in requests]
+
+    def _one(self, request: Request) -> str:
+        torch = self._torch
+        text = self.render(request)
+        kwargs: dict[str, Any] = {}
+        if request.images:
+            kwargs["images"] = list(request.images)
+        inputs = self.processor(text=[text], return_tensors="pt", **kwargs).to(self.device)
+        s = request.sampling
+        if s.presence_penalty or s.frequency_penalty:
+            from trace_tui.errors import UsageError
+
+            raise UsageError("the transformers backend has no presence/frequency penalty; "
+                             f"got presence={s.presence_penalty} frequency={s.frequency_penalty} (use the vllm backend)")
+        gen: dict[str, Any] = {"max_new_tokens": s.max_tokens, "repetition_penalty": s.repetition_penalty}
+        if s.temperature > 0:
+            gen.update(do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k if s.top_k > 0 else None)
+        else:
+            gen.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        torch.manual_seed(request.seed)
+        with torch.inference_mode():
+            out = self.model.generate(**inputs, **gen)
+        new_tokens = out[:, inputs["input_ids"].shape[1]:]
+        return self.processor.batch_decode(new_tokens, skip_special_tokens=True)[0]
+
+
+def load_processor(model_dir: str, *, min_pixels: int | None = None, max_pixels: int | None = None) -> Any:
+    """The checkpoint's image-only processor with its own chat template (no torchvision needed)."""
+    from trace_tui.stages.tiny_model import load_processor as _load
+
+    return _load(model_dir, min_pixels=min_pixels, max_pixels=max_pixels)

@@ -1,0 +1,214 @@
+"""The generate worker: one slice (model x seed x benchmark) of responses, one atomic file per row.
+
+Job spec (``TRACE_TUI_JOB``)::
+
+    {"step": "generate", "recipe": "demo",
+     "slice": {"model": "<model id>", "seed": 42, "benchmark": "<benchmark key>"},
+     "settings": {"temperature": 0.6, "top_p": 0.95, "top_k": -1, "max_tokens": 2048,
+                  "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0,
+                  "min_image_pixels": 262144, "max_image_pixels": 4194304},
+     "inputs": {"model": <input>, "dataset": <input>, "system_prompt": <input>},
+     "output_dir": "slices/<model>/<seed>/<benchmark>",      # relative to the campaign (optional)
+     "backend": "transformers" | "vllm",                       # optional; default transformers
+     "prompt_key": "prompt_answer", "image_key": "images",     # optional (the release's keys)
+     "rows": [0, 1, ...] | null,                               # optional subset of row indices
+     "batch_size": 8}                                          # optional
+
+An ``<input>`` is ``{"path": ABS}``, ``{"store": REL}`` (under ``TRACE_TUI_STORE``),
+``{"campaign": REL}`` (under ``TRACE_TUI_CAMPAIGN``) or ``{"entry": NAME}`` (a store entry),
+optionally with ``"sha256"`` (a file's expected hash: checked before anything runs).
+
+Outputs under ``output_dir``: ``rows/<index>.json`` (one per row, written atomically as
+soon as it is generated; a rerun resumes at the first missing row) and
+``generate.receipt.json`` (content: model revision and computed sha256set, settings and
+their hash, dataset sha256, system prompt sha256, every row file's sha256 and response
+hash; circumstance: host, times, versions — recorded, never compared).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from trace_tui.stages import protocol
+from trace_tui.stages.backends import Request, Sampling, build_backend, canonical_sha256, text_sha256
+from trace_tui.stages.jobs import (
+    RECEIPT_SCHEMA,
+    JobError,
+    campaign_dir,
+    dir_sha256set,
+    input_path,
+    output_dir,
+    read_json,
+    rows_dir,
+    run_worker,
+    slice_fields,
+)
+
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens", "presence_penalty", "frequency_penalty",
+                 "repetition_penalty")
+
+
+def generation_settings(settings: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The settings a row's sample depends on (hashed into every row and the receipt)."""
+    missing = [k for k in ("temperature", "max_tokens", "min_image_pixels", "max_image_pixels") if k not in settings]
+    if missing:
+        raise JobError(f"job settings lack {', '.join(missing)}", "the recipe's generation settings must be resolved")
+    out = {k: settings[k] for k in SAMPLING_KEYS if k in settings}
+    out.update(min_image_pixels=int(settings["min_image_pixels"]), max_image_pixels=int(settings["max_image_pixels"]),
+               seed=int(seed))
+    return out
+
+
+def row_file(rows: Path, index: int) -> Path:
+    return rows / f"{index:06d}.json"
+
+
+def existing_rows(rows: Path, inputs_sha256: str) -> set[int]:
+    """Indices already generated under the same inputs (a row from other inputs is redone)."""
+    done: set[int] = set()
+    if not rows.is_dir():
+        return done
+    for f in rows.glob("*.json"):
+        try:
+            rec = read_json(f)
+        except ValueError:
+            continue  # unreadable: cannot happen with atomic writes, but redo rather than trust it
+        if rec.get("inputs_sha256") == inputs_sha256:
+            done.add(int(rec["index"]))
+    return done
+
+
+def make_request(row: Any, system_prompt: str, sampling: Sampling, seed: int, min_px: int, max_px: int) -> Request:
+    from trace_tui.stages.dataset import build_messages, fit_pixels
+
+    return Request(messages=build_messages(system_prompt, row.prompt, len(row.images)),
+                   images=[fit_pixels(im, min_px, max_px) for im in row.images], sampling=sampling, seed=seed)
+
+
+def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
+    """Generate every missing row of the job's slice; return the receipt. ``backend`` replaces the built one."""
+    from trace_tui.stages.dataset import TraceDataset
+
+    campaign = campaign_dir()
+    sl = slice_fields(job)
+    seed = int(sl["seed"])
+    settings = generation_settings(job.get("settings") or {}, seed)
+    inputs = job.get("inputs") or {}
+    model_dir = input_path(inputs, "model", want="dir")
+    dataset = input_path(inputs, "dataset", want="file", check_sha256=True)
+    prompt_file = input_path(inputs, "system_prompt", want="file", check_sha256=True)
+    system_prompt = prompt_file.read_text(encoding="utf-8")
+    backend_name = job.get("backend") or "transformers"
+    prompt_key = job.get("prompt_key") or "prompt_answer"
+    image_key = job.get("image_key") or "images"
+    out = output_dir(job)
+    rows = rows_dir(out)
+
+    model_files, model_set = dir_sha256set(model_dir)
+    dataset_sha256, _ = protocol.sha256_file(dataset)
+    settings_sha256 = canonical_sha256(settings)
+    content_inputs = {"model_sha256set": model_set, "dataset_sha256": dataset_sha256,
+                      "system_prompt_sha256": text_sha256(system_prompt), "settings_sha256": settings_sha256,
+                      "prompt_key": prompt_key, "image_key": image_key, "backend": backend_name}
+    inputs_sha256 = canonical_sha256(content_inputs)
+
+    data = TraceDataset(dataset, prompt_key=prompt_key, image_key=image_key)
+    n = len(data)
+    wanted = sorted(set(job["rows"])) if job.get("rows") is not None else list(range(n))
+    bad = [i for i in wanted if not 0 <= i < n]
+    if bad:
+        raise JobError(f"job rows {bad[:5]} are outside the dataset's {n} rows", "fix the job's 'rows'")
+    done = existing_rows(rows, inputs_sha256) & set(wanted)
+    todo = [i for i in wanted if i not in done]
+    total = len(wanted)
+    where = {"model": sl["model"], "seed": seed, "benchmark": sl["benchmark"]}
+    protocol.progress(phase="generate", done=len(done), total=total, **where)
+    if todo:
+        protocol.log(f"generate {where['model']}/{seed}/{where['benchmark']}: {len(done)} of {total} rows present, "
+                     f"resuming at row {todo[0]}")
+    started = time.time()
+    if todo and backend is None:
+        backend = build_backend(backend_name, str(model_dir), min_pixels=settings["min_image_pixels"],
+                                max_pixels=settings["max_image_pixels"])
+    sampling = Sampling.from_settings(settings)
+    batch = max(1, int(job.get("batch_size") or 8))
+    count = len(done)
+    for start in range(0, len(todo), batch):
+        chunk = todo[start:start + batch]
+        loaded = data.rows(chunk)
+        requests = [make_request(r, system_prompt, sampling, seed, settings["min_image_pixels"],
+                                 settings["max_image_pixels"]) for r in loaded]
+        responses = backend.generate(requests)
+        if len(responses) != len(requests):
+            raise JobError(f"backend returned {len(responses)} responses for {len(requests)} requests", "backend bug")
+        for r, text in zip(loaded, responses, strict=True):
+            protocol.atomic_write_json(row_file(rows, r.index), {
+                "index": r.index, "instance_id": r.instance_id, "domain": r.domain, "task": r.task,
+                "answer_type": r.answer_type, "answer_gt": r.answer_gt, "seed": seed,
+                "response": text, "response_sha256": text_sha256(text), "inputs_sha256": inputs_sha256})
+            count += 1
+        protocol.progress(phase="generate", done=count, total=total, **where)
+
+    receipt = build_receipt(job, out, wanted, content_inputs, inputs_sha256, settings, model_dir, model_files,
+                            model_set, dataset, dataset_sha256, backend_name, started)
+    path = out / "generate.receipt.json"
+    protocol.atomic_write_json(path, receipt)
+    protocol.artifact(path, campaign)
+    return receipt
+
+
+def build_receipt(job: dict[str, Any], out: Path, wanted: list[int], content_inputs: dict[str, Any],
+                  inputs_sha256: str, settings: dict[str, Any], model_dir: Path, model_files: dict[str, str],
+                  model_set: str, dataset: Path, dataset_sha256: str, backend_name: str,
+                  started: float) -> dict[str, Any]:
+    campaign = campaign_dir()
+    rows = rows_dir(out)
+    outputs: dict[str, str] = {}
+    responses: dict[str, str] = {}
+    for i in wanted:
+        f = row_file(rows, i)
+        rec = read_json(f)
+        if rec.get("inputs_sha256") != inputs_sha256:
+            raise JobError(f"{f}: written under other inputs", "rerun the step")
+        outputs[f.relative_to(campaign).as_posix()] = protocol.sha256_file(f)[0]
+        responses[str(i)] = rec["response_sha256"]
+    model_in = (job.get("inputs") or {}).get("model") or {}
+    return {
+        "schema": RECEIPT_SCHEMA, "kind": "generate", "step": job.get("step"), "recipe": job.get("recipe"),
+        "slice": slice_fields(job),
+        "content": {
+            "model": {"id": slice_fields(job)["model"], "repo_id": model_in.get("repo_id"),
+                      "revision": model_in.get("revision"), "sha256set": model_set, "files": model_files},
+            "dataset": {"file": dataset.name, "sha256": dataset_sha256},
+            "system_prompt_sha256": content_inputs["system_prompt_sha256"],
+            "settings": settings, "settings_sha256": content_inputs["settings_sha256"],
+            "backend": backend_name, "inputs_sha256": inputs_sha256,
+            "rows": len(wanted), "responses": responses, "responses_sha256": canonical_sha256(responses),
+            "outputs": outputs,
+        },
+        "circumstance": {"host": platform.node(), "python": sys.version.split()[0], "versions": _versions(),
+                         "started": started, "finished": time.time(), "duration_s": round(time.time() - started, 3),
+                         "pid": os.getpid()},
+    }
+
+
+def _versions() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for mod in ("torch", "transformers", "vllm", "datasets"):
+        m = sys.modules.get(mod)
+        if m is not None:
+            out[mod] = getattr(m, "__version__", "?")
+    return out
+
+
+def main() -> int:
+    return run_worker(run)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

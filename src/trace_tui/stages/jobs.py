@@ -1,0 +1,162 @@
+"""What every stage worker of ours shares: reading the job spec, resolving its inputs, and
+turning the outcome into the final status line and exit code (stdlib only at import).
+
+A worker never lets a traceback be its only message: an expected failure
+(bad job, missing input, hash mismatch) becomes one ``status failed`` line
+naming the field and the fix, and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from trace_tui.stages import protocol
+
+RECEIPT_SCHEMA = "trace-tui-stage-receipt-v1"
+
+
+class JobError(Exception):
+    """A bad job spec or input: one line with the fix."""
+
+    def __init__(self, message: str, fix: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def line(self) -> str:
+        return f"{self.message} ({self.fix})" if self.fix else self.message
+
+
+def campaign_dir() -> Path:
+    return Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
+
+
+def store_dir() -> Path:
+    return Path(os.environ.get("TRACE_TUI_STORE", "/store"))
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+
+
+def slice_fields(job: dict[str, Any]) -> dict[str, Any]:
+    sl = job.get("slice")
+    if not isinstance(sl, dict) or not all(k in sl for k in ("model", "seed", "benchmark")):
+        raise JobError(f"job field 'slice' must be {{model, seed, benchmark}}, got {sl!r}",
+                       "this step runs once per slice")
+    return {"model": str(sl["model"]), "seed": int(sl["seed"]), "benchmark": str(sl["benchmark"])}
+
+
+def slice_rel(sl: dict[str, Any]) -> str:
+    """The default folder of a slice's outputs inside the campaign."""
+    safe = sl["model"].replace("/", "--").replace(":", "+")
+    return f"slices/{safe}/{sl['seed']}/{sl['benchmark']}"
+
+
+def output_dir(job: dict[str, Any]) -> Path:
+    rel = job.get("output_dir") or slice_rel(slice_fields(job))
+    path = campaign_dir() / rel
+    if ".." in Path(rel).parts or Path(rel).is_absolute():
+        raise JobError(f"job field 'output_dir' {rel!r} must be relative to the campaign, without '..'")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def rows_dir(out: Path) -> Path:
+    return out / "rows"
+
+
+def entry_path(name: str) -> Path:
+    """A store entry's path as a consumer reads it (its folder; a one-file dataset: that file)."""
+    from trace_tui.store.store import Store
+
+    return Store(store_dir()).path_of(name)
+
+
+def input_path(inputs: dict[str, Any], key: str, *, want: str, check_sha256: bool = False,
+               required: bool = True) -> Path | None:
+    spec = inputs.get(key)
+    if spec is None:
+        if not required:
+            return None
+        raise JobError(f"job input {key!r} is missing", "the recipe step must name it")
+    if isinstance(spec, str):
+        spec = {"path": spec}
+    if "path" in spec:
+        path = Path(spec["path"])
+    elif "store" in spec:
+        path = store_dir() / spec["store"]
+    elif "campaign" in spec:
+        path = campaign_dir() / spec["campaign"]
+    elif "entry" in spec:
+        path = entry_path(spec["entry"])
+        if spec.get("file"):
+            path = path / spec["file"]
+    else:
+        raise JobError(f"job input {key!r} must have one of path/store/campaign/entry, got {spec!r}")
+    ok = path.is_dir() if want == "dir" else path.is_file()
+    if not ok:
+        raise JobError(f"job input {key!r}: {path} is not a {'directory' if want == 'dir' else 'file'}",
+                       "run the step that prepares it (prepare / eval-setup) first")
+    if check_sha256 and spec.get("sha256"):
+        got, _ = protocol.sha256_file(path)
+        if got != spec["sha256"]:
+            raise JobError(f"job input {key!r}: {path} has sha256 {got}, expected {spec['sha256']}",
+                           "the file changed since it was pinned; fetch it again")
+    return path
+
+
+def dir_sha256set(path: Path) -> tuple[dict[str, str], str]:
+    """{relative path: sha256} of every file under ``path`` and its ``sha256set:`` identity (SPEC §4)."""
+    import hashlib
+
+    files = {f.relative_to(path).as_posix(): protocol.sha256_file(f)[0]
+             for f in sorted(path.rglob("*")) if f.is_file() and not f.name.startswith(".")}
+    canon = json.dumps(files, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return files, "sha256set:" + hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def quiet_libraries() -> None:
+    """stdout is the event channel: keep library chatter (progress bars, warnings) off it and small."""
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        import transformers
+
+        transformers.utils.logging.disable_progress_bar()
+    except Exception:  # noqa: BLE001 - transformers absent or changed: chatter is harmless
+        pass
+
+
+def run_worker(fn: Callable[[dict[str, Any]], Any], job_path: str | None = None) -> int:
+    """Load the job, run ``fn(job)``, print the final status; return the exit code."""
+    from trace_tui.errors import TraceTuiError
+
+    quiet_libraries()
+    try:
+        job = protocol.load_job(job_path)
+    except (OSError, json.JSONDecodeError) as exc:
+        protocol.status("failed", f"cannot read the job spec: {exc}", 2)
+        return 2
+    try:
+        fn(job)
+    except JobError as exc:
+        protocol.status("failed", exc.line(), 2)
+        return 2
+    except TraceTuiError as exc:
+        protocol.status("failed", exc.line(), exc.exit_code)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        protocol.status("failed", "interrupted", 130)
+        return 130
+    protocol.status("completed")
+    return 0
