@@ -1,0 +1,197 @@
+"""The trace-tui terminal UI (Textual).
+
+The app receives its backends (hardware probe, recipes, runner factory,
+verify, release directory) through its constructor; `run_tui(args)` builds the
+real ones from the command line. Every action here is also a CLI command:
+hardware → `trace-tui hw`, recipes → `trace-tui recipes`, preview →
+`trace-tui preview NAME`, run → `trace-tui --recipe NAME`, verify →
+`trace-tui verify --release-dir DIR | --campaign DIR`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Iterable
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from trace_tui.tui.backends import Backends
+from trace_tui.tui.screens.confirm import ConfirmScreen
+from trace_tui.tui.screens.hardware import HardwareScreen
+from trace_tui.tui.screens.help import HelpScreen
+from trace_tui.tui.screens.preview import PreviewScreen
+from trace_tui.tui.screens.recipes import RecipesScreen
+from trace_tui.tui.screens.run import RunScreen
+from trace_tui.tui.screens.steps import StepsScreen
+from trace_tui.tui.screens.verify import VerifyScreen
+
+# How long quitting waits for a cancelled runner to stop its containers before leaving anyway.
+QUIT_GRACE_S = 30.0
+
+
+class TraceTuiApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "trace-tui"
+    BINDINGS = [
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+p", "command_palette", "Commands", show=False),
+    ]
+
+    def __init__(self, backends: Backends, *, recipe: str | None = None, campaign: Path | None = None,
+                 yes: bool = False, verify: tuple[str, Path] | None = None) -> None:
+        super().__init__()
+        self.backends = backends
+        self.initial_recipe = recipe
+        self.initial_campaign = campaign
+        self.initial_verify = verify
+        self.confirm_all = yes
+        self.hardware_report: Any = None
+        self.hardware_view: Any = None
+        self.exit_code = 0
+        self._quitting = False
+
+    # -- start-up ----------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.push_screen(HardwareScreen())
+        if self.initial_campaign is not None:
+            self.reattach(self.initial_campaign)
+        elif self.initial_recipe:
+            self.open_recipe(self.initial_recipe)
+        elif self.initial_verify is not None:
+            self.show_verify(*self.initial_verify)
+
+    # -- navigation (also reachable from the command palette) ---------------------
+    def open_recipe(self, name: str) -> None:
+        self.push_screen(PreviewScreen(name))
+
+    def walk_steps(self, resolved: Any, checks: list[Any]) -> None:
+        if self.confirm_all:
+            self.start_run(resolved)
+        else:
+            self.push_screen(StepsScreen(resolved, checks))
+
+    def start_run(self, resolved: Any, skip: frozenset[str] = frozenset()) -> None:
+        campaign = self.backends.campaign_dir_for(resolved)
+        self.push_screen(RunScreen(resolved, campaign, skip=skip, clock=self.backends.clock))
+
+    def reattach(self, campaign_dir: Path) -> None:
+        """A campaign that is running or was interrupted: show its state and offer to resume."""
+        try:
+            opened = self.backends.open_campaign(Path(campaign_dir))
+        except Exception as exc:  # noqa: BLE001
+            line = exc.line() if hasattr(exc, "line") else str(exc)
+            self.notify(f"cannot open campaign {campaign_dir}: {line}", severity="error")
+            return
+        if opened is None:
+            self.notify(f"no campaign in {campaign_dir}", severity="error")
+            return
+        from trace_tui.tui.screens.run import seed_model
+        from trace_tui.tui.progress import ProgressModel
+
+        resolved = opened.resolved
+        model = ProgressModel(clock=self.backends.clock)
+        seed_model(model, resolved)
+        for event in getattr(opened, "events", None) or []:
+            model.apply(event)
+        for step_id, state in (getattr(opened, "step_states", None) or {}).items():
+            model.add_step(step_id)
+            model.steps[step_id].state = "pending" if state == "running" and not getattr(opened, "live", False) else state
+        live = bool(getattr(opened, "live", False))
+        note = ("this campaign is running in another process; r: resume here once it stops"
+                if live else "this campaign was interrupted · r: resume · v: verify")
+        self.push_screen(RunScreen(resolved, Path(campaign_dir), start=False, model=model, note=note,
+                                   clock=self.backends.clock))
+
+    def show_verify(self, kind: str = "release", path: Path | None = None) -> None:
+        self.push_screen(VerifyScreen(kind, path))
+
+    def action_show_recipes(self) -> None:
+        self.push_screen(RecipesScreen())
+
+    def action_show_verify(self) -> None:
+        self.show_verify("release", self.backends.release_dir)
+
+    def action_show_hardware(self) -> None:
+        while len(self.screen_stack) > 2 and not isinstance(self.screen, HardwareScreen):
+            self.pop_screen()
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(self.screen))
+
+    def safe_known_recipes(self) -> list[str]:
+        try:
+            return list(self.backends.known_recipes())
+        except Exception:  # noqa: BLE001
+            return []
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Hardware", "The hardware check (first screen)", self.action_show_hardware)
+        yield SystemCommand("Recipes", "All recipes and whether this machine can run them", self.action_show_recipes)
+        yield SystemCommand("Verify release", "Verify a release directory offline", self.action_show_verify)
+        yield SystemCommand("Verify campaign", "Verify a campaign directory offline",
+                            lambda: self.show_verify("campaign", None))
+        yield SystemCommand("Help", "Every key binding", self.action_help)
+        for name in self.safe_known_recipes():
+            yield SystemCommand(f"Recipe: {name}", f"Preview {name}, then walk its steps",
+                                lambda name=name: self.open_recipe(name))
+
+    # -- runs --------------------------------------------------------------------
+    def running_screens(self) -> list[RunScreen]:
+        return [s for s in self.screen_stack if isinstance(s, RunScreen) and s.running]
+
+    def on_run_finished(self, screen: RunScreen, outcome: str) -> None:
+        if self._quitting:
+            if not self.running_screens():
+                self.exit(self.exit_code)
+            return
+        self.exit_code = {"completed": 0, "cancelled": 130}.get(outcome, 1)
+        if outcome == "completed" and self.screen is screen:
+            # The last screen of every recipe: verify what it produced.
+            self.show_verify("campaign", screen.campaign_dir)
+
+    async def action_quit(self) -> None:
+        running = self.running_screens()
+        if not running:
+            self.exit(self.exit_code)
+            return
+
+        def answer(yes: bool | None) -> None:
+            if not yes:
+                return
+            self._quitting = True
+            self.exit_code = 130
+            for screen in running:
+                screen.cancel_runner()
+            self.set_timer(QUIT_GRACE_S, lambda: self.exit(130))
+
+        self.push_screen(ConfirmScreen(
+            "Containers are running. Stop them and quit? The campaign stays resumable "
+            "(trace-tui --campaign DIR).", yes="Stop and quit", no="Keep running"), answer)
+
+
+def build_app(args: argparse.Namespace, backends: Backends | None = None) -> TraceTuiApp:
+    from trace_tui.tui.backends import default_backends
+
+    backends = backends or default_backends(args)
+    campaign = getattr(args, "campaign", None)
+    recipe = getattr(args, "recipe", None)
+    return TraceTuiApp(
+        backends,
+        recipe=recipe,
+        campaign=Path(campaign).expanduser().resolve() if campaign and not recipe else None,
+        yes=bool(getattr(args, "yes", False)),
+    )
+
+
+def run_tui(args: argparse.Namespace) -> int:
+    """`trace-tui` on a terminal: open the UI; the exit code says how the last run ended."""
+    app = build_app(args)
+    result = app.run()
+    return int(result if isinstance(result, int) else app.exit_code)

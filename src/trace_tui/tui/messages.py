@@ -1,0 +1,52 @@
+"""Messages that background workers post to the UI thread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.message import Message
+
+
+class HardwareReady(Message):
+    """The hardware probe (and the recipe checks against it) finished."""
+
+    def __init__(self, view: Any, report: Any, error: str = "") -> None:
+        super().__init__()
+        self.view = view
+        self.report = report
+        self.error = error
+
+
+class EngineEvents(Message):
+    """Doorbell: events are waiting in the run's EventPump (one message per batch, not per event)."""
+
+
+class RunFinished(Message):
+    """The runner returned (completed, failed or cancelled) or raised."""
+
+    def __init__(self, outcome: str, detail: str = "") -> None:
+        super().__init__()
+        self.outcome = outcome  # completed | failed | cancelled | error
+        self.detail = detail
+
+
+class GpuSamples(Message):
+    def __init__(self, samples: list[Any]) -> None:
+        super().__init__()
+        self.samples = samples
+
+
+class VerifyReady(Message):
+    def __init__(self, view: Any, error: str = "") -> None:
+        super().__init__()
+        self.view = view
+        self.error = error
+
+
+class PreviewReady(Message):
+    def __init__(self, resolved: Any, preview_lines: list[str], checks: list[Any], error: str = "") -> None:
+        super().__init__()
+        self.resolved = resolved
+        self.preview_lines = preview_lines
+        self.checks = checks
+        self.error = error

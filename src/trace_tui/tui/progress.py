@@ -1,0 +1,254 @@
+"""What the run screen shows, as plain data updated one event at a time.
+
+The runner can publish thousands of events per second. Widgets never see
+events directly: the worker thread pushes them into an :class:`EventPump`,
+which posts one doorbell message per batch; the screen drains the batch into a
+:class:`ProgressModel` (cheap dict updates) and a timer redraws at most ten
+times per second from the model. Nothing is dropped: the model always holds
+the last state of every slice and step.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from trace_tui.engine import events as ev
+from trace_tui.engine.events import Artifact, Log, Progress, Status, StepState
+
+# Events added by the engine later are optional here, so the UI runs against any engine version.
+SliceState = getattr(ev, "SliceState", None)
+RunState = getattr(ev, "RunState", None)
+
+SliceId = tuple[str, str, "int | None"]  # (model, benchmark, seed)
+
+LOG_LINES_PER_STEP = 2000
+
+
+@dataclass
+class SliceProgress:
+    model: str
+    benchmark: str
+    seed: int | None
+    total: int = 0
+    done: int = 0
+    phase: str = ""
+    state: str = "pending"
+    score: float | None = None
+    # Rate is measured from the first event seen in this session, so a resumed
+    # slice does not claim the rows done before the resume as this session's speed.
+    first_seen: float | None = None
+    done_at_first: int = 0
+    last_seen: float | None = None
+
+    def rate(self) -> float | None:
+        if self.first_seen is None or self.last_seen is None:
+            return None
+        elapsed = self.last_seen - self.first_seen
+        gained = self.done - self.done_at_first
+        if elapsed <= 0 or gained <= 0:
+            return None
+        return gained / elapsed
+
+    def eta(self) -> float | None:
+        rate = self.rate()
+        if rate is None:
+            return None
+        return max(self.total - self.done, 0) / rate
+
+    @property
+    def complete(self) -> bool:
+        return self.total > 0 and self.done >= self.total
+
+
+@dataclass
+class StepProgress:
+    id: str
+    title: str = ""
+    state: str = "pending"
+    message: str = ""
+    phase: str = ""
+    done: int = 0
+    total: int = 0
+    logs: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_LINES_PER_STEP))
+    artifacts: int = 0
+    log_count: int = 0  # lines ever appended (the deque keeps the last ones)
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    if h:
+        return f"{h}h{m:02d}m"
+    if m:
+        return f"{m}m{s:02d}s"
+    return f"{s}s"
+
+
+def format_rate(rate: float | None) -> str:
+    return "—" if rate is None else f"{rate:,.1f}/s"
+
+
+class ProgressModel:
+    """The campaign's live state: steps, slices, logs. Pure; the clock is injected."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.steps: dict[str, StepProgress] = {}
+        self.slices: dict[SliceId, SliceProgress] = {}
+        self.models: list[str] = []
+        self.benchmarks: dict[str, list[str]] = {}
+        self.seeds: dict[str, list[int | None]] = {}
+        self.final_status: Status | None = None
+        self.run_state: str = ""  # planned | running | completed | failed | cancelled (RunState)
+        self.run_message: str = ""
+        self.events_applied = 0
+        # Redraw bookkeeping: the structure version changes when rows/columns/tabs
+        # appear; dirty_slices lists cells whose text changed since the last redraw.
+        self.structure_version = 0
+        self.dirty_slices: set[SliceId] = set()
+        self.dirty = True
+        self._started: float | None = None
+
+    # -- set-up ------------------------------------------------------------------
+    def add_step(self, step_id: str, title: str = "", state: str = "pending") -> None:
+        if step_id not in self.steps:
+            self.steps[step_id] = StepProgress(id=step_id, title=title, state=state)
+            self.structure_version += 1
+            self.dirty = True
+
+    def add_slice(self, model: str, benchmark: str, seed: int | None, total: int = 0) -> SliceProgress:
+        key = (model, benchmark, seed)
+        cell = self.slices.get(key)
+        if cell is None:
+            cell = SliceProgress(model=model, benchmark=benchmark, seed=seed, total=total)
+            self.slices[key] = cell
+            if model not in self.models:
+                self.models.append(model)
+                self.benchmarks[model] = []
+                self.seeds[model] = []
+            if benchmark not in self.benchmarks[model]:
+                self.benchmarks[model].append(benchmark)
+            if seed not in self.seeds[model]:
+                self.seeds[model].append(seed)
+            self.structure_version += 1
+            self.dirty = True
+        return cell
+
+    # -- events ------------------------------------------------------------------
+    def apply(self, event: Any) -> None:
+        self.events_applied += 1
+        self.dirty = True
+        step_id = getattr(event, "step", None) or "run"
+        if isinstance(event, Progress):
+            now = self._clock()
+            if self._started is None:
+                self._started = now
+            step = self._step(step_id)
+            step.phase, step.done, step.total = event.phase, event.done, event.total
+            if event.model is not None or event.benchmark is not None:
+                cell = self.add_slice(event.model or "-", event.benchmark or step_id, event.seed)
+                if cell.first_seen is None:
+                    cell.first_seen = now
+                    cell.done_at_first = event.done
+                cell.last_seen = now
+                cell.done, cell.total, cell.phase = event.done, event.total, event.phase
+                self.dirty_slices.add((cell.model, cell.benchmark, cell.seed))
+        elif isinstance(event, Log):
+            step = self._step(step_id)
+            step.logs.append(event.message if event.level in ("info", "output")
+                             else f"[{event.level}] {event.message}")
+            step.log_count += 1
+        elif isinstance(event, StepState):
+            step = self._step(step_id)
+            step.state = event.state
+            step.message = event.message
+        elif isinstance(event, Status):
+            step = self._step(step_id)
+            step.message = event.message
+            self.final_status = event
+        elif isinstance(event, Artifact):
+            self._step(step_id).artifacts += 1
+        elif SliceState is not None and isinstance(event, SliceState):
+            if event.model is None and event.benchmark is None:
+                return  # a whole-step job: the step list shows it through StepState
+            cell = self.add_slice(event.model or "-", event.benchmark or step_id, event.seed)
+            cell.state = event.state
+            if event.total:
+                cell.done, cell.total = event.done, event.total
+            if event.state == "completed" and cell.total:
+                cell.done = cell.total
+            if event.score is not None:
+                cell.score = event.score
+            self.dirty_slices.add((cell.model, cell.benchmark, cell.seed))
+        elif RunState is not None and isinstance(event, RunState):
+            self.run_state = event.state
+            self.run_message = event.message
+
+    def apply_all(self, events: Iterable[Any]) -> None:
+        for event in events:
+            self.apply(event)
+
+    def _step(self, step_id: str) -> StepProgress:
+        step = self.steps.get(step_id)
+        if step is None:
+            self.add_step(step_id)
+            step = self.steps[step_id]
+        return step
+
+    # -- summaries ---------------------------------------------------------------
+    def totals(self, model: str | None = None) -> tuple[int, int]:
+        cells = [c for c in self.slices.values() if model is None or c.model == model]
+        return sum(c.done for c in cells), sum(c.total for c in cells)
+
+    def overall_rate(self) -> float | None:
+        rates = [r for c in self.slices.values() if (r := c.rate()) is not None]
+        return sum(rates) if rates else None
+
+    def overall_eta(self) -> float | None:
+        rate = self.overall_rate()
+        if rate is None:
+            return None
+        done, total = self.totals()
+        return max(total - done, 0) / rate
+
+    @property
+    def running(self) -> bool:
+        return any(s.state == "running" for s in self.steps.values())
+
+
+class EventPump:
+    """Thread-safe hand-off from the runner's thread to the UI thread.
+
+    ``push`` is called for every event on the worker thread and is O(1); it
+    calls ``signal`` only when the buffer goes from empty to non-empty, so a
+    flood of events produces one message per UI drain, not one per event.
+    """
+
+    def __init__(self, signal: Callable[[], None]) -> None:
+        self._signal = signal
+        self._lock = threading.Lock()
+        self._buffer: list[Any] = []
+        self._signalled = False
+        self.pushed = 0
+
+    def push(self, event: Any) -> None:
+        with self._lock:
+            self._buffer.append(event)
+            self.pushed += 1
+            if self._signalled:
+                return
+            self._signalled = True
+        self._signal()
+
+    def drain(self) -> list[Any]:
+        with self._lock:
+            batch, self._buffer = self._buffer, []
+            self._signalled = False
+        return batch

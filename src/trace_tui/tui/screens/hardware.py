@@ -1,0 +1,140 @@
+"""Hardware: the first screen. GPUs, Docker and images, store, disk, and which recipes can run here."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from trace_tui.tui.messages import HardwareReady
+from trace_tui.tui.views import HardwareView, RecipeRow, hardware_view, recipe_row
+
+VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "unknown": "dim"}
+NO_GPU_RECIPES = ("verify", "eval-preview", "demo")
+
+
+def probe_all(backends) -> tuple[HardwareView, object, str]:
+    """The hardware report and each recipe's verdict on it (runs in a thread)."""
+    try:
+        report = backends.hardware_probe()
+    except Exception as exc:  # noqa: BLE001 - shown on screen, the UI keeps working
+        return HardwareView(gpu_message=f"hardware probe failed: {exc}"), None, str(exc)
+    rows: list[RecipeRow] = []
+    try:
+        names = backends.known_recipes()
+    except Exception:  # noqa: BLE001
+        names = []
+    for name in names:
+        title = name
+        try:
+            recipe = backends.load_recipe(name)
+            title = recipe.title
+            checks = backends.check_recipe(backends.resolve_recipe(recipe), report)
+            rows.append(recipe_row(name, title, checks))
+        except Exception as exc:  # noqa: BLE001 - a recipe that cannot be checked says why
+            rows.append(RecipeRow(name=name, title=title, verdict="fail", reasons=(str(exc),)))
+    return hardware_view(report, rows), report, ""
+
+
+def recipe_reason(row: RecipeRow) -> str:
+    if row.verdict == "pass":
+        return ""
+    return "; ".join(row.reasons) or row.status
+
+
+class HardwareScreen(Screen):
+    TITLE = "Hardware"
+    BINDINGS = [
+        Binding("enter", "open_recipe", "Preview recipe", show=False),
+        Binding("r", "recipes", "Recipes"),
+        Binding("v", "verify", "Verify"),
+        Binding("e", "recipe('eval-preview')", "Eval preview"),
+        Binding("d", "recipe('demo')", "Demo"),
+        Binding("f5", "probe", "Re-check"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view: HardwareView | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("trace-tui · Hardware", id="screen-title", classes="title")
+        with VerticalScroll(id="hw-body"):
+            yield Static("Checking the hardware…", id="hw-gpu-message")
+            yield DataTable(id="hw-gpus", cursor_type="none", show_cursor=False)
+            yield Static("", id="hw-system")
+            yield Static("Recipes on this machine (enter: preview)", classes="section")
+            yield DataTable(id="hw-recipes", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#hw-gpus", DataTable).display = False
+        self.action_probe()
+
+    def action_probe(self) -> None:
+        self.query_one("#hw-gpu-message", Static).update("Checking the hardware…")
+        self._probe()
+
+    @work(thread=True, exclusive=True, group="hardware")
+    def _probe(self) -> None:
+        view, report, error = probe_all(self.app.backends)
+        self.post_message(HardwareReady(view, report, error))
+
+    def on_hardware_ready(self, message: HardwareReady) -> None:
+        self.view = message.view
+        self.app.hardware_report = message.report
+        self.app.hardware_view = message.view
+        self.show(message.view)
+
+    def show(self, view: HardwareView) -> None:
+        gpus = self.query_one("#hw-gpus", DataTable)
+        gpus.clear(columns=True)
+        msg = self.query_one("#hw-gpu-message", Static)
+        if view.has_gpu:
+            gpus.display = True
+            gpus.add_columns("#", "GPU", "memory", "CC", "MIG", "ECC")
+            for g in view.gpus:
+                gpus.add_row(str(g.index), g.name, g.memory, g.compute_capability, g.mig, g.ecc)
+            msg.update(f"{len(view.gpus)} GPU(s) · driver {view.driver} · CUDA {view.cuda}")
+        else:
+            gpus.display = False
+            msg.update(Text.assemble(
+                ("No GPU: ", "bold yellow"), (view.gpu_message or "no NVIDIA GPU found", ""),
+                "\nThis machine can still run ", ("verify", "bold"), " (v), ", ("eval-preview", "bold"),
+                " (e) and ", ("demo", "bold"), " (d)."))
+        lines = [f"Docker: {view.docker}   GPU runtime: {view.gpu_runtime}"]
+        if view.images:
+            lines.append("Images: " + "  ".join(f"{stage}: {status}" for stage, status in view.images))
+        lines.append(f"Store: {view.store}   Disk: {view.free_disk}")
+        self.query_one("#hw-system", Static).update("\n".join(lines))
+        table = self.query_one("#hw-recipes", DataTable)
+        table.clear(columns=True)
+        table.add_columns("recipe", "here", "why not")
+        for row in view.recipes:
+            table.add_row(row.name, Text(row.status, style=VERDICT_STYLE.get(row.verdict, "")),
+                          recipe_reason(row), key=row.name)
+        if view.recipes:
+            table.focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "hw-recipes" and event.row_key.value:
+            self.app.open_recipe(event.row_key.value)
+
+    def action_open_recipe(self) -> None:
+        table = self.query_one("#hw-recipes", DataTable)
+        if table.row_count:
+            key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+            self.app.open_recipe(key)
+
+    def action_recipes(self) -> None:
+        self.app.action_show_recipes()
+
+    def action_verify(self) -> None:
+        self.app.action_show_verify()
+
+    def action_recipe(self, name: str) -> None:
+        self.app.open_recipe(name)

@@ -1,0 +1,259 @@
+"""Run: step states, the live progress grid, GPU use, the selected step's log; cancel and resume.
+
+The runner runs in a thread worker. It calls ``pump.push`` for each event; the
+pump posts one EngineEvents message per batch; the handler applies the batch
+to the ProgressModel; a 0.1 s timer redraws what changed (≤ 10 redraws/s).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, RichLog, Static
+
+from trace_tui.tui.messages import EngineEvents, GpuSamples, RunFinished
+from trace_tui.tui.progress import EventPump, ProgressModel
+from trace_tui.tui.widgets.gpu_panel import GpuPanel
+from trace_tui.tui.widgets.progress_grid import ProgressGrid
+from trace_tui.tui.widgets.step_list import StepList
+
+REDRAW_INTERVAL_S = 0.1
+GPU_INTERVAL_S = 1.5
+
+
+def seed_model(model: ProgressModel, resolved: Any, skip: frozenset[str] = frozenset()) -> None:
+    """Steps and slices known before the first event, so the grid shows the whole campaign."""
+    for step in resolved.recipe.steps:
+        model.add_step(step.id, step.title, "skipped" if step.id in skip else "pending")
+    rows: dict[str, int] = {}
+    for b in getattr(resolved, "benchmarks", None) or []:
+        key = b.get("key") if isinstance(b, dict) else getattr(b, "key", None)
+        n = b.get("rows") if isinstance(b, dict) else getattr(b, "rows", 0)
+        if key:
+            rows[str(key)] = int(n or 0)
+    for s in getattr(resolved, "slices", None) or []:
+        model.add_slice(str(s.model), str(s.benchmark), s.seed, rows.get(str(s.benchmark), 0))
+
+
+class RunScreen(Screen):
+    TITLE = "Run"
+    BINDINGS = [
+        Binding("c", "cancel", "Cancel run"),
+        Binding("slash", "filter", "Filter"),
+        Binding("r", "resume", "Resume"),
+        Binding("v", "verify", "Verify"),
+        Binding("l", "focus_log", "Log", show=False),
+        Binding("escape", "back", "Back"),
+    ]
+
+    def __init__(self, resolved: Any, campaign_dir: Path, skip: frozenset[str] = frozenset(),
+                 start: bool = True, model: ProgressModel | None = None, note: str = "",
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.resolved = resolved
+        self.campaign_dir = Path(campaign_dir)
+        self.skip = skip
+        self.model = model or ProgressModel(clock=clock)
+        if model is None:
+            seed_model(self.model, resolved, skip)
+        self.pump = EventPump(lambda: self.post_message(EngineEvents()))
+        self.runner: Any = None
+        self.outcome: str | None = None if start else "interrupted"
+        self.note = note
+        self._start_on_mount = start
+        self._log_step: str | None = None
+        self._log_shown = 0
+        self.redraw_count = 0
+
+    # -- layout ------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(f"trace-tui · Run · {self.resolved.recipe.name}", id="run-title", classes="title")
+        with Horizontal(id="run-main"):
+            yield StepList(self.model, id="run-steps")
+            with Vertical(id="run-right"):
+                yield ProgressGrid(self.model, id="run-grid")
+                yield GpuPanel("GPUs: sampling…", id="run-gpus")
+        yield RichLog(id="run-log", max_lines=500, wrap=False, markup=False)
+        yield Static("", id="run-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_interval(REDRAW_INTERVAL_S, self.redraw)
+        self.set_interval(GPU_INTERVAL_S, self.sample_gpus)
+        self.sample_gpus()
+        self.redraw()
+        if self._start_on_mount:
+            self.start_runner()
+        else:
+            self._status(self.note or "interrupted campaign · r: resume · v: verify")
+
+    # -- the runner --------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.outcome == "running"
+
+    def start_runner(self) -> None:
+        self.outcome = "running"
+        self._status(f"running · campaign {self.campaign_label}")
+        self._run_worker()
+
+    @property
+    def campaign_label(self) -> str:
+        return self.campaign_dir.name
+
+    @work(thread=True, exclusive=True, group="runner")
+    def _run_worker(self) -> None:
+        try:
+            self.runner = self.app.backends.runner_factory(self.resolved, self.campaign_dir, skip=self.skip)
+            result = self.runner.run(self.pump.push)
+        except Exception as exc:  # noqa: BLE001 - the run screen shows the one line
+            line = exc.line() if hasattr(exc, "line") else f"{type(exc).__name__}: {exc}"
+            self.post_message(RunFinished("error", line))
+            return
+        self.post_message(RunFinished(self._outcome_of(result)))
+
+    def _outcome_of(self, result: Any) -> str:
+        # Drained on the UI thread later; here we look only at what the runner said.
+        if getattr(self.runner, "cancelled", False) is True:
+            return "cancelled"
+        if isinstance(result, int) and not isinstance(result, bool):
+            return {0: "completed", 130: "cancelled"}.get(result, "failed")
+        state = getattr(result, "state", None) or getattr(result, "outcome", None) or (result if isinstance(result, str) else None)
+        if state in ("completed", "failed", "cancelled", "interrupted"):
+            return "cancelled" if state == "interrupted" else state
+        if result is False:
+            return "failed"
+        return "completed"
+
+    def on_engine_events(self, message: EngineEvents) -> None:
+        message.stop()
+        self.model.apply_all(self.pump.drain())
+
+    def on_run_finished(self, message: RunFinished) -> None:
+        message.stop()
+        self.model.apply_all(self.pump.drain())  # the final state is never lost
+        outcome = message.outcome
+        if outcome != "error" and self.model.run_state in ("completed", "failed", "cancelled"):
+            outcome = self.model.run_state
+        states = {s.state for s in self.model.steps.values()}
+        if outcome == "completed" and "failed" in states:
+            outcome = "failed"
+        if outcome == "completed" and "cancelled" in states:
+            outcome = "cancelled"
+        self.outcome = outcome
+        self.redraw()
+        text = {
+            "completed": "completed · v: verify the campaign",
+            "failed": "failed · the failed step's log is below · r: resume · v: verify",
+            "cancelled": "cancelled · containers stopped · campaign is resumable · r: resume",
+            "error": f"could not run: {message.detail}",
+        }[outcome]
+        self._status(text)
+        self.app.on_run_finished(self, outcome)
+
+    # -- drawing -----------------------------------------------------------------
+    def redraw(self) -> None:
+        if not self.model.dirty:
+            return
+        self.redraw_count += 1
+        self.query_one(StepList).redraw()
+        self.query_one(ProgressGrid).redraw()
+        self._update_log()
+
+    def _update_log(self) -> None:
+        steps = self.query_one(StepList)
+        step_id = steps.selected_step
+        if step_id is None:
+            running = [s.id for s in self.model.steps.values() if s.state == "running"]
+            step_id = running[0] if running else None
+        log = self.query_one("#run-log", RichLog)
+        step = self.model.steps.get(step_id) if step_id else None
+        if step_id != self._log_step:
+            log.clear()
+            self._log_step, self._log_shown = step_id, 0
+        if step is None:
+            return
+        lines = list(step.logs)
+        total = step.log_count
+        new = min(total - self._log_shown, len(lines))
+        for line in lines[len(lines) - new:] if new > 0 else []:
+            log.write(line)
+        self._log_shown = total
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "run-steps":
+            self._update_log()
+
+    def sample_gpus(self) -> None:
+        self._sample()
+
+    @work(thread=True, exclusive=True, group="gpu")
+    def _sample(self) -> None:
+        try:
+            samples = self.app.backends.gpu_sampler()
+        except Exception:  # noqa: BLE001
+            samples = []
+        self.post_message(GpuSamples(samples))
+
+    def on_gpu_samples(self, message: GpuSamples) -> None:
+        self.query_one(GpuPanel).show(message.samples)
+
+    def _status(self, text: str) -> None:
+        self.query_one("#run-status", Static).update(text)
+
+    # -- actions -----------------------------------------------------------------
+    def action_filter(self) -> None:
+        self.query_one(ProgressGrid).open_filter()
+
+    def action_focus_log(self) -> None:
+        self.query_one("#run-log", RichLog).focus()
+
+    def action_cancel(self) -> None:
+        if not self.running:
+            self.notify("nothing is running")
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.cancel_runner()
+
+        from trace_tui.tui.screens.confirm import ConfirmScreen
+
+        self.app.push_screen(ConfirmScreen(
+            "Cancel the run? Running containers are stopped; the campaign stays resumable.",
+            yes="Cancel run", no="Keep running"), answer)
+
+    def cancel_runner(self) -> None:
+        self._status("cancelling · stopping containers…")
+        if self.runner is not None:
+            self.runner.cancel()
+
+    def action_resume(self) -> None:
+        if self.running:
+            self.notify("already running")
+            return
+        self.start_runner()
+
+    def action_verify(self) -> None:
+        if self.running:
+            self.notify("the campaign is still running")
+            return
+        self.app.show_verify("campaign", self.campaign_dir)
+
+    def action_back(self) -> None:
+        filt = self.query("#grid-filter")
+        if filt and not filt.first().has_class("hidden"):
+            self.query_one(ProgressGrid).close_filter()
+            return
+        if self.running:
+            self.notify("a run is in progress: c cancels it, q quits (asks first)")
+            return
+        self.app.pop_screen()
+

@@ -1,0 +1,82 @@
+"""Steps: one step at a time — what it will do, its image, its requirements; confirm or skip."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from trace_tui.tui.views import StepView, step_views
+
+
+class StepsScreen(Screen):
+    TITLE = "Steps"
+    BINDINGS = [
+        Binding("y", "confirm", "Confirm"),
+        Binding("enter", "confirm", "Confirm", show=False),
+        Binding("s", "skip", "Skip"),
+        Binding("b", "previous", "Previous"),
+        Binding("a", "confirm_all", "Confirm all"),
+        Binding("escape", "app.pop_screen", "Back"),
+    ]
+
+    def __init__(self, resolved, checks=None) -> None:
+        super().__init__()
+        self.resolved = resolved
+        self.steps: list[StepView] = step_views(resolved.recipe, checks)
+        self.index = 0
+        self.decisions: dict[str, bool] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="steps-title", classes="title")
+        with VerticalScroll(id="steps-body"):
+            yield Static("", id="step-text")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show()
+
+    def show(self) -> None:
+        step = self.steps[self.index]
+        self.query_one("#steps-title", Static).update(
+            f"trace-tui · {self.resolved.recipe.name} · step {self.index + 1}/{len(self.steps)}: {step.id}")
+        lines = [step.title, "", step.description or "(no description)", "",
+                 f"runs in: {step.image} · stage: {step.stage}" + (" · one job per slice" if step.per_slice else "")]
+        lines += ["needs: " + "; ".join(step.needs)]
+        if step.check:
+            lines.append(f"on this machine: {step.check}")
+        decided = self.decisions.get(step.id)
+        if decided is not None:
+            lines.append("decided: " + ("confirm" if decided else "skip"))
+        lines += ["", "y/enter: confirm · s: skip · a: confirm all · b: previous · esc: back"]
+        self.query_one("#step-text", Static).update("\n".join(lines))
+
+    def _decide(self, run: bool) -> None:
+        self.decisions[self.steps[self.index].id] = run
+        if self.index + 1 < len(self.steps):
+            self.index += 1
+            self.show()
+        else:
+            self._start()
+
+    def action_confirm(self) -> None:
+        self._decide(True)
+
+    def action_skip(self) -> None:
+        self._decide(False)
+
+    def action_previous(self) -> None:
+        if self.index > 0:
+            self.index -= 1
+            self.show()
+
+    def action_confirm_all(self) -> None:
+        for step in self.steps[self.index:]:
+            self.decisions[step.id] = True
+        self._start()
+
+    def _start(self) -> None:
+        skip = frozenset(s for s, run in self.decisions.items() if not run)
+        self.app.start_run(self.resolved, skip=skip)

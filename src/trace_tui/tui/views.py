@@ -1,0 +1,319 @@
+"""View models: what the screens render, built from the backends' own models.
+
+Screens render only these small dataclasses. The functions here translate the
+hardware report, recipes, previews and verify results into them, so a change
+in a backend's model touches one function, and snapshot tests can build views
+from injected (fake NVML) hardware exactly like the hardware tests do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+
+def _get(obj: Any, *names: str, default: Any = None) -> Any:
+    """First present attribute or key among names (models may be pydantic or dicts)."""
+    for name in names:
+        if obj is None:
+            return default
+        if isinstance(obj, dict):
+            if name in obj and obj[name] is not None:
+                return obj[name]
+        else:
+            value = getattr(obj, name, None)
+            if value is not None:
+                return value
+    return default
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class GpuView:
+    index: int
+    name: str
+    memory: str
+    compute_capability: str
+    mig: str
+    ecc: str
+
+
+@dataclass(frozen=True)
+class RecipeRow:
+    name: str
+    title: str
+    verdict: str  # pass | warn | fail | unknown
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def status(self) -> str:
+        return {"pass": "can run", "warn": "can run (warnings)", "fail": "cannot run"}.get(self.verdict, "unknown")
+
+
+@dataclass(frozen=True)
+class HardwareView:
+    gpus: tuple[GpuView, ...] = ()
+    gpu_message: str = ""  # e.g. "no NVIDIA driver": said plainly when there is no GPU
+    driver: str = "—"
+    cuda: str = "—"
+    docker: str = "—"
+    gpu_runtime: str = "—"
+    images: tuple[tuple[str, str], ...] = ()  # (stage, status)
+    store: str = "—"
+    free_disk: str = "—"
+    recipes: tuple[RecipeRow, ...] = ()
+
+    @property
+    def has_gpu(self) -> bool:
+        return bool(self.gpus)
+
+
+def hardware_view(report: Any, recipes: Iterable[RecipeRow] = ()) -> HardwareView:
+    """The hardware report (trace_tui.hardware.HardwareReport) as a view."""
+    gpus_obj = _get(report, "gpus", default=None)
+    gpu_list = _get(gpus_obj, "devices", "gpus", default=gpus_obj) if gpus_obj is not None else []
+    if not isinstance(gpu_list, (list, tuple)):
+        gpu_list = []
+    gpus = []
+    for i, g in enumerate(gpu_list):
+        mem = _get(g, "memory_gib", "memory_total_gib")
+        if mem is None and _get(g, "memory_total_bytes", "memory_bytes", "memory_total") is not None:
+            mem = _get(g, "memory_total_bytes", "memory_bytes", "memory_total") / 2**30
+        gpus.append(GpuView(
+            index=int(_get(g, "index", default=i)),
+            name=_fmt(_get(g, "name")),
+            memory="—" if mem is None else f"{mem:.0f} GiB",
+            compute_capability=_fmt(_get(g, "compute_capability", "cc")),
+            mig=_fmt(_get(g, "mig", "mig_mode", "mig_enabled")),
+            ecc=_fmt(_get(g, "ecc", "ecc_mode", "ecc_enabled")),
+        ))
+    message = _get(gpus_obj, "error", "message", "status", default="") or _get(report, "gpu_error", "gpu_message", default="")
+    if not gpus and not message:
+        message = "no GPU found"
+    docker = _get(report, "docker")
+    images = _get(report, "images", default=None) or _get(docker, "images", default=[]) or []
+    image_rows = []
+    if isinstance(images, dict):
+        images = [{"stage": k, **(v if isinstance(v, dict) else {"status": v})} for k, v in images.items()]
+    for img in images:
+        image_rows.append((_fmt(_get(img, "stage", "name")), _fmt(_get(img, "status", "state", "message"))))
+    store = _get(report, "store")
+    disk = _get(report, "disk", "free_disk", "free_disk_gib")
+    free = _get(disk, "free_gib", default=disk if isinstance(disk, (int, float)) else None)
+    return HardwareView(
+        gpus=tuple(gpus),
+        gpu_message=str(message or "") if not gpus else "",
+        driver=_fmt(_get(gpus_obj, "driver_version", "driver") or _get(report, "driver_version")),
+        cuda=_fmt(_get(gpus_obj, "cuda_version", "cuda") or _get(report, "cuda_version")),
+        docker=_fmt(_get(docker, "summary", "status", "version", "message", default=docker if isinstance(docker, str) else None)),
+        gpu_runtime=_fmt(_get(docker, "gpu_runtime", "nvidia_runtime", "runtime")),
+        images=tuple(image_rows),
+        store=_fmt(_get(store, "summary", "path", "status", default=store if isinstance(store, str) else None)),
+        free_disk="—" if free is None else f"{float(free):,.0f} GiB free",
+        recipes=tuple(recipes),
+    )
+
+
+def recipe_row(name: str, title: str, checks: Iterable[Any] | None) -> RecipeRow:
+    """A recipe's verdict on this machine from check_recipe's StepChecks (worst wins)."""
+    if checks is None:
+        return RecipeRow(name=name, title=title, verdict="unknown")
+    rank = {"pass": 0, "warn": 1, "fail": 2}
+    verdict = "pass"
+    reasons: list[str] = []
+    for check in checks:
+        v = str(_get(check, "verdict", default="pass"))
+        if rank.get(v, 0) > rank[verdict]:
+            verdict = v
+        if v != "pass":
+            step = _get(check, "step", default="")
+            step = _get(step, "id", default=step)
+            reasons.append(f"{step}: {_get(check, 'reason', default='')}".strip(": "))
+    return RecipeRow(name=name, title=title, verdict=verdict, reasons=tuple(reasons))
+
+
+# -- steps -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StepView:
+    id: str
+    title: str
+    description: str
+    stage: str
+    image: str
+    needs: tuple[str, ...]
+    per_slice: bool
+    confirm: bool
+    check: str = ""  # verdict and reason on this machine
+
+
+def needs_lines(needs: Any) -> tuple[str, ...]:
+    lines = []
+    gpus = _get(needs, "gpus", default=0)
+    lines.append(f"GPUs: {gpus}" + (f" x {_get(needs, 'gpu_memory_gib')} GiB" if _get(needs, "gpu_memory_gib") else "")
+                 if gpus else "GPUs: none (CPU)")
+    if _get(needs, "compute_capability"):
+        lines.append(f"compute capability >= {_get(needs, 'compute_capability')}")
+    if _get(needs, "disk_gib"):
+        lines.append(f"disk: {_get(needs, 'disk_gib')} GiB")
+    lines.append("network: " + ("yes" if _get(needs, "network", default=False) else "no"))
+    store = _get(needs, "store", default=[]) or []
+    if store:
+        lines.append("store: " + ", ".join(store))
+    return tuple(lines)
+
+
+def step_views(recipe: Any, checks: Iterable[Any] | None = None) -> list[StepView]:
+    by_step: dict[str, str] = {}
+    for c in checks or ():
+        step = _get(c, "step", default="")
+        step = _get(step, "id", default=step)
+        by_step[str(step)] = f"{_get(c, 'verdict', default='')}: {_get(c, 'reason', default='')}".strip(": ")
+    out = []
+    for s in _get(recipe, "steps", default=[]):
+        image = _get(s, "image")
+        out.append(StepView(
+            id=s.id, title=s.title, description=s.description.strip(), stage=s.stage,
+            image=f"{image} image" if image else "host (no container)",
+            needs=needs_lines(s.needs), per_slice=bool(s.per_slice), confirm=bool(s.confirm),
+            check=by_step.get(s.id, ""),
+        ))
+    return out
+
+
+# -- verify ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CheckRow:
+    item: str
+    status: str  # passed | failed | absent | ...
+    expected: str = ""
+    actual: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class TableView:
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    differs: frozenset[tuple[int, int]] = frozenset()  # (row, column) cells that differ from the stored value
+
+
+@dataclass(frozen=True)
+class VerifyView:
+    target: str
+    summary: str
+    ok: bool
+    checks: tuple[CheckRow, ...] = ()
+    tables: tuple[TableView, ...] = ()
+    comparisons: tuple[TableView, ...] = ()
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _short(h: Any) -> str:
+    return "" if h in (None, "") else str(h)
+
+
+def _check_rows(items: Iterable[Any]) -> list[CheckRow]:
+    rows = []
+    for c in items:
+        rows.append(CheckRow(
+            item=_fmt(_get(c, "path", "name", "item", "id")),
+            status=str(_get(c, "status", "state", "verdict", default="?")),
+            expected=_short(_get(c, "expected", "expected_sha256")),
+            actual=_short(_get(c, "actual", "actual_sha256")),
+            detail=str(_get(c, "detail", "message", "reason", default="")),
+        ))
+    return rows
+
+
+def _table_view(t: Any, default_title: str = "") -> TableView:
+    columns = tuple(str(c) for c in (_get(t, "columns", "header", "headers", default=[]) or []))
+    rows_raw = _get(t, "rows", default=[]) or []
+    rows = []
+    differs = set()
+    for r, row in enumerate(rows_raw):
+        cells = _get(row, "cells", default=row)
+        if isinstance(cells, dict):
+            cells = list(cells.values())
+        rendered = []
+        for c, cell in enumerate(cells):
+            text = _get(cell, "text", "display", default=None) if not isinstance(cell, (str, int, float)) else None
+            rendered.append(str(text if text is not None else cell))
+            if not isinstance(cell, (str, int, float)) and _get(cell, "differs", "mismatch", default=False):
+                differs.add((r, c))
+        rows.append(tuple(rendered))
+    for cell in _get(t, "differences", "differs", default=[]) or []:
+        if isinstance(cell, (tuple, list)) and len(cell) == 2:
+            differs.add((int(cell[0]), int(cell[1])))
+    return TableView(title=str(_get(t, "title", "name", default=default_title)), columns=columns,
+                     rows=tuple(rows), differs=frozenset(differs))
+
+
+def verify_view(result: Any, target: str) -> VerifyView:
+    """A verify_release / verify_campaign result as a view."""
+    checks = _check_rows(_get(result, "checks", "items", "checklist", default=[]) or [])
+    counts: dict[str, int] = {}
+    for c in checks:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    tables = tuple(_table_view(t) for t in (_get(result, "tables", default=[]) or []))
+    comparisons = tuple(_table_view(t, "scores beside the published ones")
+                        for t in (_get(result, "comparisons", "comparison", default=[]) or []))
+    ok = _get(result, "ok", "passed", default=None)
+    if ok is None:
+        ok = counts.get("failed", 0) == 0
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no checks"
+    return VerifyView(target=target, summary=summary, ok=bool(ok), checks=tuple(checks), tables=tables,
+                      comparisons=comparisons, counts=counts)
+
+
+# -- preview -----------------------------------------------------------------------
+
+def preview_lines(preview: Any) -> list[str]:
+    """The configuration-only preview as text lines, whatever its container."""
+    if preview is None:
+        return []
+    if isinstance(preview, str):
+        return preview.splitlines()
+    for attr in ("lines", "render_lines", "as_lines", "render_text", "text"):
+        value = getattr(preview, attr, None)
+        if callable(value):
+            value = value()
+        if isinstance(value, str):
+            return value.splitlines()
+        if isinstance(value, (list, tuple)):
+            return [str(v) for v in value]
+    data = preview.model_dump(mode="json") if hasattr(preview, "model_dump") else preview
+    out: list[str] = []
+
+    def walk(obj: Any, indent: int) -> None:
+        pad = "  " * indent
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if isinstance(v, (dict, list)) and v:
+                    out.append(f"{pad}{k}:")
+                    walk(v, indent + 1)
+                else:
+                    out.append(f"{pad}{k}: {v}")
+        elif isinstance(obj, list):
+            for v in obj:
+                if isinstance(v, (dict, list)):
+                    out.append(f"{pad}-")
+                    walk(v, indent + 1)
+                else:
+                    out.append(f"{pad}- {v}")
+        else:
+            out.append(f"{pad}{obj}")
+
+    walk(data, 0)
+    return out

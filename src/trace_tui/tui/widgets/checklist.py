@@ -1,0 +1,35 @@
+"""Verification results: the checklist and tables with differences highlighted."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from trace_tui.tui.views import CheckRow, TableView
+
+STATUS_STYLE = {"passed": "green", "ok": "green", "failed": "bold red", "absent": "yellow", "skipped": "dim"}
+
+
+def short_hash(h: str, width: int = 12) -> str:
+    return h[:width] + "…" if len(h) > width + 1 else h
+
+
+class Checklist(DataTable):
+    def show(self, checks: tuple[CheckRow, ...], wide: bool = False) -> None:
+        self.clear(columns=True)
+        self.add_columns("status", "item", "expected", "actual", "detail")
+        width = 64 if wide else 12
+        for c in checks:
+            style = STATUS_STYLE.get(c.status, "")
+            actual_style = "bold red" if c.status == "failed" else ""
+            self.add_row(Text(c.status, style=style), c.item, short_hash(c.expected, width),
+                         Text(short_hash(c.actual, width), style=actual_style), c.detail)
+
+
+class ResultTable(DataTable):
+    def show(self, table: TableView) -> None:
+        self.clear(columns=True)
+        self.add_columns(*table.columns)
+        for r, row in enumerate(table.rows):
+            cells = [Text(v, style="bold reverse red") if (r, c) in table.differs else v for c, v in enumerate(row)]
+            self.add_row(*cells)

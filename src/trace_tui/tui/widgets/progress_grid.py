@@ -1,0 +1,165 @@
+"""The live progress grid: benchmarks (or task groups) as rows, seeds as columns, one tab per model."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import DataTable, Input, Static, Tab, Tabs
+
+from trace_tui.tui.progress import ProgressModel, SliceProgress, format_duration, format_rate
+
+BAR_WIDTH = 8
+
+
+def bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
+    if total <= 0:
+        return "·" * width
+    filled = min(width, int(width * done / total))
+    return "█" * filled + "░" * (width - filled)
+
+
+def cell_text(cell: SliceProgress | None) -> Text:
+    if cell is None:
+        return Text("")
+    style = "green" if cell.complete else ("" if cell.done else "dim")
+    return Text(f"{bar(cell.done, cell.total)} {cell.done}/{cell.total}", style=style)
+
+
+def _tab_id(index: int) -> str:
+    return f"model-{index}"
+
+
+class ProgressGrid(Vertical):
+    """Redrawn from a ProgressModel by the run screen's timer, never per event."""
+
+    DEFAULT_CSS = ""
+
+    def __init__(self, model: ProgressModel, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.model = model
+        self.filter_text = ""
+        self._models_shown: list[str] = []
+        self._structure_seen = -1
+        self._current: str | None = None
+        self._rows: list[str] = []
+        self._seeds: list[int | None] = []
+        self.redraws = 0
+
+    def compose(self) -> ComposeResult:
+        yield Tabs(id="grid-tabs")
+        yield Input(placeholder="filter benchmarks (esc clears)", id="grid-filter", classes="hidden")
+        yield DataTable(id="grid-table", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="grid-summary")
+
+    # -- filter ------------------------------------------------------------------
+    def open_filter(self) -> None:
+        box = self.query_one("#grid-filter", Input)
+        box.remove_class("hidden")
+        box.focus()
+
+    def close_filter(self) -> None:
+        box = self.query_one("#grid-filter", Input)
+        box.value = ""
+        box.add_class("hidden")
+        self.set_filter("")
+        self.query_one("#grid-table", DataTable).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "grid-filter":
+            self.set_filter(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "grid-filter":
+            self.query_one("#grid-table", DataTable).focus()
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text.strip().lower()
+        self._structure_seen = -1  # rebuild rows
+        self.redraw(force=True)
+
+    # -- tabs --------------------------------------------------------------------
+    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+        if event.tab is None or event.tab.id is None:
+            return
+        index = int(event.tab.id.split("-")[1])
+        if index < len(self._models_shown) and self._models_shown[index] != self._current:
+            self._current = self._models_shown[index]
+            self._structure_seen = -1
+            self.redraw(force=True)
+
+    @property
+    def current_model(self) -> str | None:
+        return self._current
+
+    # -- drawing -----------------------------------------------------------------
+    def redraw(self, force: bool = False) -> None:
+        model = self.model
+        if not force and not model.dirty:
+            return
+        self.redraws += 1
+        tabs = self.query_one(Tabs)
+        for name in model.models[len(self._models_shown):]:
+            tabs.add_tab(Tab(name, id=_tab_id(len(self._models_shown))))
+            self._models_shown.append(name)
+        if self._current is None and model.models:
+            self._current = model.models[0]
+        table = self.query_one("#grid-table", DataTable)
+        current = self._current
+        if current is None:
+            self._summary()
+            return
+        if self._structure_seen != model.structure_version:
+            self._structure_seen = model.structure_version
+            rows = [b for b in model.benchmarks.get(current, []) if self.filter_text in b.lower()]
+            seeds = list(model.seeds.get(current, []))
+            if seeds != self._seeds or rows != self._rows or not table.columns:
+                table.clear(columns=True)
+                table.add_column("benchmark", key="benchmark")
+                for seed in seeds:
+                    table.add_column("seed " + ("—" if seed is None else str(seed)), key=f"seed-{seed}")
+                table.add_column("rows/s", key="rate")
+                table.add_column("ETA", key="eta")
+                for bench in rows:
+                    table.add_row(*self._row_cells(current, bench, seeds), key=bench)
+                self._rows, self._seeds = rows, seeds
+                model.dirty_slices = {k for k in model.dirty_slices if k[0] != current}
+        dirty = [k for k in model.dirty_slices if k[0] == current]
+        for key in dirty:
+            _, bench, seed = key
+            if bench in self._rows and seed in self._seeds:
+                table.update_cell(bench, f"seed-{seed}", cell_text(model.slices.get(key)))
+                rate, eta = self._row_rate(current, bench)
+                table.update_cell(bench, "rate", rate)
+                table.update_cell(bench, "eta", eta)
+        model.dirty_slices = {k for k in model.dirty_slices if k[0] != current}
+        self._summary()
+
+    def _row_rate(self, model_name: str, bench: str) -> tuple[str, str]:
+        cells = [c for (m, b, _), c in self.model.slices.items() if m == model_name and b == bench]
+        rates = [r for c in cells if (r := c.rate()) is not None]
+        rate = sum(rates) if rates else None
+        left = sum(max(c.total - c.done, 0) for c in cells)
+        eta = None if rate is None else left / rate
+        if cells and left == 0:
+            return format_rate(rate), "done"
+        return format_rate(rate), format_duration(eta)
+
+    def _row_cells(self, model_name: str, bench: str, seeds: list[int | None]) -> list:
+        cells: list = [bench]
+        for seed in seeds:
+            cells.append(cell_text(self.model.slices.get((model_name, bench, seed))))
+        cells.extend(self._row_rate(model_name, bench))
+        return cells
+
+    def _summary(self) -> None:
+        model = self.model
+        done, total = model.totals()
+        text = f"overall {done:,}/{total:,} rows · {format_rate(model.overall_rate())} · ETA {format_duration(model.overall_eta())}"
+        if self._current is not None and len(model.models) > 1:
+            mdone, mtotal = model.totals(self._current)
+            text += f"   ·   {self._current}: {mdone:,}/{mtotal:,}"
+        if self.filter_text:
+            text += f"   ·   filter: {self.filter_text}"
+        self.query_one("#grid-summary", Static).update(text)
+        model.dirty = False
