@@ -1,17 +1,58 @@
-"""Recipe schema: a recipe is an ordered list of steps of the release guide.
+"""Recipes: the steps of the release guide, as validated data.
 
-Models, seeds, suites and settings are never retyped here: a recipe selects
-from the release lock (``models: all`` or a list of model ids), and the
-resolver turns the selection into concrete pins.
+A recipe is an ordered list of steps (``recipes/<name>.yaml``). Models, seeds,
+suites and generation settings are never retyped in a recipe: it *selects*
+from the release lock (``models: all`` or lock model ids, ``seeds: all`` or a
+subset of the suite's seeds, ``benchmarks: all`` or suite keys), and
+:func:`resolve_recipe` turns the selection into concrete pins, slices and a run
+tag. Only the ``demo`` profile (suite ``demo``) carries its own settings and
+local models, because nothing of it is part of the release.
+
+Everything here is pure: loading reads one YAML file, resolving reads the lock
+object it is given. Errors are :class:`~trace_tui.errors.UsageError` with the
+file, line and field, and the allowed values.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from trace_tui.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trace_tui.release import ModelPin, ReleaseLock
 
 Stage = Literal["train", "infer", "score", "host"]
+ImageName = Literal["train", "infer", "score"]
+Suite = Literal["trace_eval", "trace_validation", "demo"]
+Scale = Literal["3B", "7B"]
+
+# What a step's GPUs are for. The memory each one needs depends on the model
+# size and is derived in trace_tui.hardware (see REQUIREMENTS there, with the
+# arithmetic); a recipe names the purpose instead of retyping numbers that
+# would drift from the models it selects.
+GpuProfile = Literal["generate", "judge", "train"]
+
+# Store entries a step reads, by role. The resolver expands each role into
+# concrete entry names (``model/<repo>@<revision>`` ...) from the lock.
+STORE_ROLES: tuple[str, ...] = (
+    "release-files",  # the release's files (receipts, suites, configs, prompts)
+    "models",  # the selected models at their pinned revisions
+    "training-base",  # the base model that a smoke run trains
+    "judge",  # Qwen3-32B at its pinned revision
+    "dataset-train",  # maveryn/trace dataset-v1, train shards
+    "dataset-validation",  # maveryn/trace dataset-v1, validation file
+    "eval-datasets",  # the 24-benchmark dataset view of trace_eval_v1
+    "evaluator",  # the release evaluator + pinned VLMEvalKit
+    "demo-assets",  # the demo's tiny local model and synthetic tasks
+)
+
+VALIDATION_BENCHMARK = "trace-validation"  # the one pseudo-benchmark of the TRACE validation suite
 
 
 class _Strict(BaseModel):
@@ -19,41 +60,535 @@ class _Strict(BaseModel):
 
 
 class StepNeeds(_Strict):
-    gpus: int = Field(0, ge=0, description="GPUs per model endpoint (0: runs on CPU)")
-    gpu_memory_gib: float = Field(0, ge=0, description="memory per GPU")
-    compute_capability: str | None = Field(None, description="minimum, e.g. '8.0' for bf16")
-    disk_gib: float = Field(0, ge=0)
+    gpus: int = Field(0, ge=0, le=64, description="GPUs per model endpoint (0: runs on CPU); a floor when gpu_profile is set")
+    gpu_memory_gib: float = Field(0, ge=0, le=4096, description="memory per GPU; a floor when gpu_profile is set")
+    gpu_profile: GpuProfile | None = Field(
+        None, description="derive GPUs and memory per model size (trace_tui.hardware.REQUIREMENTS)")
+    compute_capability: str | None = Field(None, pattern=r"^\d{1,2}\.\d$", description="minimum, e.g. '8.0' for bf16")
+    disk_gib: float = Field(0, ge=0, le=1_000_000)
     network: bool = False
-    store: list[str] = Field(default_factory=list, description="store entries the step reads")
+    store: list[str] = Field(default_factory=list, description="store entries the step reads (roles: STORE_ROLES)")
+
+    @model_validator(mode="after")
+    def _known_roles(self) -> "StepNeeds":
+        for role in self.store:
+            if role not in STORE_ROLES:
+                raise ValueError(f"unknown store entry {role!r}; allowed: {', '.join(STORE_ROLES)}")
+        return self
 
 
 class Step(_Strict):
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=64)
     title: str
     description: str = ""
     stage: Stage
-    image: Literal["train", "infer", "score"] | None = None  # None: runs on the host
-    run: list[str] = Field(description="module and arguments of the worker, e.g. ['trace_tui.stages.generate']")
+    image: ImageName | None = None  # None: runs on the host
+    run: list[str] = Field(min_length=1, description="module and arguments of the worker, e.g. ['trace_tui.stages.generate']")
+    env: dict[str, str] = Field(default_factory=dict, description="environment toggles, e.g. RUN_GENERATION=1")
     needs: StepNeeds = StepNeeds()
     inputs: list[str] = Field(default_factory=list)
     outputs: list[str] = Field(default_factory=list)
     confirm: bool = False
     per_slice: bool = Field(False, description="one job per (model, seed, benchmark) slice")
 
+    @model_validator(mode="after")
+    def _stage_and_image(self) -> "Step":
+        if self.stage == "host" and self.image is not None:
+            raise ValueError("a host step runs on the host: leave out 'image'")
+        if self.stage != "host" and self.image is None:
+            raise ValueError(f"a {self.stage} step runs in an image: set 'image' to one of train, infer, score")
+        return self
+
 
 class Selection(_Strict):
-    suite: Literal["trace_eval", "trace_validation", "demo"] | None = None
+    suite: Suite | None = None
     models: list[str] | Literal["all"] = Field(default_factory=list)
     seeds: list[int] | Literal["all"] = Field(default_factory=list)
     benchmarks: list[str] | Literal["all"] = Field(default_factory=list)
+    train_scale: Scale | None = Field(None, description="smoke recipes: the release training profile of this size")
+
+
+class LocalModel(_Strict):
+    """A model that is not a release pin: the demo's tiny random Qwen2.5-VL, built locally."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
+    label: str
+    store_entry: str = Field(description="where demo_prepare puts it in the store")
+    scale: Literal["tiny"] = "tiny"
+
+    @property
+    def ref(self) -> str:
+        return f"local:{self.store_entry}"
+
+
+class DemoTask(_Strict):
+    key: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    rows: int = Field(ge=1, le=10_000)
+    display: str = ""
 
 
 class Recipe(_Strict):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=64)
     title: str
     purpose: str
     canonical: bool = True
+    image_flavour: Literal["cuda", "cpu"] = Field("cuda", description="cpu: the images' CPU build (demo)")
     selection: Selection = Selection()
     settings: dict[str, float | int | str | bool] = Field(
         default_factory=dict, description="overrides of the suite's generation settings (demo profile only)")
-    steps: list[Step]
+    local_models: list[LocalModel] = Field(default_factory=list, description="demo only")
+    demo_tasks: list[DemoTask] = Field(default_factory=list, description="demo only: its task groups and rows")
+    steps: list[Step] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Recipe":
+        ids = [s.id for s in self.steps]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"step ids must be unique; repeated: {', '.join(dupes)}")
+        demo = self.selection.suite == "demo"
+        if self.settings and not demo:
+            raise ValueError("'settings' overrides are for the demo profile only: "
+                             "release recipes take their generation settings from the release lock")
+        if (self.local_models or self.demo_tasks) and not demo:
+            raise ValueError("'local_models' and 'demo_tasks' are for suite 'demo' only")
+        if demo and self.selection.models not in ([],):
+            raise ValueError("suite 'demo' uses 'local_models', not release 'models'")
+        return self
+
+    @property
+    def generates(self) -> bool:
+        """Whether the recipe produces per-slice rows (then it has slices)."""
+        return any(s.stage == "infer" for s in self.steps)
+
+
+class SliceKey(BaseModel):
+    """One model x seed x benchmark: the unit of generation, scoring and resume."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    seed: int
+    benchmark: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.model}/{self.seed}/{self.benchmark}"
+
+
+class BenchmarkRef(_Strict):
+    key: str
+    rows: int
+    display: str = ""
+    category: str = ""
+    route: str = ""
+
+
+class TrainingTarget(_Strict):
+    scale: Scale
+    base: str  # repo@revision from the lock
+    config: str  # release training config path (relative to the repository root)
+
+
+class ResolvedRecipe(BaseModel):
+    """A recipe with its selection turned into pins: what a run (or a preview) uses."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    recipe: Recipe
+    suite: str | None  # suite id (trace_eval_v1, trace-validation-2000-seed42-v1, demo) or None
+    suite_sha256: str | None = None  # the published hash, where the release lock pins one
+    models: list[Any]  # ModelPin | LocalModel (both have .id, .label, .ref)
+    seeds: list[int]
+    benchmarks: list[BenchmarkRef]
+    settings: dict[str, Any]
+    slices: list[SliceKey]
+    rows_total: int
+    training: TrainingTarget | None = None
+    store_entries: dict[str, list[str]] = Field(default_factory=dict, description="step id -> concrete store entries")
+    config_sha256: str
+    run_tag: str
+
+    def model_scale(self, model_id: str) -> str:
+        for m in self.models:
+            if m.id == model_id:
+                return m.scale
+        raise KeyError(model_id)
+
+    def rows_of(self, benchmark: str) -> int:
+        return next(b.rows for b in self.benchmarks if b.key == benchmark)
+
+    def all_store_entries(self) -> list[str]:
+        return list(dict.fromkeys(e for entries in self.store_entries.values() for e in entries))
+
+    def to_data(self) -> dict[str, Any]:
+        """The resolved configuration as plain JSON data (what config_sha256 hashes, plus the hash)."""
+        return {**_config_data(self.recipe, self.suite, self.suite_sha256, self.models, self.seeds,
+                               self.benchmarks, self.settings, self.training, self.store_entries),
+                "slices": len(self.slices), "rows_total": self.rows_total,
+                "config_sha256": self.config_sha256, "run_tag": self.run_tag}
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def recipes_dir() -> Path:
+    from trace_tui.resources import recipes_dir as _dir
+
+    return _dir()
+
+
+def known_recipes() -> list[str]:
+    """Names of the recipes shipped with the package, in the release guide's order."""
+    found = {p.stem for p in recipes_dir().glob("*.yaml")}
+    ordered = [n for n in GUIDE_ORDER if n in found]
+    return ordered + sorted(found - set(ordered))
+
+
+GUIDE_ORDER = ("preflight", "smoke-3b", "smoke-7b", "validation", "eval-setup", "eval-preview",
+               "full", "verify", "demo")
+
+
+def load_recipe(name_or_path: str | Path, *, lock: "ReleaseLock | None" = None) -> Recipe:
+    """A shipped recipe by name, or a recipe file by path. UsageError on anything wrong."""
+    text_name = str(name_or_path)
+    path = Path(text_name)
+    if text_name in known_recipes():
+        path = recipes_dir() / f"{text_name}.yaml"
+    elif not (text_name.endswith((".yaml", ".yml")) or "/" in text_name) or not path.is_file():
+        if text_name.endswith((".yaml", ".yml")) or "/" in text_name:
+            raise UsageError(f"recipe file {text_name} does not exist")
+        raise UsageError(f"unknown recipe {text_name!r}", hint=f"known recipes: {', '.join(known_recipes())}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read recipe file {path}: {exc}") from None
+    recipe = parse_recipe(text, source=str(path), lock=lock)
+    if path.parent == recipes_dir() and recipe.name != path.stem:
+        raise UsageError(f"{path}: name: {recipe.name!r} differs from the file name", hint=f"set name: {path.stem}")
+    return recipe
+
+
+def parse_recipe(text: str, *, source: str = "<recipe>", lock: "ReleaseLock | None" = None) -> Recipe:
+    """Validate recipe YAML text. Every failure is one UsageError naming source:line, field, allowed values."""
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}" if mark else source
+        raise UsageError(f"{where}: not valid YAML: {exc.problem or exc}") from None
+    except RecursionError:
+        raise UsageError(f"{source}: not valid YAML: nested too deeply") from None
+    except Exception as exc:  # noqa: BLE001 - yaml constructors raise ValueError/TypeError etc. on odd scalars
+        raise UsageError(f"{source}: not valid YAML: {type(exc).__name__}: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{source}:1: a recipe is a mapping with name, title, purpose, steps "
+                         f"(got {type(data).__name__})")
+    try:
+        recipe = Recipe.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(_describe_validation_error(exc, root, source, Recipe)) from None
+    except RecursionError:  # self-referencing YAML anchors
+        raise UsageError(f"{source}: recipe nests too deeply (self-referencing anchors?)") from None
+    _check_against_lock(recipe, root, source, lock)
+    return recipe
+
+
+def _node_line(root: Any, loc: tuple[Any, ...]) -> int:
+    """1-based line of the deepest YAML node on the path ``loc`` (pydantic error location)."""
+    import yaml
+
+    node, line = root, (root.start_mark.line + 1 if root is not None else 1)
+    for key in loc:
+        nxt = None
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.value == str(key):
+                    nxt, line = v, k.start_mark.line + 1
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+            nxt = node.value[key]
+            line = nxt.start_mark.line + 1
+        if nxt is None:
+            break
+        node = nxt
+    return line
+
+
+def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model class that owns the field at ``loc`` (to list allowed field names)."""
+    import typing
+
+    current: Any = model
+    for key in loc[:-1]:
+        if isinstance(key, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)) or key not in current.model_fields:
+            return None
+        ann = current.model_fields[key].annotation
+        # unwrap list[X] / X | None to X
+        for _ in range(3):
+            args = [a for a in typing.get_args(ann) if a is not type(None)]
+            if args and not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+                ann = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), args[0])
+        current = ann
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _describe_validation_error(exc: ValidationError, root: Any, source: str, model: type[BaseModel]) -> str:
+    err = exc.errors()[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in ("list", "literal"))))
+    field = ".".join(str(p) for p in loc) or "(top level)"
+    line = _node_line(root, loc)
+    msg = err["msg"]
+    allowed = ""
+    if err["type"] == "extra_forbidden":
+        owner = _model_at(model, loc)
+        if owner is not None:
+            allowed = f"; allowed fields: {', '.join(owner.model_fields)}"
+        msg = "unknown field"
+    elif err["type"] == "missing":
+        msg = "required field is missing"
+    elif "expected" in (err.get("ctx") or {}):
+        allowed = f"; allowed values: {err['ctx']['expected']}"
+    more = len(exc.errors()) - 1
+    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    value = err.get("input")
+    shown = "" if err["type"] in ("missing",) or isinstance(value, (dict, list)) else f" (got {_short(value)})"
+    return f"{source}:{line}: {field}: {msg}{shown}{allowed}{tail}"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_against_lock(recipe: Recipe, root: Any, source: str, lock: "ReleaseLock | None") -> None:
+    """Model ids, seeds and benchmark keys a recipe names must exist in the release lock."""
+    sel = recipe.selection
+    if sel.suite in (None, "demo"):
+        if sel.suite is None and (sel.seeds or sel.benchmarks):
+            line = _node_line(root, ("selection",))
+            raise UsageError(f"{source}:{line}: selection: seeds and benchmarks need a suite; "
+                             "allowed values of selection.suite: trace_eval, trace_validation, demo")
+        if sel.suite == "demo" and isinstance(sel.benchmarks, list) and sel.benchmarks:
+            keys = [t.key for t in recipe.demo_tasks]
+            _subset(sel.benchmarks, keys, source, _node_line(root, ("selection", "benchmarks")), "selection.benchmarks")
+        if sel.suite is None and isinstance(sel.models, list) and not sel.models:
+            return
+    lock = lock or _lock()
+    if isinstance(sel.models, list) and sel.models:
+        _subset(sel.models, [m.id for m in lock.models], source,
+                _node_line(root, ("selection", "models")), "selection.models")
+    if sel.suite in ("trace_eval", "trace_validation"):
+        if isinstance(sel.seeds, list) and sel.seeds:
+            _subset(sel.seeds, _suite_seeds(sel.suite, lock), source,
+                    _node_line(root, ("selection", "seeds")), "selection.seeds")
+        if isinstance(sel.benchmarks, list) and sel.benchmarks:
+            _subset(sel.benchmarks, [b.key for b in _suite_benchmarks(recipe, lock)], source,
+                    _node_line(root, ("selection", "benchmarks")), "selection.benchmarks")
+
+
+def _subset(values: list[Any], allowed: list[Any], source: str, line: int, field: str) -> None:
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise UsageError(f"{source}:{line}: {field}: unknown value {_short(bad[0])}; "
+                         f"allowed values: {', '.join(str(a) for a in allowed)}")
+
+
+def _lock() -> "ReleaseLock":
+    from trace_tui.release import release_lock
+
+    return release_lock()
+
+
+# --------------------------------------------------------------------------- resolving
+
+
+def _suite_seeds(suite: str | None, lock: "ReleaseLock") -> list[int]:
+    if suite == "trace_eval":
+        return list(lock.trace_eval.seeds)
+    if suite in ("trace_validation", "demo"):
+        # The validation suite is one seed (42); the demo reuses it.
+        return [lock.trace_validation.generation.seed]
+    return []
+
+
+def _suite_benchmarks(recipe: Recipe, lock: "ReleaseLock") -> list[BenchmarkRef]:
+    suite = recipe.selection.suite
+    if suite == "trace_eval":
+        return [BenchmarkRef(key=b.key, rows=b.rows, display=b.display, category=b.category, route=b.route)
+                for b in lock.trace_eval.benchmarks]
+    if suite == "trace_validation":
+        return [BenchmarkRef(key=VALIDATION_BENCHMARK, rows=lock.trace_validation.rows,
+                             display="TRACE validation", category="TRACE", route="trace_validation")]
+    if suite == "demo":
+        return [BenchmarkRef(key=t.key, rows=t.rows, display=t.display or t.key, category="demo", route="demo")
+                for t in recipe.demo_tasks]
+    return []
+
+
+def _suite_settings(recipe: Recipe, lock: "ReleaseLock") -> dict[str, Any]:
+    suite = recipe.selection.suite
+    if suite == "trace_eval":
+        return lock.trace_eval.generation.model_dump()
+    if suite in ("trace_validation", "demo"):
+        base = lock.trace_validation.generation.model_dump()
+        if suite == "demo":
+            unknown = sorted(set(recipe.settings) - set(base))
+            if unknown:
+                raise UsageError(f"recipe {recipe.name}: settings: unknown setting {unknown[0]!r}",
+                                 hint=f"allowed: {', '.join(base)}")
+            base.update(recipe.settings)
+        return base
+    return {}
+
+
+def _narrow(kind: str, recipe: Recipe, available: list[Any], wanted: list[Any] | None) -> list[Any]:
+    if wanted is None:
+        return available
+    if not available:
+        raise UsageError(f"recipe {recipe.name} selects no {kind}, so --{kind} cannot narrow it")
+    bad = [w for w in wanted if w not in available]
+    if bad:
+        raise UsageError(f"--{kind}: {bad[0]!r} is not in recipe {recipe.name}",
+                         hint=f"allowed: {', '.join(str(a) for a in available)}")
+    wanted_set = set(wanted)
+    return [a for a in available if a in wanted_set]  # keep the lock's order, drop repeats
+
+
+def _store_entries(recipe: Recipe, models: list[Any], training: TrainingTarget | None,
+                   lock: "ReleaseLock") -> dict[str, list[str]]:
+    """Expand each step's store roles into concrete entry names (stable, derived from the lock)."""
+    ds = lock.dataset
+    out: dict[str, list[str]] = {}
+    for step in recipe.steps:
+        entries: list[str] = []
+        for role in step.needs.store:
+            if role == "release-files":
+                entries.append(f"release/{lock.upstream.repository}@{lock.upstream.commit}")
+            elif role == "models":
+                entries += [f"model/{m.ref}" if not isinstance(m, LocalModel) else m.store_entry for m in models]
+            elif role == "training-base" and training is not None:
+                entries.append(f"model/{training.base}")
+            elif role == "judge":
+                entries.append(f"model/{lock.judge.ref}")
+            elif role == "dataset-train":
+                entries.append(f"dataset/{ds.repo_id}@{ds.revision}/train")
+            elif role == "dataset-validation":
+                entries.append(f"dataset/{ds.repo_id}@{ds.revision}/validation")
+            elif role == "eval-datasets":
+                entries.append(f"eval-datasets/{lock.trace_eval.suite_id}")
+            elif role == "evaluator":
+                entries.append(f"evaluator/{lock.upstream.repository}@{lock.upstream.commit}")
+                entries.append(f"evaluator/{lock.vlmevalkit.repository}@{lock.vlmevalkit.commit}")
+            elif role == "demo-assets":
+                entries.append("demo/tasks")
+                entries += [m.store_entry for m in models if isinstance(m, LocalModel)]
+        out[step.id] = list(dict.fromkeys(entries))
+    return out
+
+
+def _config_data(recipe: Recipe, suite: str | None, suite_sha256: str | None, models: list[Any], seeds: list[int],
+                 benchmarks: list[BenchmarkRef], settings: dict[str, Any], training: TrainingTarget | None,
+                 store_entries: dict[str, list[str]]) -> dict[str, Any]:
+    # Image ids are deliberately not part of the configuration: a rebuilt image
+    # must resume the same campaign (the engine invalidates the affected slices).
+    return {
+        "recipe": recipe.name,
+        "suite": suite,
+        "suite_sha256": suite_sha256,
+        "models": [{"id": m.id, "ref": m.ref, "label": m.label} for m in models],
+        "seeds": seeds,
+        "benchmarks": [b.model_dump() for b in benchmarks],
+        "settings": settings,
+        "training": training.model_dump() if training else None,
+        "steps": [{"id": s.id, "stage": s.stage, "image": s.image, "run": s.run, "env": s.env,
+                   "per_slice": s.per_slice} for s in recipe.steps],
+        "image_flavour": recipe.image_flavour,
+        "store": store_entries,
+    }
+
+
+def canonical_sha256(data: Any) -> str:
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def resolve_recipe(recipe: Recipe | str, *, models: list[str] | None = None, seeds: list[int] | None = None,
+                   benchmarks: list[str] | None = None, lock: "ReleaseLock | None" = None) -> ResolvedRecipe:
+    """Turn a recipe's selection (narrowed by --models/--seeds/--benchmarks) into pins, slices and a run tag."""
+    if isinstance(recipe, str):
+        recipe = load_recipe(recipe, lock=lock)
+    lock = lock or _lock()
+    sel = recipe.selection
+
+    # models
+    training: TrainingTarget | None = None
+    chosen: list[Any]
+    if sel.suite == "demo":
+        chosen = list(recipe.local_models)
+    elif sel.train_scale is not None:
+        base = lock.training_base_models[sel.train_scale]
+        training = TrainingTarget(scale=sel.train_scale, base=base.ref, config=lock.training.configs[sel.train_scale])
+        chosen = [m for m in lock.models if m.ref == base.ref]
+    elif sel.models == "all":
+        chosen = list(lock.models)
+    else:
+        by_id = {m.id: m for m in lock.models}
+        chosen = [by_id[i] for i in dict.fromkeys(sel.models) if i in by_id]
+    ids = _narrow("models", recipe, [m.id for m in chosen], models)
+    chosen = [m for m in chosen if m.id in ids]
+
+    # seeds
+    suite_seeds = _suite_seeds(sel.suite, lock)
+    if sel.seeds == "all":
+        avail_seeds = suite_seeds
+    else:
+        avail_seeds = [s for s in suite_seeds if s in set(sel.seeds)]
+    if sel.suite == "demo" and not sel.seeds:
+        avail_seeds = suite_seeds
+    chosen_seeds = _narrow("seeds", recipe, avail_seeds, seeds)
+
+    # benchmarks
+    suite_benchmarks = _suite_benchmarks(recipe, lock)
+    if sel.benchmarks == "all" or (sel.suite in ("trace_validation", "demo") and not sel.benchmarks):
+        avail_b = suite_benchmarks
+    else:
+        wanted = set(sel.benchmarks)
+        avail_b = [b for b in suite_benchmarks if b.key in wanted]
+    keys = _narrow("benchmarks", recipe, [b.key for b in avail_b], benchmarks)
+    chosen_b = [b for b in avail_b if b.key in set(keys)]
+
+    settings = _suite_settings(recipe, lock)
+    suite_id, suite_sha = None, None
+    if sel.suite == "trace_eval":
+        suite_id, suite_sha = lock.trace_eval.suite_id, lock.published_hash("suite").sha256
+    elif sel.suite == "trace_validation":
+        # The lock pins this suite through rlvr/release_files.v1.json, not by a published hash.
+        suite_id = lock.trace_validation.suite_id
+    elif sel.suite == "demo":
+        suite_id = "demo"
+
+    slices: list[SliceKey] = []
+    if sel.suite is not None:  # a suite selection defines the slice matrix
+        slices = [SliceKey(model=m.id, seed=s, benchmark=b.key) for m in chosen for s in chosen_seeds for b in chosen_b]
+    rows = {b.key: b.rows for b in chosen_b}
+    rows_total = sum(rows[s.benchmark] for s in slices)
+    store = _store_entries(recipe, chosen, training, lock)
+    data = _config_data(recipe, suite_id, suite_sha, chosen, chosen_seeds, chosen_b, settings, training, store)
+    sha = canonical_sha256(data)
+    return ResolvedRecipe(recipe=recipe, suite=suite_id, suite_sha256=suite_sha, models=chosen, seeds=chosen_seeds,
+                          benchmarks=chosen_b, settings=settings, slices=slices, rows_total=rows_total,
+                          training=training, store_entries=store, config_sha256=sha,
+                          run_tag=f"{recipe.name}-{sha[:12]}")
+
+
+__all__ = [
+    "BenchmarkRef", "DemoTask", "LocalModel", "Recipe", "ResolvedRecipe", "Selection", "SliceKey", "Step",
+    "StepNeeds", "STORE_ROLES", "TrainingTarget", "VALIDATION_BENCHMARK", "canonical_sha256", "known_recipes",
+    "load_recipe", "parse_recipe", "resolve_recipe",
+]
