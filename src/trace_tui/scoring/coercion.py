@@ -1,0 +1,280 @@
+"""Structured parsing and coercion for the deterministic extraction (CONTRACTS §1).
+
+Standard library only: this module runs inside the score images and inside
+other people's trainers as a reward.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+import warnings
+from dataclasses import dataclass
+from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, InvalidOperation
+from typing import Any
+
+ANSWER_TYPES = ("integer", "number", "option_letter", "string")
+
+# Parser labels recorded on every candidate (audit trail).
+PARSER_JSON = "json"
+PARSER_LITERAL = "python-literal"
+PARSER_TEXT = "text"
+
+# A typed integer with more digits than this is refused: converting it would
+# cost unbounded memory and no TRACE answer comes anywhere near it.
+MAX_INTEGER_EXPONENT = 100_000
+
+
+def normalize_answer_type(answer_type: object) -> str:
+    """The declared answer type, trimmed and case-folded; anything else is a usage error."""
+    if not isinstance(answer_type, str):
+        raise ValueError(
+            f"answer_type must be a string, one of {', '.join(ANSWER_TYPES)}; got {type(answer_type).__name__}"
+        )
+    norm = answer_type.strip().lower()
+    if norm not in ANSWER_TYPES:
+        raise ValueError(f"unknown answer_type {answer_type!r}: use one of {', '.join(ANSWER_TYPES)}")
+    return norm
+
+
+# ---------------------------------------------------------------------------
+# Structured parsing of a text: JSON, then a Python literal.
+
+
+class _Refused(Exception):
+    """JSON found conflicting evidence (a duplicated key): the text gives nothing."""
+
+
+class _NonFinite(Exception):
+    """JSON met NaN/Infinity/-Infinity: refused, the text is tried as a literal."""
+
+
+def _pairs_no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Refused(key)
+        out[key] = value
+    return out
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NonFinite(name)
+
+
+_JSON_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_no_duplicates, parse_constant=_refuse_constant)
+
+# Returned by parse_structured when the text gives nothing.
+NOTHING: Any = object()
+
+
+def _literal(text: str) -> Any:
+    try:
+        with warnings.catch_warnings():
+            # Invalid escapes in string literals warn at parse time; the text is data, not code.
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, mode="eval")
+    except Exception:  # noqa: BLE001 - SyntaxError, ValueError (NUL), RecursionError, MemoryError
+        return NOTHING
+    dicts = [node for node in ast.walk(tree) if isinstance(node, ast.Dict)]
+    for node in dicts:
+        if any(key is None for key in node.keys):  # {**x}: dict unpacking is refused
+            return NOTHING
+    try:
+        value = ast.literal_eval(tree)
+    except Exception:  # noqa: BLE001 - ValueError, TypeError (unhashable key), RecursionError
+        return NOTHING
+    for node in dicts:
+        # Keys compared as Python compares them: 1, 1.0 and True are one key.
+        keys = [ast.literal_eval(key) for key in node.keys]
+        if len(set(keys)) != len(keys):
+            return NOTHING
+    return value
+
+
+def parse_structured(text: str) -> tuple[Any, str] | Any:
+    """(value, parser) for a text that parses as JSON or a Python literal, else NOTHING."""
+    text = text.strip()
+    if not text:
+        return NOTHING
+    try:
+        return _JSON_DECODER.decode(text), PARSER_JSON  # json.loads with the two refusals
+    except _Refused:
+        return NOTHING
+    except (_NonFinite, ValueError, RecursionError):
+        pass
+    value = _literal(text)
+    if value is NOTHING:
+        return NOTHING
+    return value, PARSER_LITERAL
+
+
+# ---------------------------------------------------------------------------
+# Coercion of a raw candidate to the answer type.
+
+_ATOMIC = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_OPTION = re.compile(r"(?:option )?[(\[]?([A-Za-z])[)\]]?[.!?]?", re.IGNORECASE | re.ASCII)
+_BOXED_OPEN = re.compile(r"\\boxed\s*\{", re.IGNORECASE)
+_WRAP_OPEN = re.compile(r"\\(?:text|mathrm|mathbf)\{")
+
+
+def matching_brace(text: str, open_index: int) -> int:
+    """Index of the `}` closing the `{` at open_index, counting braces only; -1 if unclosed."""
+    depth = 0
+    pos = open_index
+    find_open = text.find
+    while True:
+        o = find_open("{", pos)
+        c = find_open("}", pos)
+        if c < 0:
+            return -1
+        if 0 <= o < c:
+            depth += 1
+            pos = o + 1
+        else:
+            depth -= 1
+            if depth == 0:
+                return c
+            pos = c + 1
+
+
+def _whole_wrapped(text: str, opener: re.Pattern[str]) -> str | None:
+    m = opener.match(text)
+    if m is None:
+        return None
+    close = matching_brace(text, m.end() - 1)
+    if close != len(text) - 1:
+        return None
+    return text[m.end() : close]
+
+
+def unwrap_text(text: str, answer_type: str) -> Any:
+    """The value a text-parser string stands for, before type coercion (CONTRACTS §1 Coercion)."""
+    s = text.strip()
+    inner = _whole_wrapped(s, _BOXED_OPEN)
+    if inner is not None:
+        s = inner.strip()
+    inner = _whole_wrapped(s, _WRAP_OPEN)
+    if inner is not None:
+        s = inner
+    elif len(s) >= 2 and s[0] == "`" and s[-1] == "`":
+        s = s[1:-1]
+    parsed = parse_structured(s)
+    if parsed is not NOTHING:
+        value = parsed[0]
+        if isinstance(value, str) or (
+            answer_type != "string" and isinstance(value, (int, float))  # bool is an int
+        ):
+            return value
+    return s
+
+
+@dataclass(frozen=True, slots=True)
+class Coerced:
+    """Outcome of coercing one raw value: accepted with a typed and a canonical value, or rejected."""
+
+    accepted: bool
+    value: Any = None
+    canonical: Any = None
+    rejection: str | None = None
+
+
+def _reject(reason: str) -> Coerced:
+    return Coerced(False, rejection=reason)
+
+
+_ZERO = Decimal(0)
+
+
+def _exact_normalize(d: Decimal) -> Decimal:
+    # Default-context normalize() rounds to 28 digits; equality must stay exact.
+    digits = len(d.as_tuple().digits)
+    ctx = Context(prec=max(28, digits), Emax=MAX_EMAX, Emin=MIN_EMIN)
+    return d.normalize(ctx)
+
+
+def _decimal_of(raw: Any) -> Decimal | str:
+    """The decimal a numeric candidate writes, or a rejection reason."""
+    if isinstance(raw, bool):
+        return "boolean"
+    if isinstance(raw, int):
+        return Decimal(raw)
+    if isinstance(raw, float):
+        if not math.isfinite(raw):
+            return "non-finite number"
+        return Decimal(repr(raw))
+    if isinstance(raw, str):
+        s = raw.strip()
+        if _ATOMIC.fullmatch(s) is None:
+            if s.endswith(".") and _ATOMIC.fullmatch(s[:-1]) is not None:
+                s = s[:-1]
+            else:
+                return "not a number"
+        try:
+            return Decimal(s)
+        except (InvalidOperation, ArithmeticError):  # exponent beyond any decimal context
+            return "number out of range"
+    if raw is None:
+        return "null"
+    return f"not a number ({type(raw).__name__})"
+
+
+def coerce_numeric(raw: Any, *, integer: bool) -> Coerced:
+    d = _decimal_of(raw)
+    if isinstance(d, str):
+        return _reject(d)
+    if d.is_zero():
+        return Coerced(True, 0, _ZERO)
+    canon = _exact_normalize(d)
+    if canon.as_tuple().exponent >= 0:  # type: ignore[operator]  # integral
+        if canon.adjusted() > MAX_INTEGER_EXPONENT:
+            return _reject("number out of range")
+        return Coerced(True, int(canon), canon)
+    if integer:
+        return _reject("not an integer")
+    f = float(canon)
+    if f == 0.0:
+        return _reject("underflows to 0")
+    if not math.isfinite(f):
+        return _reject("non-finite number")
+    return Coerced(True, f, canon)
+
+
+def coerce_option(raw: Any) -> Coerced:
+    if not isinstance(raw, str):
+        return _reject("boolean" if isinstance(raw, bool) else f"not a string ({type(raw).__name__})")
+    m = _OPTION.fullmatch(raw.strip())
+    if m is None:
+        return _reject("not an option letter")
+    letter = m.group(1).upper()
+    return Coerced(True, letter, letter)
+
+
+def coerce_string(raw: Any) -> Coerced:
+    if not isinstance(raw, str):
+        return _reject("boolean" if isinstance(raw, bool) else f"not a string ({type(raw).__name__})")
+    s = raw.strip()
+    if not s:
+        return _reject("empty string")
+    return Coerced(True, s, s)
+
+
+def is_option(text: str) -> bool:
+    return _OPTION.fullmatch(text.strip()) is not None
+
+
+def coerce(raw: Any, parser: str, answer_type: str) -> Coerced:
+    """Coerce a raw candidate (from `parser`) to `answer_type` (already normalized)."""
+    if parser == PARSER_TEXT and isinstance(raw, str):
+        raw = unwrap_text(raw, answer_type)
+    if isinstance(raw, bool):
+        return _reject("boolean")
+    if answer_type == "integer":
+        return coerce_numeric(raw, integer=True)
+    if answer_type == "number":
+        return coerce_numeric(raw, integer=False)
+    if answer_type == "option_letter":
+        return coerce_option(raw)
+    return coerce_string(raw)

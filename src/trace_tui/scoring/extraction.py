@@ -1,0 +1,316 @@
+"""Deterministic answer extraction, `trace-validation-answer-extraction-v1` (CONTRACTS §1).
+
+The extractor sees only the response and the declared answer type, never the
+reference. Every candidate it considers is kept for the audit trail.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .coercion import (
+    NOTHING,
+    PARSER_TEXT,
+    coerce,
+    is_option,
+    matching_brace,
+    normalize_answer_type,
+    parse_structured,
+)
+
+CONTRACT_ID = "trace-validation-answer-extraction-v1"
+
+FOUND = "found"
+MISSING = "missing"
+AMBIGUOUS = "ambiguous"
+
+TERMINAL_STRUCTURED = "terminal-structured"
+STRUCTURED = "structured"
+EXPLICIT = "explicit"
+
+ROUTE_ANSWER_TAG = "answer_tag"
+ROUTE_CODE_FENCE = "code_fence"
+ROUTE_STRUCTURED_SECTION = "structured_section"
+ROUTE_BALANCED_OBJECT = "balanced_object"
+ROUTE_FINAL_ANSWER = "final_answer"
+ROUTE_ANSWER_LINE = "answer_line"
+ROUTE_BOXED = "boxed"
+ROUTE_TERMINAL_OPTION = "terminal_option"
+
+# The order that picks the reported candidate among agreeing ones (§1 Decision).
+ROUTE_ORDER = {
+    ROUTE_BALANCED_OBJECT: 0,
+    ROUTE_CODE_FENCE: 1,
+    ROUTE_ANSWER_TAG: 2,
+    ROUTE_STRUCTURED_SECTION: 3,
+    ROUTE_FINAL_ANSWER: 4,
+    ROUTE_ANSWER_LINE: 5,
+    ROUTE_BOXED: 6,
+    ROUTE_TERMINAL_OPTION: 7,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One candidate answer: where it came from and what coercion made of it."""
+
+    route: str
+    priority: str
+    raw: Any
+    span: tuple[int, int]
+    parser: str
+    accepted: bool
+    value: Any
+    canonical: Any
+    rejection: str | None
+
+    @property
+    def terminal(self) -> bool:
+        return self.priority == TERMINAL_STRUCTURED
+
+    def key(self) -> tuple[Any, ...]:
+        # Identity for de-duplication: repr keeps True and 1 apart.
+        return (self.route, self.priority, repr(self.raw), self.span, self.canonical, self.rejection)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "route": self.route,
+            "priority": self.priority,
+            "raw": _jsonable(self.raw),
+            "span": list(self.span),
+            "parser": self.parser,
+            "accepted": self.accepted,
+            "value": self.value,
+            "canonical": None if self.canonical is None else str(self.canonical),
+            "rejection": self.rejection,
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
+    return repr(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """The extraction outcome: status, the typed value (found only), the winning route, all candidates."""
+
+    status: str
+    value: Any
+    route: str | None
+    candidate: Candidate | None
+    candidates: tuple[Candidate, ...]
+    answer_type: str
+
+    @property
+    def raw(self) -> Any:
+        return None if self.candidate is None else self.candidate.raw
+
+    @property
+    def found(self) -> bool:
+        return self.status == FOUND
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "contract": CONTRACT_ID,
+            "status": self.status,
+            "answer_type": self.answer_type,
+            "value": self.value,
+            "route": self.route,
+            "raw": _jsonable(self.raw),
+            "candidates": [c.to_dict() for c in self.candidates],
+        }
+
+
+# ---------------------------------------------------------------------------
+# Route patterns.
+
+_TAG = re.compile(r"<(answer|final_answer|final-answer|finalanswer)>(.*?)</\1>", re.IGNORECASE | re.DOTALL)
+_FENCE = re.compile(r"```[ \t]*(?:json|python|py)?[ \t]*\r?\n(.*?)```", re.IGNORECASE | re.DOTALL)
+_SECTION = re.compile(
+    r"^[ \t]*(?:final[ _-]*json|final[ _-]*answer[ _-]*json|answer[ _-]*json)[ \t]*:",
+    re.IGNORECASE | re.MULTILINE,
+)
+_SEPARATOR = r"[ \t]*(?:is|=|:|：)[ \t]*([^\n]*)"
+_FINAL_ANSWER = re.compile(r"^[ \t]*(?:the[ \t]+)?final[ \t]+answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE)
+_ANSWER_LINE = re.compile(r"^[ \t]*answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE)
+_BOXED = re.compile(r"\\boxed\s*\{", re.IGNORECASE)
+# Line boundaries as str.splitlines() knows them (all are whitespace to str.strip()).
+_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_OBJECT_TOKENS = re.compile(r"""[{}"'\\]""")
+_OPENERS = ("{", "[", '"', "'")
+
+
+def balanced_objects(text: str) -> list[tuple[int, int]]:
+    """Spans of every outermost `{…}` (§1 route 4).
+
+    Quotes count only inside an object; an opening brace never closed swallows
+    the rest of the text, so no later object is outermost.
+    """
+    spans: list[tuple[int, int]] = []
+    pos = text.find("{")
+    while pos >= 0:
+        start = pos
+        depth = 0
+        quote: str | None = None
+        skip = -1  # index of the character a backslash escaped
+        closed = False
+        for m in _OBJECT_TOKENS.finditer(text, start):
+            i = m.start()
+            if i == skip:
+                continue
+            ch = m.group()
+            if quote is not None:
+                if ch == "\\":
+                    skip = i + 1
+                elif ch == quote:
+                    quote = None
+                continue
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    spans.append((start, i + 1))
+                    pos = text.find("{", i + 1)
+                    closed = True
+                    break
+            elif ch != "\\":  # a quote opens a string; a backslash outside strings means nothing
+                quote = ch
+        if not closed:
+            break
+    return spans
+
+
+class _Collector:
+    __slots__ = ("answer_type", "end", "out")
+
+    def __init__(self, answer_type: str, end: int) -> None:
+        self.answer_type = answer_type
+        self.end = end
+        self.out: list[Candidate] = []
+
+    def add(self, route: str, priority: str, raw: Any, span: tuple[int, int], parser: str) -> None:
+        c = coerce(raw, parser, self.answer_type)
+        self.out.append(Candidate(route, priority, raw, span, parser, c.accepted, c.value, c.canonical, c.rejection))
+
+    def structured(
+        self, route: str, priority: str, body: str, span: tuple[int, int], *, scalars: bool, fallback: bool
+    ) -> None:
+        parsed = parse_structured(body)
+        if parsed is NOTHING:
+            if fallback:
+                text = body.strip()
+                if not text or text[0] not in _OPENERS:  # malformed structure is never read as text
+                    self.add(route, priority, text, span, PARSER_TEXT)
+            return
+        value, parser = parsed
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and key.strip().casefold() == "answer":
+                    self.add(route, priority, item, span, parser)
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            return
+        elif scalars:
+            self.add(route, priority, value, span, parser)
+
+
+def _collect(text: str, answer_type: str, end: int) -> list[Candidate]:
+    col = _Collector(answer_type, end)
+    lowered = text.casefold()  # re.IGNORECASE also folds ſ to s: casefold keeps the pre-checks exact
+
+    def prio(span_end: int) -> str:
+        return TERMINAL_STRUCTURED if span_end == end else STRUCTURED
+
+    # 1. answer tags
+    if "<" in text:
+        for m in _TAG.finditer(text):
+            col.structured(ROUTE_ANSWER_TAG, prio(m.end()), m.group(2), m.span(), scalars=True, fallback=True)
+    # 2. code fences: scalars and plain text only for the fence that closes the response
+    if "```" in text:
+        for m in _FENCE.finditer(text):
+            at_end = m.end() == end
+            col.structured(ROUTE_CODE_FENCE, prio(m.end()), m.group(1), m.span(), scalars=at_end, fallback=at_end)
+    # 3. structured sections: the body runs to the end, so a parsed one is always terminal
+    if "json" in lowered:
+        for m in _SECTION.finditer(text):
+            col.structured(
+                ROUTE_STRUCTURED_SECTION, TERMINAL_STRUCTURED, text[m.end() : end], (m.start(), end),
+                scalars=True, fallback=False,
+            )
+    # 4. balanced objects
+    if "{" in text:
+        for start, stop in balanced_objects(text):
+            col.structured(
+                ROUTE_BALANCED_OBJECT, prio(stop), text[start:stop], (start, stop), scalars=False, fallback=False
+            )
+    # 5./6. final answer and answer lines
+    if "answer" in lowered:
+        for route, pattern in ((ROUTE_FINAL_ANSWER, _FINAL_ANSWER), (ROUTE_ANSWER_LINE, _ANSWER_LINE)):
+            for m in pattern.finditer(text):
+                raw = m.group(1).rstrip()
+                if raw:
+                    col.add(route, EXPLICIT, raw, (m.start(), m.start(1) + len(raw)), PARSER_TEXT)
+    # 7. boxed, nested boxes included
+    if "\\" in text:
+        for m in _BOXED.finditer(text):
+            close = matching_brace(text, m.end() - 1)
+            if close >= 0:
+                col.add(ROUTE_BOXED, EXPLICIT, text[m.end() : close], (m.start(), close + 1), PARSER_TEXT)
+    # 8. terminal option letter
+    if answer_type == "option_letter":
+        head = text[:end]
+        last = None
+        for last in _LINE_BREAK.finditer(head):
+            pass
+        line_start = 0 if last is None else last.end()
+        line = head[line_start:]
+        stripped = line.strip()
+        if is_option(stripped):
+            offset = line_start + (len(line) - len(line.lstrip()))
+            col.add(ROUTE_TERMINAL_OPTION, EXPLICIT, stripped, (offset, end), PARSER_TEXT)
+    return col.out
+
+
+def _dedupe(candidates: list[Candidate]) -> tuple[Candidate, ...]:
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for c in candidates:
+        k = c.key()
+        if k not in seen:
+            seen.add(k)
+            out.append(c)
+    return tuple(out)
+
+
+def extract_answer(response: str | None, answer_type: str) -> Extraction:
+    """Extract the final answer of `response` for `answer_type` (CONTRACTS §1).
+
+    answer_type is one of integer, number, option_letter, string (trimmed,
+    case-insensitive); anything else raises ValueError.
+    """
+    kind = normalize_answer_type(answer_type)
+    if response is None:
+        response = ""
+    if not isinstance(response, str):
+        raise TypeError(f"response must be a string or None, got {type(response).__name__}")
+    end = len(response.rstrip())
+    if end == 0:
+        return Extraction(MISSING, None, None, None, (), kind)
+    candidates = _dedupe(_collect(response, kind, end))
+    if any(c.terminal for c in candidates):
+        # A terminal structured answer shadows everything before it, even when rejected.
+        pool = [c for c in candidates if c.terminal and c.accepted]
+    else:
+        pool = [c for c in candidates if c.accepted]
+    if not pool:
+        return Extraction(MISSING, None, None, None, candidates, kind)
+    if len({c.canonical for c in pool}) > 1:
+        return Extraction(AMBIGUOUS, None, None, None, candidates, kind)
+    best = min(pool, key=lambda c: (not c.terminal, ROUTE_ORDER[c.route], -c.span[1]))
+    return Extraction(FOUND, best.value, best.route, best, candidates, kind)
