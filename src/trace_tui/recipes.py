@@ -38,19 +38,20 @@ Scale = Literal["3B", "7B"]
 # would drift from the models it selects.
 GpuProfile = Literal["generate", "judge", "train"]
 
-# Store entries a step reads, by role. The resolver expands each role into
-# concrete entry names (``model/<repo>@<revision>`` ...) from the lock.
-STORE_ROLES: tuple[str, ...] = (
-    "release-files",  # the release's files (receipts, suites, configs, prompts)
-    "models",  # the selected models at their pinned revisions
-    "training-base",  # the base model that a smoke run trains
+# Store entries a step reads: full entry names (``model:owner/repo@rev``, see
+# trace_tui.store.names) or these symbolic names, which the resolver expands for
+# the resolved selection (trace_tui.store.names.expand_needs) — so a recipe
+# never retypes a revision.
+SYMBOLIC_NEEDS: tuple[str, ...] = (
+    "release",  # the release's rlvr/ files at the pinned upstream commit
+    "paper",  # paper.pdf, pinned by its published sha256
+    "models",  # the selected models at their pinned revisions (demo: its local models)
     "judge",  # Qwen3-32B at its pinned revision
-    "dataset-train",  # maveryn/trace dataset-v1, train shards
-    "dataset-validation",  # maveryn/trace dataset-v1, validation file
-    "eval-datasets",  # the 24-benchmark dataset view of trace_eval_v1
-    "evaluator",  # the release evaluator + pinned VLMEvalKit
-    "demo-assets",  # the demo's tiny local model and synthetic tasks
+    "base-models", "base-model:3B", "base-model:7B",  # training base models
+    "dataset:train", "dataset:validation",  # maveryn/trace dataset-v1 splits
+    "benchmarks",  # the selected trace_eval benchmarks' evaluation files
 )
+_FULL_NEED_RE = r"^(release|paper|model|dataset|benchmark|local):\S+$"
 
 VALIDATION_BENCHMARK = "trace-validation"  # the one pseudo-benchmark of the TRACE validation suite
 
@@ -67,13 +68,26 @@ class StepNeeds(_Strict):
     compute_capability: str | None = Field(None, pattern=r"^\d{1,2}\.\d$", description="minimum, e.g. '8.0' for bf16")
     disk_gib: float = Field(0, ge=0, le=1_000_000)
     network: bool = False
-    store: list[str] = Field(default_factory=list, description="store entries the step reads (roles: STORE_ROLES)")
+    store: list[str] = Field(default_factory=list, description="store entries the step reads (SYMBOLIC_NEEDS or full names)")
 
     @model_validator(mode="after")
-    def _known_roles(self) -> "StepNeeds":
-        for role in self.store:
-            if role not in STORE_ROLES:
-                raise ValueError(f"unknown store entry {role!r}; allowed: {', '.join(STORE_ROLES)}")
+    def _known_needs(self) -> "StepNeeds":
+        import re
+
+        for need in self.store:
+            if need in SYMBOLIC_NEEDS:
+                continue
+            if not re.match(_FULL_NEED_RE, need):
+                raise ValueError(f"unknown store entry {need!r}; allowed: {', '.join(SYMBOLIC_NEEDS)}, "
+                                 "or a full entry name (model:OWNER/REPO@COMMIT, local:model/NAME, ...)")
+            try:
+                from trace_tui.store.names import parse
+            except ImportError:  # pragma: no cover - the store package ships with trace_tui
+                continue
+            try:
+                parse(need)
+            except UsageError as exc:
+                raise ValueError(exc.line()) from None
         return self
 
 
@@ -113,12 +127,13 @@ class LocalModel(_Strict):
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
     label: str
-    store_entry: str = Field(description="where demo_prepare puts it in the store")
+    store_entry: str = Field(pattern=r"^local:model/[A-Za-z0-9][A-Za-z0-9._-]*$",
+                             description="its store entry, e.g. local:model/tiny-qwen2.5-vl (demo_prepare imports it)")
     scale: Literal["tiny"] = "tiny"
 
     @property
     def ref(self) -> str:
-        return f"local:{self.store_entry}"
+        return self.store_entry
 
 
 class DemoTask(_Strict):
@@ -460,36 +475,16 @@ def _narrow(kind: str, recipe: Recipe, available: list[Any], wanted: list[Any] |
     return [a for a in available if a in wanted_set]  # keep the lock's order, drop repeats
 
 
-def _store_entries(recipe: Recipe, models: list[Any], training: TrainingTarget | None,
+def _store_entries(recipe: Recipe, models: list[Any], benchmarks: list[BenchmarkRef],
                    lock: "ReleaseLock") -> dict[str, list[str]]:
-    """Expand each step's store roles into concrete entry names (stable, derived from the lock)."""
-    ds = lock.dataset
-    out: dict[str, list[str]] = {}
-    for step in recipe.steps:
-        entries: list[str] = []
-        for role in step.needs.store:
-            if role == "release-files":
-                entries.append(f"release/{lock.upstream.repository}@{lock.upstream.commit}")
-            elif role == "models":
-                entries += [f"model/{m.ref}" if not isinstance(m, LocalModel) else m.store_entry for m in models]
-            elif role == "training-base" and training is not None:
-                entries.append(f"model/{training.base}")
-            elif role == "judge":
-                entries.append(f"model/{lock.judge.ref}")
-            elif role == "dataset-train":
-                entries.append(f"dataset/{ds.repo_id}@{ds.revision}/train")
-            elif role == "dataset-validation":
-                entries.append(f"dataset/{ds.repo_id}@{ds.revision}/validation")
-            elif role == "eval-datasets":
-                entries.append(f"eval-datasets/{lock.trace_eval.suite_id}")
-            elif role == "evaluator":
-                entries.append(f"evaluator/{lock.upstream.repository}@{lock.upstream.commit}")
-                entries.append(f"evaluator/{lock.vlmevalkit.repository}@{lock.vlmevalkit.commit}")
-            elif role == "demo-assets":
-                entries.append("demo/tasks")
-                entries += [m.store_entry for m in models if isinstance(m, LocalModel)]
-        out[step.id] = list(dict.fromkeys(entries))
-    return out
+    """Expand each step's store needs into full entry names (derived from the lock, never retyped)."""
+    from trace_tui.store.names import expand_needs
+
+    model_names = [m.store_entry if isinstance(m, LocalModel) else m.id for m in models]
+    # Only trace_eval benchmarks are store entries; validation and demo rows live in their datasets.
+    bench_keys = [b.key for b in benchmarks] if recipe.selection.suite == "trace_eval" else []
+    return {step.id: expand_needs(step.needs.store, lock, models=model_names, benchmarks=bench_keys)
+            for step in recipe.steps}
 
 
 def _config_data(recipe: Recipe, suite: str | None, suite_sha256: str | None, models: list[Any], seeds: list[int],
@@ -578,7 +573,7 @@ def resolve_recipe(recipe: Recipe | str, *, models: list[str] | None = None, see
         slices = [SliceKey(model=m.id, seed=s, benchmark=b.key) for m in chosen for s in chosen_seeds for b in chosen_b]
     rows = {b.key: b.rows for b in chosen_b}
     rows_total = sum(rows[s.benchmark] for s in slices)
-    store = _store_entries(recipe, chosen, training, lock)
+    store = _store_entries(recipe, chosen, chosen_b, lock)
     data = _config_data(recipe, suite_id, suite_sha, chosen, chosen_seeds, chosen_b, settings, training, store)
     sha = canonical_sha256(data)
     return ResolvedRecipe(recipe=recipe, suite=suite_id, suite_sha256=suite_sha, models=chosen, seeds=chosen_seeds,
@@ -589,6 +584,6 @@ def resolve_recipe(recipe: Recipe | str, *, models: list[str] | None = None, see
 
 __all__ = [
     "BenchmarkRef", "DemoTask", "LocalModel", "Recipe", "ResolvedRecipe", "Selection", "SliceKey", "Step",
-    "StepNeeds", "STORE_ROLES", "TrainingTarget", "VALIDATION_BENCHMARK", "canonical_sha256", "known_recipes",
+    "StepNeeds", "SYMBOLIC_NEEDS", "TrainingTarget", "VALIDATION_BENCHMARK", "canonical_sha256", "known_recipes",
     "load_recipe", "parse_recipe", "resolve_recipe",
 ]
