@@ -6,7 +6,7 @@ PIP := $(BIN)/pip
 # torch: the CPU wheel (stages extra) resolves from the local constraint where one exists.
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install test bench appliance pin push clean base-image
+.PHONY: install test bench appliance lock wheelhouse pin push clean base-image
 
 $(BIN)/trace-tui: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,26 @@ test: install  ## the whole suite
 
 bench: install  ## benchmarks, printing ratios against baselines measured in the same run
 	$(BIN)/python -m bench
+
+# FLAVOR=cpu|gpu overrides the detection (gpu when Docker has an NVIDIA runtime).
+FLAVOR ?= $(shell docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q nvidia && echo gpu || echo cpu)
+
+appliance: install  ## the venv and the three stage images of the detected flavour, plus appliance/images.lock.json
+	$(BIN)/python appliance/lock.py wheelhouse $(FLAVOR)
+	$(BIN)/trace-tui images build --flavor $(FLAVOR)
+
+lock:  ## regenerate the hash-pinned requirement locks of FLAVOR (needs the package index)
+	$(BIN)/python appliance/lock.py lock $(FLAVOR)
+
+wheelhouse:  ## download exactly what the locks of FLAVOR pin into appliance/wheelhouse/FLAVOR
+	$(BIN)/python appliance/lock.py wheelhouse $(FLAVOR)
+
+pin:  ## write the base image digests the last build resolved back into appliance/pins.json
+	$(BIN)/trace-tui images pin
+
+push:  ## push the locked images to REGISTRY=host:port/ns and record their digests in the lock
+	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=host:port/namespace"; exit 2; }
+	$(BIN)/trace-tui images push --registry $(REGISTRY)
 
 base-image:  ## the local Debian base image (for machines whose Docker cannot pull)
 	appliance/make-base-image.sh

@@ -19,6 +19,10 @@ from trace_tui.errors import ExitCode, TraceTuiError
 
 # name -> (module under trace_tui.commands, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "images": ("images", "build, check, push and pull the pinned stage images"),
+    "bundle": ("bundle", "export or import an air-gapped bundle of a recipe"),
+    "verify": ("verify", "verify a release directory or a campaign offline"),
+    "report": ("report", "the release page's tables, recomputed from results.json"),
 }
 
 

@@ -1,0 +1,57 @@
+"""`trace-tui bundle export DIR --recipe NAME` and `trace-tui bundle import DIR`: the air-gapped path."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from trace_tui.cli import add_recipe_selection
+
+    sub = p.add_subparsers(dest="bundle_command", metavar="ACTION", required=True)
+    e = sub.add_parser("export", help="write everything a recipe needs to run offline into DIR")
+    e.add_argument("dir", metavar="DIR")
+    e.add_argument("--recipe", required=True, metavar="NAME")
+    e.add_argument("--no-wheelhouse", action="store_true", help="leave out trace-tui's own wheelhouse")
+    add_recipe_selection(e)
+    i = sub.add_parser("import", help="check a bundle, load its images and fill the store")
+    i.add_argument("dir", metavar="DIR")
+    for sp in (e, i):
+        sp.add_argument("--home", metavar="DIR", help="trace-tui home (default $TRACE_TUI_HOME)")
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from trace_tui import bundle, images
+    from trace_tui.errors import UsageError
+    from trace_tui.paths import home, store_dir
+    from trace_tui.store import Store
+
+    store = Store(store_dir(home(args.home)))
+    if args.bundle_command == "export":
+        from trace_tui.recipes import resolve_recipe
+
+        resolved = resolve_recipe(args.recipe, models=args.models, seeds=args.seeds, benchmarks=args.benchmarks)
+        lock = images.read_images_lock()
+        if lock is None:
+            raise UsageError(f"no image lock at {images.images_lock_path()}", hint="run `make appliance` first")
+        client = images.docker_client()
+        status = images.image_status(client, lock)
+        broken = {n: s for n, s in status.items() if s != "ok"}
+        if broken:
+            raise UsageError(f"images not as locked: {broken}", hint="rebuild with `make appliance`")
+        bundle.export_bundle(Path(args.dir), recipe=resolved.recipe.name, entries=resolved.all_store_entries(),
+                             store=store, images_lock=lock, client=client, say=_say,
+                             wheelhouse=not args.no_wheelhouse)
+        return 0
+    manifest = bundle.import_bundle(Path(args.dir), store=store, client=images.docker_client(),
+                                    images_lock_path=images.images_lock_path(), say=_say)
+    _say(f"bundle for recipe {manifest.recipe!r} imported: {len(manifest.images)} images, "
+         f"{len(manifest.entries)} store entries; run `trace-tui --recipe {manifest.recipe} --offline`")
+    return 0
