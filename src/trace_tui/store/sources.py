@@ -74,6 +74,8 @@ def release_plan(lock: "ReleaseLock", manifest: bytes) -> EntryPlan:
             # The lock's published hash is the root of trust; a manifest that disagrees is its own failure.
             raise CheckFailed(f"{RELEASE_MANIFEST}: states {item['sha256']} for {path}, "
                               f"the published hash is {published[path].value}")
+        if path in published:
+            exp.append(published[path])
         files.append(FileSpec(path, tuple(exp), required=release_required(path)))
     return EntryPlan(release_entry(lock), files,
                      notes={"commit": lock.upstream.commit, "repository": lock.upstream.repository})
