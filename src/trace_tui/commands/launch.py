@@ -3,18 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from trace_tui.errors import UsageError
 
 
 def run(args: argparse.Namespace) -> int:
     if args.recipe:
-        raise UsageError(f"running recipe {args.recipe!r} is not available in this build yet")
-    import sys
-
+        return run_recipe(args)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("the terminal UI needs a terminal",
                          hint="run it in a terminal, or use a command: `trace-tui --help`")
     from trace_tui.tui.app import run_tui
 
     return run_tui(args)
+
+
+def run_recipe(args: argparse.Namespace) -> int:
+    """`--recipe NAME`: the TUI drives the runner in a terminal (unless --yes); headless otherwise."""
+    from trace_tui.recipes import load_recipe, resolve_recipe
+
+    recipe = load_recipe(args.recipe)
+    resolved = resolve_recipe(recipe, models=args.models, seeds=args.seeds, benchmarks=args.benchmarks)
+    if not args.yes and sys.stdin.isatty() and sys.stdout.isatty():
+        try:
+            from trace_tui.tui.app import run_tui
+        except ImportError:
+            pass
+        else:
+            return int(run_tui(args))
+    from trace_tui.engine.headless import run_headless
+
+    return run_headless(args, resolved)

@@ -46,6 +46,17 @@ class Status(_Event):
     exit_code: int = 0
 
 
+class Metric(_Event):
+    """A named number a stage computed, e.g. {"type": "metric", "name": "score", "value": 41.5}."""
+
+    type: Literal["metric"] = "metric"
+    name: str
+    value: float
+    model: str | None = None
+    seed: int | None = None
+    benchmark: str | None = None
+
+
 # Runner-level events (not printed by stages).
 class StepState(_Event):
     type: Literal["step_state"] = "step_state"
@@ -53,13 +64,42 @@ class StepState(_Event):
     message: str = ""
 
 
-StageEvent = Annotated[Union[Progress, Log, Artifact, Status], Field(discriminator="type")]
-Event = Annotated[Union[Progress, Log, Artifact, Status, StepState], Field(discriminator="type")]
+class SliceState(_Event):
+    """A job of a step (one slice, or the whole step when it is not per slice) changed state."""
+
+    type: Literal["slice_state"] = "slice_state"
+    model: str | None = None
+    seed: int | None = None
+    benchmark: str | None = None
+    state: Literal["pending", "skipped", "running", "resumed", "completed", "failed", "cancelled",
+                   "invalidated"]
+    message: str = ""
+    done: int = 0
+    total: int = 0
+    score: float | None = None
+
+
+class RunState(_Event):
+    """The run as a whole: planned (with counts), then completed, failed or cancelled."""
+
+    type: Literal["run_state"] = "run_state"
+    state: Literal["planned", "running", "completed", "failed", "cancelled"]
+    message: str = ""
+    campaign: str = ""
+    jobs_total: int = 0
+    jobs_done: int = 0
+    rows_total: int = 0
+    rows_done: int = 0
+
+
+StageEvent = Annotated[Union[Progress, Log, Artifact, Status, Metric], Field(discriminator="type")]
+Event = Annotated[Union[Progress, Log, Artifact, Status, Metric, StepState, SliceState, RunState],
+                  Field(discriminator="type")]
 
 _stage_adapter: TypeAdapter[StageEvent] = TypeAdapter(StageEvent)
 
 
-def parse_stage_line(line: str, *, step: str | None = None) -> Progress | Log | Artifact | Status:
+def parse_stage_line(line: str, *, step: str | None = None) -> Progress | Log | Artifact | Status | Metric:
     """One line of a stage's stdout as an event. Anything malformed is kept as log text."""
     text = line.rstrip("\r\n")
     if text.startswith("{"):

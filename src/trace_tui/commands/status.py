@@ -1,0 +1,40 @@
+"""`trace-tui status --campaign DIR`: where a campaign stands (read-only; works while a run goes on)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--campaign", required=True, metavar="DIR", help="the campaign directory")
+    p.add_argument("--json", action="store_true", help="one JSON object (with --watch: one per line)")
+    p.add_argument("--watch", type=float, metavar="N", help="print again every N seconds until complete or Ctrl-C")
+    p.add_argument("--fail-if-incomplete", action="store_true", help="exit 1 unless every job is complete")
+
+
+def run(args: argparse.Namespace) -> int:
+    from trace_tui.engine.status import campaign_status, render_status
+    from trace_tui.errors import UsageError
+
+    if args.watch is not None and args.watch <= 0:
+        raise UsageError(f"--watch {args.watch}: give a positive number of seconds")
+    try:
+        while True:
+            st = campaign_status(args.campaign)
+            if args.json:
+                sys.stdout.write(json.dumps(st, sort_keys=True) + "\n")
+            else:
+                if args.watch is not None and sys.stdout.isatty():
+                    sys.stdout.write("\x1b[2J\x1b[H")
+                sys.stdout.write(render_status(st) + "\n")
+            sys.stdout.flush()
+            if args.watch is None or st["complete"] or (not st["running"] and st["last_run_state"] is not None
+                                                        and args.fail_if_incomplete):
+                break
+            time.sleep(args.watch)
+    except KeyboardInterrupt:
+        pass
+    return 1 if args.fail_if_incomplete and not st["complete"] else 0

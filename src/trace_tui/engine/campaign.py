@@ -1,0 +1,311 @@
+"""A campaign directory and its state (SPEC §3).
+
+Layout (one directory per run tag)::
+
+    campaign.json          identity: id, run tag, recipe, created (written once)
+    recipe.json            the resolved recipe of the latest run
+    state.sqlite           jobs and steps (SQLite, WAL): resume is a lookup here
+    events.jsonl           every event the runner published, one JSON object a line
+    runner.log             the runner's own log lines (JSON)
+    jobs/STEP/SLICE/job.json       job specs (mounted read-only at /job)
+    outputs/STEP/SLICE/...         what the stage wrote (per slice: MODEL/SEED/BENCHMARK)
+    logs/STEP/SLICE.log            a stage's stderr and non-event stdout
+    receipts/STEP/SLICE.json       {"content": {...}, "circumstance": {...}}
+
+A job is one (step, slice) pair; a step that is not per slice has one job whose
+slice is ``_step``. Each job's record is keyed by the sha256 of its pinned inputs
+(model pin, settings, image id, benchmark/dataset entry, upstream jobs' keys),
+so a changed input invalidates exactly the jobs that read it.
+
+Only the runner writes: it holds an exclusive ``flock`` on ``.lock`` for the
+whole run, which the kernel releases even on ``kill -9``. Readers (``status``,
+``verify``) open the database read-only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from trace_tui.errors import TraceTuiError, UsageError
+
+STEP_SLICE = "_step"  # the slice name of a job that covers a whole step
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS steps (
+    step TEXT PRIMARY KEY, position INTEGER NOT NULL, title TEXT NOT NULL, kind TEXT NOT NULL,
+    per_slice INTEGER NOT NULL, state TEXT NOT NULL, message TEXT NOT NULL DEFAULT '',
+    started_at REAL, finished_at REAL);
+CREATE TABLE IF NOT EXISTS jobs (
+    step TEXT NOT NULL, slice TEXT NOT NULL, model TEXT, seed INTEGER, benchmark TEXT,
+    input_hash TEXT NOT NULL, inputs TEXT NOT NULL, state TEXT NOT NULL, phase TEXT NOT NULL DEFAULT '',
+    done INTEGER NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0, score REAL, rate REAL,
+    message TEXT NOT NULL DEFAULT '', receipt TEXT, attempts INTEGER NOT NULL DEFAULT 0,
+    expected INTEGER NOT NULL DEFAULT 1, started_at REAL, finished_at REAL, updated_at REAL,
+    PRIMARY KEY (step, slice));
+"""
+
+JOB_COLUMNS = ("step", "slice", "model", "seed", "benchmark", "input_hash", "inputs", "state", "phase", "done",
+               "total", "score", "rate", "message", "receipt", "attempts", "expected", "started_at",
+               "finished_at", "updated_at")
+
+
+def slice_name(model: str | None, seed: int | None, benchmark: str | None) -> str:
+    if model is None and seed is None and benchmark is None:
+        return STEP_SLICE
+    return f"{model}/{seed}/{benchmark}"
+
+
+def _safe(part: str) -> str:
+    # Model ids and benchmark keys are path-safe in the lock; this guards hand-written recipes.
+    return "".join(c if (c.isalnum() or c in "-_.") else "_" for c in part) or "_"
+
+
+def slice_path(slice_: str) -> str:
+    return "/".join(_safe(p) for p in slice_.split("/"))
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    step: str
+    slice: str
+    model: str | None
+    seed: int | None
+    benchmark: str | None
+    input_hash: str
+    inputs: dict[str, Any]
+    state: str
+    phase: str
+    done: int
+    total: int
+    score: float | None
+    rate: float | None
+    message: str
+    receipt: str | None
+    attempts: int
+    expected: bool
+    started_at: float | None
+    finished_at: float | None
+    updated_at: float | None
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> JobRecord:
+        d = dict(zip(JOB_COLUMNS, row))
+        d["inputs"] = json.loads(d["inputs"])
+        d["expected"] = bool(d["expected"])
+        return cls(**d)
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """Open a campaign's state without writing anything (status, verify)."""
+    db = Path(path) / "state.sqlite"
+    if not db.is_file():
+        raise UsageError(f"{path} is not a campaign (no state.sqlite)",
+                         hint="give the directory a `trace-tui --recipe` run printed")
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        conn.execute("SELECT count(*) FROM jobs").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        # A read-only copy (no -shm next to it, directory not writable): read the file as it is.
+        conn = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
+        conn.execute("SELECT count(*) FROM jobs").fetchone()
+        return conn
+
+
+def read_jobs(conn: sqlite3.Connection) -> list[JobRecord]:
+    rows = conn.execute(f"SELECT {', '.join(JOB_COLUMNS)} FROM jobs").fetchall()
+    return [JobRecord.from_row(r) for r in rows]
+
+
+def read_steps(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    cur = conn.execute("SELECT step, position, title, kind, per_slice, state, message, started_at, finished_at "
+                       "FROM steps ORDER BY position")
+    cols = [c[0] for c in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
+    return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+
+class Campaign:
+    """The writer's view of a campaign directory. Thread-safe (one lock around the connection)."""
+
+    def __init__(self, path: Path, *, lock: bool = True) -> None:
+        self.path = Path(path).resolve()
+        self._mutex = threading.RLock()
+        self._lock_fd: int | None = None
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create campaign directory {self.path}: {exc.strerror}") from None
+        if lock:
+            self._acquire_lock()
+        self.db = sqlite3.connect(self.path / "state.sqlite", check_same_thread=False, timeout=30,
+                                  isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode: a committed transaction survives a process kill (not a power cut,
+        # which the rerun repairs anyway because outputs are checked against receipts).
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(_SCHEMA)
+        self.id = self._identity()
+        for sub in ("jobs", "outputs", "logs", "receipts"):
+            (self.path / sub).mkdir(exist_ok=True)
+        self._events = open(self.path / "events.jsonl", "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    # -- identity and locking -------------------------------------------------
+    def _acquire_lock(self) -> None:
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise TraceTuiError(f"campaign {self.path} is in use by a running trace-tui ({holder})",
+                                hint="watch it with `trace-tui status --campaign DIR`, or wait for it") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {os.uname().nodename}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _identity(self) -> str:
+        ident = self.path / "campaign.json"
+        if ident.is_file():
+            return str(json.loads(ident.read_text(encoding="utf-8"))["id"])
+        from trace_tui.stages.protocol import atomic_write_json
+
+        cid = uuid.uuid4().hex[:16]
+        atomic_write_json(ident, {"id": cid, "created_at": time.time(), "schema": "trace-tui-campaign-v1"})
+        return cid
+
+    def close(self) -> None:
+        with self._mutex:
+            try:
+                self._events.close()
+            finally:
+                self.db.close()
+                if self._lock_fd is not None:
+                    os.close(self._lock_fd)
+                    self._lock_fd = None
+
+    def __enter__(self) -> Campaign:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- paths ----------------------------------------------------------------
+    def job_dir(self, step: str, slice_: str) -> Path:
+        return self.path / "jobs" / step / slice_path(slice_)
+
+    def output_rel(self, step: str, slice_: str) -> str:
+        return f"outputs/{step}/{slice_path(slice_)}"
+
+    def receipt_path(self, step: str, slice_: str) -> Path:
+        return self.path / "receipts" / step / f"{slice_path(slice_)}.json"
+
+    def log_path(self, step: str, slice_: str) -> Path:
+        return self.path / "logs" / step / f"{slice_path(slice_)}.log"
+
+    def sweep_temporaries(self) -> int:
+        """Remove temp files a killed writer left behind (atomic writes name them .NAME.*.tmp)."""
+        n = 0
+        for tmp in (self.path / "outputs").rglob(".*.tmp"):
+            try:
+                tmp.unlink()
+                n += 1
+            except OSError:
+                pass
+        return n
+
+    # -- meta, steps ----------------------------------------------------------
+    def set_meta(self, **values: str) -> None:
+        with self._mutex:
+            self.db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", list(values.items()))
+
+    def meta(self) -> dict[str, str]:
+        with self._mutex:
+            return read_meta(self.db)
+
+    def upsert_steps(self, steps: Iterable[tuple[str, int, str, str, bool]]) -> None:
+        with self._mutex:
+            self.db.execute("BEGIN")
+            self.db.execute("DELETE FROM steps")
+            self.db.executemany(
+                "INSERT INTO steps(step, position, title, kind, per_slice, state) VALUES (?, ?, ?, ?, ?, 'pending')",
+                [(s, p, t, k, int(ps)) for s, p, t, k, ps in steps])
+            self.db.execute("COMMIT")
+
+    def set_step_state(self, step: str, state: str, message: str = "") -> None:
+        now = time.time()
+        with self._mutex:
+            if state == "running":
+                self.db.execute("UPDATE steps SET state=?, message=?, started_at=COALESCE(started_at, ?) "
+                                "WHERE step=?", (state, message, now, step))
+            else:
+                self.db.execute("UPDATE steps SET state=?, message=?, finished_at=? WHERE step=?",
+                                (state, message, now, step))
+
+    # -- jobs -----------------------------------------------------------------
+    def jobs(self) -> dict[tuple[str, str], JobRecord]:
+        with self._mutex:
+            return {(j.step, j.slice): j for j in read_jobs(self.db)}
+
+    def job(self, step: str, slice_: str) -> JobRecord | None:
+        with self._mutex:
+            row = self.db.execute(f"SELECT {', '.join(JOB_COLUMNS)} FROM jobs WHERE step=? AND slice=?",
+                                  (step, slice_)).fetchone()
+        return JobRecord.from_row(row) if row else None
+
+    def record_plan(self, rows: list[dict[str, Any]]) -> None:
+        """Insert or re-key the expected jobs in one transaction; jobs not expected any more are kept
+        but marked so (their outputs stay; verify only looks at expected ones)."""
+        with self._mutex:
+            self.db.execute("BEGIN")
+            self.db.execute("UPDATE jobs SET expected=0")
+            self.db.executemany(
+                "INSERT INTO jobs(step, slice, model, seed, benchmark, input_hash, inputs, state, total, expected,"
+                " updated_at) VALUES (:step, :slice, :model, :seed, :benchmark, :input_hash, :inputs, :state,"
+                " :total, 1, :now) ON CONFLICT(step, slice) DO UPDATE SET expected=1, input_hash=:input_hash,"
+                " inputs=:inputs, state=CASE WHEN jobs.input_hash=:input_hash THEN jobs.state ELSE :state END,"
+                " total=CASE WHEN jobs.input_hash=:input_hash THEN jobs.total ELSE :total END,"
+                " done=CASE WHEN jobs.input_hash=:input_hash THEN jobs.done ELSE 0 END,"
+                " phase=CASE WHEN jobs.input_hash=:input_hash THEN jobs.phase ELSE '' END,"
+                " score=CASE WHEN jobs.input_hash=:input_hash THEN jobs.score ELSE NULL END,"
+                " receipt=CASE WHEN jobs.input_hash=:input_hash THEN jobs.receipt ELSE NULL END,"
+                " message=CASE WHEN jobs.input_hash=:input_hash THEN jobs.message ELSE :message END,"
+                " updated_at=:now",
+                rows)
+            self.db.execute("COMMIT")
+
+    def update_job(self, step: str, slice_: str, **fields: Any) -> None:
+        fields["updated_at"] = time.time()
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self._mutex:
+            self.db.execute(f"UPDATE jobs SET {cols} WHERE step=? AND slice=?", (*fields.values(), step, slice_))
+
+    def remove_outputs(self, step: str, slice_: str) -> None:
+        """Invalidated job: its outputs and receipt go, so the worker starts it from row 0."""
+        out = self.path / self.output_rel(step, slice_)
+        if out.exists():
+            shutil.rmtree(out)
+        self.receipt_path(step, slice_).unlink(missing_ok=True)
+
+    # -- events ---------------------------------------------------------------
+    def append_event(self, line: str) -> None:
+        with self._mutex:
+            self._events.write(line + "\n")
+
+    def flush_events(self) -> None:
+        with self._mutex:
+            self._events.flush()

@@ -1,0 +1,119 @@
+"""The headless printer: what `trace-tui --recipe NAME --yes` prints while the runner works.
+
+Console: a line when a job starts or ends, a step changes state or a warning
+arrives; otherwise at most one progress line every ``interval`` seconds (rows
+done/total, rows per second, ETA). JSON (``--log-format json``): every event as
+one JSON line. A summary at the end either way.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Callable, TextIO
+
+from trace_tui.engine.events import Log, Progress, RunState, SliceState, Status, StepState
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None or seconds != seconds or seconds < 0:
+        return "?"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def _where(ev: Any) -> str:
+    if getattr(ev, "model", None) is None:
+        return ev.step or ""
+    return f"{ev.step} {ev.model}/{ev.seed}/{ev.benchmark}"
+
+
+class HeadlessPrinter:
+    def __init__(self, stream: TextIO | None = None, *, fmt: str = "console", interval: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream or sys.stdout
+        self.fmt = fmt
+        self.interval = interval
+        self.clock = clock
+        self._last_print = clock()
+        self._start: dict[tuple, int] = {}  # job -> rows it had when it started (resume)
+        self._gain: dict[tuple, int] = {}  # job -> rows done in this run
+        self._rows_total = 0
+        self._rows_base = 0  # rows already done when the run started (complete and partial jobs)
+        self._t0 = clock()
+        self._rate_t = clock()
+        self._rate_rows = 0
+        self._rate: float | None = None
+        self._last_progress: Progress | None = None
+
+    def _line(self, text: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        self.stream.write(f"[{stamp}] {text}\n")
+        self.stream.flush()
+
+    def rows_done(self) -> int:
+        return self._rows_base + sum(self._gain.values())
+
+    def __call__(self, ev: Any) -> None:
+        if self.fmt == "json":
+            self.stream.write(ev.model_dump_json(exclude_none=True) + "\n")
+            if not isinstance(ev, Progress):
+                self.stream.flush()
+            return
+        if isinstance(ev, Progress):
+            self._progress(ev)
+        elif isinstance(ev, SliceState):
+            key = (ev.step, ev.model, ev.seed, ev.benchmark)
+            if ev.state in ("running", "resumed"):
+                self._start[key] = ev.done
+            elif ev.state == "completed":
+                self._gain[key] = ev.done - self._start.get(key, ev.done)
+            score = f", score {ev.score:.2f}" if ev.score is not None else ""
+            rows = f" ({ev.done}/{ev.total} rows{score})" if ev.total else score
+            msg = f": {ev.message}" if ev.message else ""
+            self._line(f"{_where(ev)} {ev.state}{rows}{msg}")
+        elif isinstance(ev, StepState):
+            self._line(f"step {ev.step}: {ev.state}{': ' + ev.message if ev.message else ''}")
+        elif isinstance(ev, RunState):
+            if ev.state == "planned":
+                self._rows_total = ev.rows_total
+                self._rows_base = self._rate_rows = ev.rows_done
+                self._rate_t = self.clock()
+                self._line(f"campaign {ev.campaign}: {ev.message}")
+        elif isinstance(ev, Log):
+            if ev.level in ("warning", "error", "critical"):
+                self._line(f"{ev.step or 'runner'} {ev.level}: {ev.message}")
+        elif isinstance(ev, Status) and ev.state == "failed":
+            self._line(f"{ev.step}: worker failed: {ev.message}")
+
+    def _progress(self, ev: Progress) -> None:
+        key = (ev.step, ev.model, ev.seed, ev.benchmark)
+        self._gain[key] = ev.done - self._start.setdefault(key, ev.done)
+        self._last_progress = ev
+        now = self.clock()
+        if now - self._last_print < self.interval:
+            return
+        rows = self.rows_done()
+        dt = now - self._rate_t
+        if dt > 0:
+            inst = (rows - self._rate_rows) / dt
+            self._rate = inst if self._rate is None else 0.5 * self._rate + 0.5 * inst
+        self._rate_t, self._rate_rows = now, rows
+        self._last_print = now
+        total = self._rows_total or ev.total
+        eta = (total - rows) / self._rate if self._rate and total else None
+        rate = f"{self._rate:.1f} rows/s" if self._rate is not None else "? rows/s"
+        self._line(f"{_where(ev)} {ev.phase} {ev.done}/{ev.total} | all {rows}/{total} rows, {rate}, "
+                   f"ETA {fmt_duration(eta)}")
+
+    def summary(self, result: Any) -> str:
+        lines = [f"{result.message}",
+                 f"jobs {result.jobs_done}/{result.jobs_total}, rows {result.rows_done}/{result.rows_total}, "
+                 f"{fmt_duration(result.seconds)}"]
+        for f in result.failed:
+            lines.append(f"failed: {f}")
+        return "\n".join(lines)

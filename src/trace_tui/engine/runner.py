@@ -1,0 +1,584 @@
+"""The runner: plan a resolved recipe against a campaign, run the jobs that are not done, publish events.
+
+``Runner(resolved, campaign, runtime).run(on_event)`` is synchronous (the TUI
+calls it in a worker thread, the headless command in the main thread) and
+``cancel()`` may be called from any thread or a signal handler.
+
+Resume is a lookup: each job's record is keyed by the hash of its pinned
+inputs. A completed job with the same key is skipped; a partial one is passed
+to its worker again (the worker resumes at its first missing row); a job whose
+key changed is invalidated (outputs removed, the reason published) and rerun.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from trace_tui.engine.campaign import STEP_SLICE, Campaign, JobRecord, slice_name
+from trace_tui.engine.events import (Artifact, Log, Metric, Progress, RunState, SliceState, Status, StepState,
+                                     parse_stage_line)
+from trace_tui.errors import ExitCode, RequirementsError
+from trace_tui.runtime.base import LABEL_CAMPAIGN, ExitInfo, Handle, Launch, Runtime
+
+EventSink = Callable[[Any], None]
+DB_INTERVAL_S = 0.5  # progress reaches SQLite at most this often per job (status reads it)
+RATE_WINDOW_S = 2.0
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def sha256_json(obj: Any) -> str:
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
+
+
+def _dump(obj: Any) -> Any:
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, dict):
+        return {str(k): _dump(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_dump(v) for v in obj]
+    if hasattr(obj, "__dict__"):
+        return {k: _dump(v) for k, v in vars(obj).items() if not k.startswith("_")}
+    return str(obj)
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
+
+
+def diff_inputs(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """What changed between two pinned-input records, as 'path: old -> new' (short values)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for k in sorted(set(old) | set(new)):
+            out += diff_inputs(old.get(k), new.get(k), f"{prefix}.{k}" if prefix else k)
+        return out
+    if old == new:
+        return []
+
+    def short(v: Any) -> str:
+        s = v if isinstance(v, str) else canonical_json(v)
+        return s if len(s) <= 24 else s[:12] + "…"
+
+    return [f"{prefix or 'inputs'}: {short(old)} -> {short(new)}"]
+
+
+@dataclass
+class PlannedJob:
+    step: Any  # recipes.Step
+    position: int
+    slice: str
+    model: str | None
+    seed: int | None
+    benchmark: str | None
+    inputs: dict[str, Any]
+    input_hash: str
+    total: int
+    action: str = "run"  # run | resume | skip | invalidate
+    reason: str = ""
+    done: int = 0
+
+
+@dataclass
+class Plan:
+    jobs: list[PlannedJob]
+
+    def count(self, action: str) -> int:
+        return sum(1 for j in self.jobs if j.action == action)
+
+    def summary(self) -> str:
+        return (f"{len(self.jobs)} jobs: {self.count('skip')} complete, {self.count('resume')} to resume, "
+                f"{self.count('invalidate')} invalidated, {self.count('run')} to run")
+
+
+def decide(job: PlannedJob, record: JobRecord | None) -> PlannedJob:
+    """The resume decision for one job (pure)."""
+    if record is None:
+        job.action, job.reason = "run", "new"
+    elif record.input_hash != job.input_hash:
+        changes = diff_inputs(record.inputs, job.inputs)
+        job.action, job.reason = "invalidate", "pinned inputs changed: " + "; ".join(changes[:4])
+    elif record.state == "completed" and record.receipt:
+        job.action, job.reason, job.done = "skip", "complete", record.done
+    elif record.done > 0 or record.state in ("running", "failed", "cancelled"):
+        job.action, job.reason, job.done = "resume", f"partial ({record.done}/{record.total})", record.done
+    else:
+        job.action, job.reason = "run", "pending"
+    return job
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    message: str
+    failed: list[str] = field(default_factory=list)
+    jobs_total: int = 0
+    jobs_done: int = 0
+    rows_done: int = 0
+    rows_total: int = 0
+    seconds: float = 0.0
+
+
+class _JobContext:
+    """Live state of one running job (touched only by the thread that runs it)."""
+
+    __slots__ = ("job", "done", "total", "phase", "score", "artifacts", "status", "last_db", "rate",
+                 "win_t", "win_done", "started")
+
+    def __init__(self, job: PlannedJob) -> None:
+        self.job = job
+        self.done = job.done
+        self.total = job.total
+        self.phase = ""
+        self.score: float | None = None
+        self.artifacts: dict[str, str] = {}
+        self.status: Status | None = None
+        self.last_db = 0.0
+        self.rate: float | None = None
+        self.started = self.win_t = time.monotonic()
+        self.win_done = job.done
+
+
+class Runner:
+    def __init__(self, resolved: Any, campaign: Campaign, runtime: Runtime, *, store: Path | None = None,
+                 offline: bool = False, gpu_groups: list[list[int]] | None = None,
+                 host_runtime: Runtime | None = None, mem_limit: str | None = None,
+                 extra_inputs: Callable[[Any, PlannedJob, Any], dict[str, Any]] | None = None) -> None:
+        self.resolved = resolved
+        self.recipe = resolved.recipe
+        self.campaign = campaign
+        self.runtime = runtime
+        if host_runtime is None:
+            from trace_tui.runtime.local import LocalRuntime
+
+            host_runtime = runtime if runtime.name == "local" else LocalRuntime()
+        self.host_runtime = host_runtime
+        self.store = Path(store) if store else campaign.path.parent / "store"
+        self.offline = offline
+        self.gpu_groups = gpu_groups
+        self.mem_limit = mem_limit
+        self.extra_inputs = extra_inputs
+        self._cancel = threading.Event()
+        self._handles: set[Handle] = set()
+        self._handles_lock = threading.Lock()
+        self._emit_lock = threading.Lock()
+        self._sink: EventSink = lambda e: None
+        self.owner = getattr(runtime, "owner", f"{socket.gethostname()}-{os.getpid()}")
+
+    # -- planning (pure over the resolved recipe + one SELECT) ------------------
+    def _runtime_for(self, step: Any) -> Runtime:
+        return self.runtime if step.image else self.host_runtime
+
+    def expected_jobs(self) -> list[PlannedJob]:
+        r = self.resolved
+        settings = _dump(_get(r, "settings", {}) or {})
+        settings_sha = sha256_json(settings)
+        models = {_get(m, "id"): _dump(m) for m in (_get(r, "models", []) or [])}
+        benches = {_get(b, "key"): _dump(b) for b in (_get(r, "benchmarks", []) or [])}
+        slices = [(_get(s, "model"), int(_get(s, "seed")), _get(s, "benchmark")) for s in _get(r, "slices", [])]
+        image_ids: dict[Any, str] = {}
+        jobs: list[PlannedJob] = []
+        prev: dict[str, str] | None = None  # slice -> input hash of the previous step
+        prev_step: str | None = None
+        for pos, step in enumerate(self.recipe.steps):
+            if step.image not in image_ids:
+                image_ids[step.image] = self._runtime_for(step).image_id(step.image)
+            base = {"step": {"id": step.id, "run": list(step.run), "stage": step.stage},
+                    "image_id": image_ids[step.image], "settings_sha256": settings_sha}
+            here: dict[str, str] = {}
+            if step.per_slice:
+                for model, seed, bench in slices:
+                    name = slice_name(model, seed, bench)
+                    inputs = dict(base, model=models.get(model, {"id": model}), seed=seed,
+                                  benchmark=benches.get(bench, {"key": bench}))
+                    if prev is not None:
+                        inputs["upstream"] = {prev_step: prev.get(name) or prev.get(STEP_SLICE)}
+                    total = int((benches.get(bench) or {}).get("rows") or 0)
+                    jobs.append(PlannedJob(step, pos, name, model, seed, bench, inputs, sha256_json(inputs), total))
+                    here[name] = jobs[-1].input_hash
+            else:
+                inputs = dict(base, models=sorted(models.values(), key=lambda m: str(m.get("id"))),
+                              seeds=sorted({s for _, s, _ in slices}), benchmarks=sorted(benches))
+                if prev is not None:
+                    inputs["upstream"] = {prev_step: sha256_json(sorted(prev.items()))}
+                jobs.append(PlannedJob(step, pos, STEP_SLICE, None, None, None, inputs, sha256_json(inputs), 0))
+                here[STEP_SLICE] = jobs[-1].input_hash
+            prev, prev_step = here, step.id
+        return jobs
+
+    def plan(self) -> Plan:
+        records = self.campaign.jobs()
+        return Plan([decide(j, records.get((j.step.id, j.slice))) for j in self.expected_jobs()])
+
+    def preflight(self) -> None:
+        """Everything that must hold before the first container starts (exit 3 otherwise)."""
+        kinds = {s.image for s in self.recipe.steps if s.image}
+        gpus = any(s.needs.gpus > 0 and s.image for s in self.recipe.steps)
+        problems = self.runtime.check(kinds, gpus=gpus) if kinds else []
+        if problems:
+            raise RequirementsError("this machine cannot run the recipe: " + "; ".join(problems))
+
+    # -- events -------------------------------------------------------------------
+    def _emit(self, event: Any) -> None:
+        line = event.model_dump_json(exclude_none=True)
+        with self._emit_lock:
+            self.campaign.append_event(line)
+            self._sink(event)
+
+    def _log(self, message: str, level: str = "info", step: str | None = None) -> None:
+        self._emit(Log(level=level, message=message, step=step))
+
+    # -- running ------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop everything (thread-safe, returns at once; run() then saves state and returns 130)."""
+        self._cancel.set()
+        with self._handles_lock:
+            handles = list(self._handles)
+        for h in handles:
+            threading.Thread(target=h.stop, daemon=True).start()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def run(self, on_event: EventSink | None = None) -> RunResult:
+        self._sink = on_event or (lambda e: None)
+        t0 = time.monotonic()
+        self.preflight()
+        plan = self.plan()
+        c = self.campaign
+        c.sweep_temporaries()
+        from trace_tui.stages.protocol import atomic_write_json
+
+        atomic_write_json(c.path / "recipe.json", _dump(self.resolved))
+        c.set_meta(run_tag=str(_get(self.resolved, "run_tag", "")), recipe=self.recipe.name,
+                   config_sha256=str(_get(self.resolved, "config_sha256", "")), runtime=self.runtime.name,
+                   rows_total=str(_get(self.resolved, "rows_total", 0) or 0),
+                   offline=str(self.offline).lower(), last_run_started=str(time.time()))
+        c.upsert_steps((s.id, i, s.title, s.run[0], s.per_slice) for i, s in enumerate(self.recipe.steps))
+        for j in plan.jobs:
+            if j.action == "invalidate":
+                c.remove_outputs(j.step.id, j.slice)
+        c.record_plan([{"step": j.step.id, "slice": j.slice, "model": j.model, "seed": j.seed,
+                        "benchmark": j.benchmark, "input_hash": j.input_hash, "inputs": canonical_json(j.inputs),
+                        "state": "pending", "total": j.total, "message": j.reason if j.action == "invalidate" else "",
+                        "now": time.time()} for j in plan.jobs])
+        stale = self.runtime.cleanup(c.id)
+        rows_total = sum(j.total for j in plan.jobs)
+        self._emit(RunState(state="planned", message=plan.summary(), campaign=str(c.path),
+                            jobs_total=len(plan.jobs), jobs_done=plan.count("skip"), rows_total=rows_total,
+                            rows_done=sum(j.done for j in plan.jobs)))
+        if stale:
+            self._log(f"removed {stale} container(s) left by an earlier run of this campaign", "warning")
+        for j in plan.jobs:
+            if j.action == "invalidate":
+                self._emit(SliceState(step=j.step.id, model=j.model, seed=j.seed, benchmark=j.benchmark,
+                                      state="invalidated", message=j.reason, total=j.total))
+        if self.offline and self.runtime.name == "local":
+            self._log("--offline with the local runtime: steps run without network isolation", "warning")
+
+        failed: list[str] = []
+        try:
+            for pos, step in enumerate(self.recipe.steps):
+                if self._cancel.is_set():
+                    break
+                jobs = [j for j in plan.jobs if j.position == pos]
+                todo = [j for j in jobs if j.action != "skip"]
+                if not todo:
+                    c.set_step_state(step.id, "completed", "already complete")
+                    self._emit(StepState(step=step.id, state="skipped", message="already complete"))
+                    continue
+                c.set_step_state(step.id, "running")
+                self._emit(StepState(step=step.id, state="running",
+                                     message=f"{len(todo)} of {len(jobs)} jobs to run"))
+                step_failed = self._run_step(step, todo)
+                if self._cancel.is_set():
+                    c.set_step_state(step.id, "cancelled")
+                    self._emit(StepState(step=step.id, state="cancelled"))
+                    break
+                if step_failed:
+                    failed += step_failed
+                    msg = f"{len(step_failed)} job(s) failed"
+                    c.set_step_state(step.id, "failed", msg)
+                    self._emit(StepState(step=step.id, state="failed", message=msg))
+                    break  # later steps read this one's outputs
+                c.set_step_state(step.id, "completed")
+                self._emit(StepState(step=step.id, state="completed"))
+        finally:
+            if self._cancel.is_set():
+                self.runtime.cleanup(c.id)
+            c.flush_events()
+
+        jobs_after = c.jobs()
+        expected = [jobs_after[(j.step.id, j.slice)] for j in plan.jobs]
+        done_jobs = sum(1 for j in expected if j.state == "completed")
+        result = RunResult(exit_code=ExitCode.OK, message="", failed=failed, jobs_total=len(expected),
+                           jobs_done=done_jobs, rows_done=sum(j.done for j in expected), rows_total=rows_total,
+                           seconds=time.monotonic() - t0)
+        if self._cancel.is_set():
+            result.exit_code = ExitCode.INTERRUPTED
+            result.message = "interrupted; state saved — run the same command again to resume"
+            state = "cancelled"
+        elif failed:
+            result.exit_code = ExitCode.FAILED
+            result.message = failed[0]
+            state = "failed"
+        else:
+            result.message = f"campaign complete: {done_jobs}/{len(expected)} jobs"
+            state = "completed"
+        self._emit(RunState(state=state, message=result.message, campaign=str(c.path), jobs_total=len(expected),
+                            jobs_done=done_jobs, rows_total=rows_total, rows_done=result.rows_done))
+        c.set_meta(last_run_state=state, last_run_finished=str(time.time()))
+        c.flush_events()
+        return result
+
+    def _groups_for(self, step: Any) -> list[list[int]]:
+        if step.needs.gpus <= 0 or not step.image:
+            return [[]]
+        if self.gpu_groups:
+            return [g for g in self.gpu_groups if g] or [list(range(step.needs.gpus))]
+        return [list(range(step.needs.gpus))]
+
+    def _run_step(self, step: Any, todo: list[PlannedJob]) -> list[str]:
+        groups = self._groups_for(step)
+        failed: list[str] = []
+        if len(groups) == 1 or len(todo) == 1:
+            for j in todo:
+                if self._cancel.is_set():
+                    break
+                err = self._run_job(j, groups[0])
+                if err:
+                    failed.append(err)
+            return failed
+        work: queue.Queue[PlannedJob] = queue.Queue()
+        for j in todo:
+            work.put(j)
+        lock = threading.Lock()
+
+        def worker(gpus: list[int]) -> None:
+            while not self._cancel.is_set():
+                try:
+                    j = work.get_nowait()
+                except queue.Empty:
+                    return
+                err = self._run_job(j, gpus)
+                if err:
+                    with lock:
+                        failed.append(err)
+
+        threads = [threading.Thread(target=worker, args=(g,), name=f"gpu-group-{'-'.join(map(str, g))}")
+                   for g in groups]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return failed
+
+    def job_inputs(self, step: Any, job: PlannedJob) -> dict[str, Any]:
+        """Named inputs in the workers' input form ({"entry": store entry} / {"campaign": path}).
+
+        The slice's model as a store entry; the previous step's outputs for the same slice.
+        Stage-specific inputs (dataset, system prompt) are added by ``self.extra_inputs``.
+        """
+        out: dict[str, Any] = {}
+        model = job.inputs.get("model") if step.per_slice else None
+        if isinstance(model, dict):
+            if model.get("store_entry"):
+                out["model"] = {"entry": model["store_entry"]}
+            elif model.get("repo_id") and model.get("revision"):
+                out["model"] = {"entry": f"model/{model['repo_id']}@{model['revision']}"}
+        if job.position > 0:
+            prev = self.recipe.steps[job.position - 1]
+            out["upstream"] = {"campaign": self.campaign.output_rel(prev.id, job.slice if prev.per_slice
+                                                                    else STEP_SLICE)}
+        if self.extra_inputs is not None:
+            out.update(self.extra_inputs(step, job, self.resolved))
+        return out
+
+    def job_spec(self, job: PlannedJob, gpus: list[int]) -> dict[str, Any]:
+        r = self.resolved
+        step = job.step
+        spec: dict[str, Any] = {
+            "step": step.id,
+            "recipe": self.recipe.name,
+            "run_tag": _get(r, "run_tag"),
+            "slice": None if job.slice == STEP_SLICE else
+            {"model": job.model, "seed": job.seed, "benchmark": job.benchmark},
+            "settings": _dump(_get(r, "settings", {}) or {}),
+            "pins": job.inputs,
+            "input_hash": job.input_hash,
+            "inputs": self.job_inputs(step, job),
+            "store_entries": list((_get(r, "store_entries", {}) or {}).get(step.id, [])),
+            "args": list(step.run[1:]),
+            "output_dir": self.campaign.output_rel(step.id, job.slice),
+            "gpus": gpus,
+            "offline": self.offline or not step.needs.network,
+            "upstream_outputs": {},
+        }
+        if step.per_slice:
+            spec["model"] = job.inputs.get("model")
+            spec["benchmark"] = job.inputs.get("benchmark")
+            spec["total"] = job.total
+        else:
+            spec["models"] = job.inputs.get("models")
+            spec["seeds"] = job.inputs.get("seeds")
+            spec["benchmarks"] = [_dump(b) for b in (_get(r, "benchmarks", []) or [])]
+            spec["slices"] = [{"model": _get(s, "model"), "seed": _get(s, "seed"), "benchmark": _get(s, "benchmark")}
+                              for s in _get(r, "slices", [])]
+        if job.position > 0:
+            prev = self.recipe.steps[job.position - 1]
+            spec["upstream_outputs"] = {prev.id: self.campaign.output_rel(
+                prev.id, job.slice if prev.per_slice else STEP_SLICE)}
+        return spec
+
+    def _run_job(self, job: PlannedJob, gpus: list[int]) -> str | None:
+        """Run one job to its end. Returns a failure line, or None (done or cancelled)."""
+        from trace_tui.stages.protocol import atomic_write_json
+
+        c, step = self.campaign, job.step
+        job_dir = c.job_dir(step.id, job.slice)
+        atomic_write_json(job_dir / "job.json", self.job_spec(job, gpus))
+        os.chmod(job_dir / "job.json", 0o644)  # mkstemp made it 0600; the container user must read it
+        started_wall = time.time()
+        rec = c.job(step.id, job.slice)
+        attempts = (rec.attempts if rec else 0) + 1
+        c.update_job(step.id, job.slice, state="running", attempts=attempts, started_at=started_wall, message="")
+        resumed = job.action == "resume" and job.done > 0
+        self._emit(SliceState(step=step.id, model=job.model, seed=job.seed, benchmark=job.benchmark,
+                              state="resumed" if resumed else "running", done=job.done, total=job.total,
+                              message=f"resuming at row {job.done}" if resumed else ""))
+        out_dir = c.path / c.output_rel(step.id, job.slice)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        network = step.needs.network and not self.offline
+        launch = Launch(step=step.id, slice=job.slice, module=step.run[0], args=list(step.run[1:]), job_dir=job_dir,
+                        campaign=c.path, store=self.store, log_path=c.log_path(step.id, job.slice), image=step.image,
+                        network=network, gpus=gpus, labels={LABEL_CAMPAIGN: c.id}, mem_limit=self.mem_limit,
+                        env=dict(getattr(step, "env", {}) or {}), output_dir=out_dir)
+        if self._cancel.is_set():
+            return None
+        ctx = _JobContext(job)
+        handle = self._runtime_for(step).start(launch)
+        with self._handles_lock:
+            self._handles.add(handle)
+        if self._cancel.is_set():  # cancel() raced with start(): stop what we just started
+            handle.stop()
+        try:
+            for line in handle.lines():
+                self._dispatch(parse_stage_line(line, step=step.id), ctx)
+            info = handle.wait()
+        finally:
+            with self._handles_lock:
+                self._handles.discard(handle)
+        return self._finish_job(job, ctx, info, started_wall, gpus)
+
+    def _dispatch(self, ev: Any, ctx: _JobContext) -> None:
+        """The hot path: one parsed stage event."""
+        job = ctx.job
+        if isinstance(ev, Progress):
+            ctx.done, ctx.total, ctx.phase = ev.done, ev.total or ctx.total, ev.phase
+            now = time.monotonic()
+            if now - ctx.win_t >= RATE_WINDOW_S:
+                inst = (ctx.done - ctx.win_done) / (now - ctx.win_t)
+                ctx.rate = inst if ctx.rate is None else 0.5 * ctx.rate + 0.5 * inst
+                ctx.win_t, ctx.win_done = now, ctx.done
+            if now - ctx.last_db >= DB_INTERVAL_S:
+                ctx.last_db = now
+                self.campaign.update_job(job.step.id, job.slice, done=ctx.done, total=ctx.total, phase=ctx.phase,
+                                         rate=ctx.rate)
+            if ev.model is None and job.model is not None:
+                ev = ev.model_copy(update={"model": job.model, "seed": job.seed, "benchmark": job.benchmark})
+        elif isinstance(ev, Artifact):
+            ctx.artifacts[ev.path] = ev.sha256
+        elif isinstance(ev, Metric):
+            if ev.name == "score":
+                ctx.score = ev.value
+        elif isinstance(ev, Status):
+            ctx.status = ev
+        self._emit(ev)
+
+    def _finish_job(self, job: PlannedJob, ctx: _JobContext, info: ExitInfo, started_wall: float,
+                    gpus: list[int]) -> str | None:
+        c, step = self.campaign, job.step
+        fields: dict[str, Any] = dict(done=ctx.done, total=ctx.total, phase=ctx.phase, rate=ctx.rate)
+        ident = dict(step=step.id, model=job.model, seed=job.seed, benchmark=job.benchmark)
+        if self._cancel.is_set() or info.stopped:
+            c.update_job(step.id, job.slice, state="cancelled", message="interrupted", **fields)
+            self._emit(SliceState(state="cancelled", done=ctx.done, total=ctx.total, message="interrupted", **ident))
+            return None
+        reason = None
+        if info.exit_code != 0 or info.oom_killed:
+            reason = info.describe()
+        elif ctx.status is not None and ctx.status.state != "completed":
+            # A worker that exits 0 without a status line (e.g. `trace_tui verify`) is judged by its exit code.
+            reason = ctx.status.message or "the worker reported failure"
+        receipt = None
+        if reason is None:
+            receipt, problem = self._write_receipt(job, ctx, info, started_wall, gpus)
+            reason = problem
+        if reason is not None:
+            where = job.slice if job.slice != STEP_SLICE else ""
+            last = " | ".join(info.tail[-5:])
+            line = (f"step {step.id}{' slice ' + where if where else ''} failed: {reason}"
+                    + (f"; last log lines: {last}" if last else "")
+                    + f"; log: {c.log_path(step.id, job.slice)}; fix the cause and run the same command again "
+                      "to resume")
+            c.update_job(step.id, job.slice, state="failed", message=line[:2000], finished_at=time.time(), **fields)
+            self._emit(SliceState(state="failed", done=ctx.done, total=ctx.total, message=line, **ident))
+            return line
+        c.update_job(step.id, job.slice, state="completed", score=ctx.score, receipt=receipt,
+                     finished_at=time.time(), message="", **fields)
+        self._emit(SliceState(state="completed", done=ctx.done, total=ctx.total, score=ctx.score, **ident))
+        c.flush_events()
+        return None
+
+    def _write_receipt(self, job: PlannedJob, ctx: _JobContext, info: ExitInfo, started_wall: float,
+                       gpus: list[int]) -> tuple[str | None, str | None]:
+        from trace_tui.stages.protocol import atomic_write_json, sha256_file
+
+        c, step = self.campaign, job.step
+        out_rel = c.output_rel(step.id, job.slice)
+        outputs: dict[str, dict[str, Any]] = {}
+        for p in sorted((c.path / out_rel).rglob("*")):
+            if p.is_file() and not (p.name.startswith(".") and p.name.endswith(".tmp")):
+                digest, size = sha256_file(p)
+                outputs[p.relative_to(c.path).as_posix()] = {"sha256": digest, "bytes": size}
+        for path, digest in ctx.artifacts.items():
+            got = outputs.get(path)
+            if got is None and (c.path / path).is_file():  # an artifact outside the job's own directory
+                d, size = sha256_file(c.path / path)
+                got = outputs[path] = {"sha256": d, "bytes": size}
+            if got is None:
+                return None, f"artifact {path} announced but not written"
+            if got["sha256"] != digest:
+                return None, f"artifact {path} changed after the worker announced it"
+        content = {"schema": "trace-tui-receipt-v1", "step": step.id, "kind": step.run[0], "slice": job.slice,
+                   "model": job.model, "seed": job.seed, "benchmark": job.benchmark, "input_hash": job.input_hash,
+                   "inputs": job.inputs, "rows": ctx.done, "total": ctx.total, "score": ctx.score,
+                   "outputs": outputs}
+        finished = time.time()
+        circumstance = {"started_at": started_wall, "finished_at": finished,
+                        "duration_s": round(finished - started_wall, 3), "host": socket.gethostname(),
+                        "runtime": self._runtime_for(step).name, "gpus": gpus, "exit_code": info.exit_code}
+        path = c.receipt_path(step.id, job.slice)
+        atomic_write_json(path, {"content": content, "content_sha256": sha256_json(content),
+                                 "circumstance": circumstance})
+        return path.relative_to(c.path).as_posix(), None
+
+
+def iter_plan_lines(plan: Plan) -> Iterable[str]:
+    for j in plan.jobs:
+        yield f"{j.step.id} {j.slice}: {j.action} ({j.reason})"

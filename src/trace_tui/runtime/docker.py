@@ -1,0 +1,278 @@
+"""Docker runtime: each job in its own container, on the Docker SDK against the real engine.
+
+The container gets the job spec read-only at /job, the campaign read-write at
+/campaign, the store read-only at /store; it runs as the invoking user (an
+unprivileged uid when invoked as root), with every capability dropped and
+no-new-privileges, no network unless the step needs it and --offline is not
+given, and GPUs by device id. Labels let a runner find and remove its own
+containers (and a killed runner's, for the same campaign) and nobody else's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+from trace_tui.errors import RequirementsError
+from trace_tui.runtime.base import (CAMPAIGN_MOUNT, JOB_MOUNT, LABEL_CAMPAIGN, LABEL_OWNER, LABEL_SLICE, LABEL_STEP,
+                                    STORE_MOUNT, ExitInfo, Launch, Tail, split_lines)
+
+UNPRIVILEGED = (65534, 65534)  # nobody:nogroup, for runs invoked as root
+IMAGE_HINT = "build the images: `make appliance`"
+DAEMON_HINT = "start it (`sudo systemctl start docker`), or run with `--runtime local`"
+GPU_HINT = "install the NVIDIA Container Toolkit and restart Docker (`sudo nvidia-ctk runtime configure && " \
+           "sudo systemctl restart docker`)"
+
+
+def owner_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def container_user() -> tuple[int, int]:
+    """The uid:gid a stage container runs as: the invoking user, never root."""
+    uid, gid = os.getuid(), os.getgid()
+    return UNPRIVILEGED if uid == 0 else (uid, gid)
+
+
+def docker_client(timeout: int = 60) -> Any:
+    import docker
+    from docker.errors import DockerException
+
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+        return client
+    except DockerException as exc:
+        raise RequirementsError(f"the Docker engine is not reachable ({_short(exc)})", hint=DAEMON_HINT) from None
+
+
+def docker_available() -> bool:
+    try:
+        docker_client(timeout=5).close()
+        return True
+    except RequirementsError:
+        return False
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
+def _images_lock() -> dict[str, str]:
+    """Image names from appliance/images.lock.json (written by `make appliance`), if there is one."""
+    path = Path(os.environ.get("TRACE_TUI_IMAGES_LOCK") or Path(__file__).resolve().parents[3] / "appliance"
+                / "images.lock.json")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    out: dict[str, str] = {}
+    for kind, entry in (data.get("images") or {}).items():
+        if isinstance(entry, str):
+            out[kind] = entry
+        elif isinstance(entry, dict):
+            name = entry.get("tag") or entry.get("ref") or entry.get("name") or entry.get("image") or entry.get("id")
+            if name:
+                out[kind] = str(name)
+    return out
+
+
+def ensure_writable(path: Path, uid: int, gid: int) -> None:
+    """Make ``path`` (and what is under it) writable for the container user, when we are root."""
+    if os.getuid() != 0:
+        return
+    for root, dirs, files in os.walk(path):
+        for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
+            st = os.lstat(name)
+            if st.st_uid != uid or st.st_gid != gid:
+                os.lchown(name, uid, gid)
+
+
+class DockerHandle:
+    def __init__(self, container: Any, launch: Launch) -> None:
+        self.container = container
+        self.launch = launch
+        self._stopped = threading.Event()
+        self._tail = Tail()
+        self._log = open(launch.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in wait()
+
+    def lines(self) -> Iterator[str]:
+        stream = self.container.logs(stream=True, follow=True, stdout=True, stderr=False)
+        try:
+            for line in split_lines(stream):
+                if not line.startswith("{"):
+                    self._tail.add(line)
+                    self._log.write(line + "\n")
+                yield line
+        finally:
+            close = getattr(stream, "close", None)
+            if close:
+                close()
+
+    def wait(self) -> ExitInfo:
+        from docker.errors import APIError, NotFound
+
+        try:
+            code = int(self.container.wait().get("StatusCode", -1))
+            self.container.reload()
+            state = self.container.attrs.get("State", {})
+            oom = bool(state.get("OOMKilled"))
+            err = self.container.logs(stdout=False, stderr=True, tail=40).decode("utf-8", errors="replace")
+            for line in err.splitlines():
+                self._tail.add(line)
+            self._log.write(err)
+        except NotFound:
+            code, oom = 137, False
+        finally:
+            self._log.close()
+            try:
+                self.container.remove(force=True)
+            except (NotFound, APIError):
+                pass
+        return ExitInfo(exit_code=code, oom_killed=oom, stopped=self._stopped.is_set(), tail=self._tail.lines())
+
+    def stop(self, grace: int = 5) -> None:
+        from docker.errors import APIError, NotFound
+
+        self._stopped.set()
+        try:
+            self.container.stop(timeout=grace)
+        except (NotFound, APIError):
+            pass
+
+
+class DockerRuntime:
+    name = "docker"
+
+    def __init__(self, *, images: dict[str, str] | None = None, client: Any = None, mem_limit: str | None = None,
+                 user: tuple[int, int] | None = None, flavour: str = "cuda", **_: object) -> None:
+        self._client = client
+        self.flavour = flavour
+        self._images = images or {}
+        self.mem_limit = mem_limit
+        self.user = user or container_user()
+        self.owner = owner_id()
+        self._image_ids: dict[str, str] = {}
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = docker_client()
+        return self._client
+
+    def image_name(self, kind: str) -> str:
+        # The image lock names the CPU build of an image KIND-cpu (trace_tui.hardware.image_key).
+        key = kind if self.flavour == "cuda" else f"{kind}-{self.flavour}"
+        env = os.environ.get(f"TRACE_TUI_IMAGE_{kind.upper()}")
+        lock = _images_lock()
+        return env or self._images.get(kind) or lock.get(key) or f"trace-tui/{key}:latest"
+
+    def image_id(self, kind: str | None) -> str:
+        if kind is None:
+            return "host"
+        if kind not in self._image_ids:
+            from docker.errors import ImageNotFound
+
+            name = self.image_name(kind)
+            try:
+                self._image_ids[kind] = self.client.images.get(name).id
+            except ImageNotFound:
+                raise RequirementsError(f"the {kind} image {name} is missing", hint=IMAGE_HINT) from None
+        return self._image_ids[kind]
+
+    def check(self, image_kinds: set[str], *, gpus: bool) -> list[str]:
+        problems: list[str] = []
+        try:
+            client = self.client
+        except RequirementsError as exc:
+            return [exc.line()]
+        for kind in sorted(image_kinds):
+            try:
+                self.image_id(kind)
+            except RequirementsError as exc:
+                problems.append(exc.line())
+        if gpus:
+            runtimes = (client.info().get("Runtimes") or {})
+            if "nvidia" not in runtimes:
+                problems.append(f"Docker has no GPU runtime (runtimes: {', '.join(sorted(runtimes)) or 'none'}) "
+                                f"({GPU_HINT})")
+        return problems
+
+    def start(self, launch: Launch) -> DockerHandle:
+        from docker.errors import APIError, ImageNotFound
+        from docker.types import DeviceRequest
+
+        assert launch.image is not None, "host steps run on the local runtime"
+        uid, gid = self.user
+        out = launch.output_dir or launch.campaign / "outputs"
+        out.mkdir(parents=True, exist_ok=True)
+        ensure_writable(out, uid, gid)
+        launch.store.mkdir(parents=True, exist_ok=True)
+        launch.log_path.parent.mkdir(parents=True, exist_ok=True)
+        labels = dict(launch.labels)
+        labels.update({LABEL_STEP: launch.step, LABEL_SLICE: launch.slice, LABEL_OWNER: self.owner})
+        kwargs: dict[str, Any] = dict(
+            command=["python3", "-m", launch.module,
+                     *(a.replace("{campaign}", CAMPAIGN_MOUNT).replace("{store}", STORE_MOUNT) for a in launch.args)],
+            detach=True,
+            user=f"{uid}:{gid}",
+            volumes={
+                str(launch.job_dir): {"bind": JOB_MOUNT, "mode": "ro"},
+                str(launch.campaign): {"bind": CAMPAIGN_MOUNT, "mode": "rw"},
+                str(launch.store): {"bind": STORE_MOUNT, "mode": "ro"},
+            },
+            environment={
+                **launch.env,
+                "TRACE_TUI_JOB": f"{JOB_MOUNT}/job.json",
+                "TRACE_TUI_CAMPAIGN": CAMPAIGN_MOUNT,
+                "TRACE_TUI_STORE": STORE_MOUNT,
+                "PYTHONUNBUFFERED": "1",
+                "HOME": "/tmp",
+            },
+            working_dir=CAMPAIGN_MOUNT,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            labels=labels,
+            network_mode=None if launch.network else "none",
+        )
+        mem = launch.mem_limit or self.mem_limit
+        if mem:
+            kwargs.update(mem_limit=mem, memswap_limit=mem)  # no swap: over the limit is an OOM kill
+        if launch.gpus:
+            kwargs["device_requests"] = [DeviceRequest(device_ids=[str(g) for g in launch.gpus],
+                                                       capabilities=[["gpu"]])]
+        try:
+            container = self.client.containers.run(self.image_name(launch.image), **kwargs)
+        except ImageNotFound:
+            raise RequirementsError(f"the {launch.image} image {self.image_name(launch.image)} is missing",
+                                    hint=IMAGE_HINT) from None
+        except APIError as exc:
+            text = str(exc)
+            if "device driver" in text or "nvidia" in text.lower() or "gpu" in text.lower():
+                raise RequirementsError(f"Docker cannot give GPUs to containers ({_short(exc)})",
+                                        hint=GPU_HINT) from None
+            raise
+        return DockerHandle(container, launch)
+
+    def own_containers(self, campaign_id: str) -> list[Any]:
+        return self.client.containers.list(all=True, filters={"label": f"{LABEL_CAMPAIGN}={campaign_id}"})
+
+    def cleanup(self, campaign_id: str, *, keep_owner: str | None = None) -> int:
+        """Remove the campaign's containers (a killed runner's leftovers, or ours on exit)."""
+        from docker.errors import APIError, NotFound
+
+        n = 0
+        for c in self.own_containers(campaign_id):
+            if keep_owner is not None and c.labels.get(LABEL_OWNER) == keep_owner:
+                continue
+            try:
+                c.remove(force=True)
+                n += 1
+            except (NotFound, APIError):
+                pass
+        return n

@@ -1,0 +1,126 @@
+"""Local runtime: the stage contract as subprocesses in the current Python environment.
+
+For machines without Docker and for fast tests. The worker gets the same three
+things a container gets, by environment instead of mounts: TRACE_TUI_JOB,
+TRACE_TUI_CAMPAIGN, TRACE_TUI_STORE. Nothing is isolated: no read-only store,
+no network namespace, no memory limit (the runner says so when a step asks).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO, Iterator
+
+from trace_tui.runtime.base import ExitInfo, Launch, Tail
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    # A kill -9 of the runner must not leave a worker writing into the campaign behind it.
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+class LocalHandle:
+    def __init__(self, proc: subprocess.Popen[bytes], log: IO[str]) -> None:
+        self.proc = proc
+        self._log = log
+        self._tail = Tail()
+        self._stopped = threading.Event()
+        self._log_lock = threading.Lock()
+        self._stderr_thread = threading.Thread(target=self._pump_stderr, daemon=True)
+        self._stderr_thread.start()
+
+    def _pump_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            line = raw.decode("utf-8", errors="replace")
+            self._tail.add(line)
+            with self._log_lock:
+                self._log.write(line)
+
+    def lines(self) -> Iterator[str]:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", errors="replace")
+            if not line.startswith("{"):
+                self._tail.add(line)
+                with self._log_lock:
+                    self._log.write(line)
+            yield line
+
+    def wait(self) -> ExitInfo:
+        code = self.proc.wait()
+        self._stderr_thread.join(timeout=5)
+        with self._log_lock:
+            self._log.close()
+        # A negative code is a signal: SIGKILL from outside is the usual sign of the kernel's OOM killer.
+        return ExitInfo(exit_code=code if code >= 0 else 128 - code, stopped=self._stopped.is_set(),
+                        tail=self._tail.lines())
+
+    def stop(self, grace: float = 5.0) -> None:
+        self._stopped.set()
+        if self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class LocalRuntime:
+    name = "local"
+
+    def __init__(self, python: str | None = None, **_: object) -> None:
+        self.python = python or sys.executable
+
+    def check(self, image_kinds: set[str], *, gpus: bool) -> list[str]:
+        return []
+
+    def image_id(self, kind: str | None) -> str:
+        # No image: the identity of what runs is this interpreter and this package version.
+        from trace_tui import __version__
+
+        return f"local:python{sys.version_info[0]}.{sys.version_info[1]}:trace-tui-{__version__}"
+
+    def start(self, launch: Launch) -> LocalHandle:
+        env = dict(os.environ)
+        env.update(launch.env)
+        env.update({
+            "TRACE_TUI_JOB": str(launch.job_dir / "job.json"),
+            "TRACE_TUI_CAMPAIGN": str(launch.campaign),
+            "TRACE_TUI_STORE": str(launch.store),
+            "PYTHONUNBUFFERED": "1",
+        })
+        if launch.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in launch.gpus)
+        src = str(Path(__file__).resolve().parents[2])  # the trace_tui package, also when not installed
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
+        launch.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(launch.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed by the handle
+        proc = subprocess.Popen(
+            [self.python, "-m", launch.module,
+             *(a.replace("{campaign}", str(launch.campaign)).replace("{store}", str(launch.store))
+               for a in launch.args)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            cwd=launch.campaign,
+            # Own process group: Ctrl-C in the terminal reaches the runner, which stops workers itself.
+            start_new_session=True, preexec_fn=_die_with_parent,
+        )
+        return LocalHandle(proc, log)
+
+    def cleanup(self, campaign_id: str, *, keep_owner: str | None = None) -> int:
+        return 0  # workers die with their runner (PR_SET_PDEATHSIG)

@@ -1,0 +1,240 @@
+"""A worker that exercises the stage contract and the runtimes (tests, benchmarks, `trace-tui` self-checks).
+
+    python -m trace_tui.stages.selftest MODE [--delay S] [--rows N] [--events N] [--mib N] [--fail-at N]
+
+Modes:
+  rows          write one row per slice row (per-row seeds), resumable at the first missing row,
+                then score.json; the score is the share of rows whose value is below 0.5
+  fail          print a few log lines on stderr and exit 3
+  oom           allocate memory until the container's limit kills it
+  network       report the network interfaces and whether a TCP connection can be opened
+  store-write   try to write into the store (read-only in containers)
+  whoami        report uid/gid and what the campaign directory looks like
+  events        print N progress events as fast as possible (throughput benchmark)
+  sleep         sleep --delay seconds, printing progress (for interrupt tests)
+
+Standard library only: it runs inside any image that has python3 and the trace_tui package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import socket
+import sys
+import time
+from pathlib import Path
+
+from trace_tui.stages import protocol
+
+
+def _emit(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj, separators=(",", ":"), sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def metric(name: str, value: float, **where: object) -> None:
+    _emit({"type": "metric", "name": name, "value": value, **where})
+
+
+def row_seed(seed: int, model: str, benchmark: str, row: int) -> int:
+    """Each row's seed depends on the slice and the row alone: not on order, batching or resume."""
+    digest = hashlib.sha256(f"{seed}:{model}:{benchmark}:{row}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def make_row(seed: int, model: str, benchmark: str, row: int) -> dict:
+    rs = row_seed(seed, model, benchmark, row)
+    value = random.Random(rs).random()
+    return {"row": row, "seed": rs, "value": round(value, 12), "correct": value < 0.5}
+
+
+def read_rows(path: Path) -> tuple[list[dict], int]:
+    """Complete rows in order, and the byte length they take (a torn last line is not a row)."""
+    rows: list[dict] = []
+    good = 0
+    if not path.exists():
+        return rows, 0
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                break
+            if not isinstance(obj, dict) or obj.get("row") != len(rows):
+                break
+            rows.append(obj)
+            good += len(raw)
+    return rows, good
+
+
+def score_rows(rows: list[dict]) -> float:
+    return 100.0 * sum(1 for r in rows if r["correct"]) / len(rows) if rows else 0.0
+
+
+def recompute_score(campaign: Path, receipt_content: dict) -> float:
+    """How `trace-tui verify --campaign` recomputes this worker's score from its per-row results."""
+    rows_path = next(campaign / p for p in receipt_content["outputs"] if p.endswith("/rows.jsonl"))
+    rows, _ = read_rows(rows_path)
+    return score_rows(rows)
+
+
+def mode_rows(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+    sl = job.get("slice") or {"model": "none", "seed": 0, "benchmark": "none"}
+    model, seed, bench = str(sl["model"]), int(sl["seed"]), str(sl["benchmark"])
+    total = opts.rows if opts.rows is not None else int(job.get("total") or 10)
+    out = campaign / job["output_dir"]
+    out.mkdir(parents=True, exist_ok=True)
+    rows_path = out / "rows.jsonl"
+    rows, good = read_rows(rows_path)
+    if rows_path.exists() and rows_path.stat().st_size != good:
+        with open(rows_path, "r+b") as fh:  # drop a torn last line left by a kill
+            fh.truncate(good)
+            fh.flush()
+            os.fsync(fh.fileno())
+    start = len(rows)
+    if start:
+        protocol.log(f"resuming at row {start} of {total}")
+    where = {"model": model, "seed": seed, "benchmark": bench}
+    protocol.progress(phase="generate", done=start, total=total, **where)
+    with open(rows_path, "ab") as fh:
+        for i in range(start, total):
+            if opts.fail_at is not None and i == opts.fail_at:
+                print(f"selftest: failing at row {i} as asked", file=sys.stderr)
+                return 4
+            if opts.delay:
+                time.sleep(opts.delay)
+            row = make_row(seed, model, bench, i)
+            fh.write((json.dumps(row, sort_keys=True, separators=(",", ":")) + "\n").encode())
+            fh.flush()
+            os.fsync(fh.fileno())
+            rows.append(row)
+            protocol.progress(phase="generate", done=i + 1, total=total, **where)
+    score = score_rows(rows)
+    protocol.atomic_write_json(out / "score.json", {"score": score, "rows": len(rows), **where})
+    protocol.artifact(rows_path, campaign)
+    protocol.artifact(out / "score.json", campaign)
+    metric("score", score, **where)
+    protocol.status("completed", f"{len(rows)} rows")
+    return 0
+
+
+def mode_report(job: dict, campaign: Path, name: str, report: dict) -> int:
+    out = campaign / job["output_dir"]
+    out.mkdir(parents=True, exist_ok=True)
+    protocol.atomic_write_json(out / f"{name}.json", report)
+    protocol.artifact(out / f"{name}.json", campaign)
+    protocol.log(json.dumps(report, sort_keys=True))
+    protocol.status("completed")
+    return 0
+
+
+def mode_network(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+    try:
+        ifaces = sorted(os.listdir("/sys/class/net"))
+    except OSError:
+        ifaces = []
+    result: dict = {"interfaces": ifaces}
+    try:
+        with socket.create_connection((opts.host, opts.port), timeout=3):
+            result["connect"] = "ok"
+    except OSError as exc:
+        result["connect"] = f"error: {exc.__class__.__name__}: {exc.strerror or exc}"
+        result["errno"] = exc.errno
+    return mode_report(job, campaign, "network", result)
+
+
+def mode_store_write(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+    store = Path(os.environ.get("TRACE_TUI_STORE", "/store"))
+    result: dict = {"store": str(store)}
+    try:
+        (store / "selftest-write").write_text("x")
+        result["write"] = "ok"
+    except OSError as exc:
+        result["write"] = "error"
+        result["errno"] = exc.errno
+        result["strerror"] = exc.strerror
+    return mode_report(job, campaign, "store-write", result)
+
+
+def mode_whoami(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+    job_path = Path(os.environ.get("TRACE_TUI_JOB", "/job/job.json"))
+    try:
+        job_path.with_name("selftest-write").write_text("x")
+        job_write = "ok"
+    except OSError as exc:
+        job_write = f"error {exc.errno}"
+    try:
+        import ctypes  # noqa: F401
+
+        caps = next((ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("CapEff:")), "")
+    except OSError:
+        caps = ""
+    nnp = next((ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("NoNewPrivs:")), "")
+    return mode_report(job, campaign, "whoami", {"uid": os.getuid(), "gid": os.getgid(), "cap_eff": caps,
+                                                  "no_new_privs": nnp, "job_write": job_write,
+                                                  "gpus_env": os.environ.get("CUDA_VISIBLE_DEVICES")})
+
+
+def mode_oom(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+    hold = []
+    for i in range(opts.mib):
+        hold.append(bytearray(1 << 20))  # pages touched: bytearray zero-fills
+        if i % 64 == 0:
+            protocol.progress(phase="allocate", done=i, total=opts.mib)
+    protocol.status("completed", f"allocated {opts.mib} MiB without being killed")
+    return 0
+
+
+def mode_events(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+    n = opts.events
+    w = sys.stdout.write
+    for i in range(n):
+        w('{"type":"progress","phase":"bench","done":%d,"total":%d}\n' % (i + 1, n))
+    sys.stdout.flush()
+    protocol.status("completed")
+    return 0
+
+
+def mode_sleep(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+    steps = max(1, int(opts.delay * 10))
+    for i in range(steps):
+        time.sleep(0.1)
+        protocol.progress(phase="sleep", done=i + 1, total=steps)
+    protocol.status("completed")
+    return 0
+
+
+def mode_fail(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+    protocol.log("selftest: about to fail")
+    print("selftest: something went wrong (as asked)", file=sys.stderr)
+    return 3
+
+
+MODES = {"rows": mode_rows, "fail": mode_fail, "oom": mode_oom, "network": mode_network,
+         "store-write": mode_store_write, "whoami": mode_whoami, "events": mode_events, "sleep": mode_sleep}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="trace_tui.stages.selftest")
+    p.add_argument("mode", choices=sorted(MODES))
+    p.add_argument("--delay", type=float, default=0.0)
+    p.add_argument("--rows", type=int)
+    p.add_argument("--fail-at", type=int)
+    p.add_argument("--mib", type=int, default=4096)
+    p.add_argument("--events", type=int, default=100_000)
+    p.add_argument("--host", default="172.17.0.1")
+    p.add_argument("--port", type=int, default=2375)
+    opts = p.parse_args(argv)
+    job = protocol.load_job()
+    campaign = Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
+    return MODES[opts.mode](job, campaign, opts)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

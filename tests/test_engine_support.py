@@ -1,0 +1,67 @@
+"""Shared helpers for the engine tests (no tests here).
+
+``resolved_for(recipe, ...)`` builds a ResolvedRecipe for hand-made recipes of the
+selftest worker: the real model from trace_tui.recipes where it is importable, with
+synthetic local models (no release identity), so engine tests do not depend on the
+shipped recipes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from trace_tui.recipes import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_IMAGE = "trace-tui/engine-test:latest"
+BASE_IMAGE = "trace-tui/debian-base:bookworm"
+
+
+def selftest_step(id_: str, mode: str, *args: str, per_slice: bool = True, image: str | None = "infer",
+                  network: bool = False, **needs: Any) -> Step:
+    return Step(id=id_, title=f"selftest {mode}", stage="infer" if image else "host", image=image,
+                run=["trace_tui.stages.selftest", mode, *args], per_slice=per_slice,
+                needs={"network": network, **needs})
+
+
+def make_recipe(steps: list[Step], name: str = "enginetest") -> Recipe:
+    return Recipe(name=name, title="engine test", purpose="exercise the engine", canonical=False,
+                  selection={"suite": "demo"}, local_models=[LocalModel(id="tiny-a", label="A", store_entry="local:model/tiny-a")],
+                  demo_tasks=[{"key": "t1", "rows": 5}], steps=steps)
+
+
+def resolved_for(recipe: Recipe, *, models: list[str] = ("tiny-a",), seeds: list[int] = (42,),
+                 benchmarks: dict[str, int] | None = None, settings: dict[str, Any] | None = None) -> ResolvedRecipe:
+    benchmarks = benchmarks or {"t1": 5}
+    ms = [LocalModel(id=m, label=m, store_entry=f"local:model/{m}") for m in models]
+    bs = [BenchmarkRef(key=k, rows=n) for k, n in benchmarks.items()]
+    slices = [SliceKey(model=m, seed=s, benchmark=b) for m in models for s in seeds for b in benchmarks]
+    settings = settings or {"max_tokens": 8}
+    data = {"recipe": recipe.model_dump(mode="json"), "models": list(models), "seeds": list(seeds),
+            "benchmarks": benchmarks, "settings": settings}
+    sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return ResolvedRecipe(recipe=recipe, suite="demo", models=ms, seeds=list(seeds), benchmarks=bs,
+                          settings=settings, slices=slices, rows_total=sum(benchmarks[s.benchmark] for s in slices),
+                          config_sha256=sha, run_tag=f"{recipe.name}-{sha[:12]}")
+
+
+def content_of(campaign: Path) -> dict[str, Any]:
+    """What must be identical between an interrupted-and-resumed run and an uninterrupted one."""
+    out: dict[str, Any] = {}
+    for p in sorted((campaign / "outputs").rglob("*")):
+        if p.is_file():
+            out[p.relative_to(campaign).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
+    for p in sorted((campaign / "receipts").rglob("*.json")):
+        out[p.relative_to(campaign).as_posix()] = json.loads(p.read_text())["content"]
+    return out
+
+
+def build_test_image() -> str:
+    """The engine's test image: the local Debian base with python3 and the trace_tui package."""
+    subprocess.run(["docker", "build", "-q", "-t", TEST_IMAGE, "-f", str(REPO / "tests/docker_image/Dockerfile"),
+                    str(REPO / "src")], check=True, capture_output=True, timeout=600)
+    return TEST_IMAGE
