@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bundle": ("bundle", "export or import an air-gapped bundle of a recipe"),
     "verify": ("verify", "verify a release directory or a campaign offline"),
     "report": ("report", "the release page's tables, recomputed from results.json"),
+    "status": ("status", "where a campaign stands: steps, slices, rows, scores, ETA (read-only)"),
 }
 
 
