@@ -164,12 +164,13 @@ def overall_delta(records: Iterable[Any], model: str, base: str, benchmarks: Seq
 
 def benchmark_deltas(records: Iterable[Any], model: str, base: str) -> dict[str, PairedDelta]:
     """benchmark -> paired change of ``model`` against ``base`` on that benchmark."""
-    scores = index(records)
+    by: dict[tuple[str, str], dict[int, float]] = {}
+    for (m, s, b), v in index(records).items():
+        if m in (model, base):
+            by.setdefault((m, b), {})[s] = v
     out: dict[str, PairedDelta] = {}
-    benches = list(dict.fromkeys(b for (m, _s, b) in scores if m == model))
-    for b in benches:
-        mine = {s: v for (m, s, bb), v in scores.items() if m == model and bb == b}
-        theirs = {s: v for (m, s, bb), v in scores.items() if m == base and bb == b}
-        if set(mine) & set(theirs):
+    for (m, b), mine in by.items():
+        theirs = by.get((base, b), {})
+        if m == model and set(mine) & set(theirs):
             out[b] = paired(mine, theirs)
     return out

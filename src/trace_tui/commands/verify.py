@@ -1,0 +1,237 @@
+"""`trace-tui verify --release-dir DIR [--strict] [--json] [--report-dir OUT]` and `--campaign DIR`.
+
+Exit codes: 0 nothing present failed and every file the checks need is
+present (with --strict: and nothing is absent); 1 a check failed or a needed
+file is absent; 2 usage (no such directory, not a release layout).
+Only the standard library at top level: `trace-tui --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+STATUS_WORD = {"passed": "PASS", "failed": "FAIL", "absent": "ABSENT"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--release-dir", metavar="DIR",
+                   help="a release directory laid out like the upstream repository (rlvr/..., paper.pdf)")
+    p.add_argument("--campaign", metavar="DIR", help="a campaign directory to verify offline")
+    p.add_argument("--strict", action="store_true", help="also fail when any release file is absent")
+    p.add_argument("--json", action="store_true", help="print the checklist as JSON")
+    p.add_argument("--report-dir", metavar="OUT", help="also write OUT/report.json and OUT/report.md")
+
+
+def release_dir_arg(value: str | None, *, option: str = "--release-dir") -> Path:
+    """The release directory, or a UsageError naming what is wrong with it (exit 2)."""
+    from trace_tui.errors import UsageError
+
+    if not value:
+        raise UsageError(f"{option} DIR is required", hint="a directory laid out like the upstream repository")
+    path = Path(value).expanduser()
+    if not path.exists():
+        raise UsageError(f"{option} {value}: no such directory")
+    if not path.is_dir():
+        raise UsageError(f"{option} {value}: not a directory")
+    from trace_tui.verify.release import is_release_layout
+
+    if not is_release_layout(path):
+        raise UsageError(f"{option} {value}: not a release layout (no rlvr/ folder)",
+                         hint="point it at a copy of the upstream repository: rlvr/..., paper.pdf at its root")
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    from trace_tui.errors import UsageError
+
+    if not args.release_dir and not getattr(args, "campaign", None):
+        raise UsageError("nothing to verify", hint="give --release-dir DIR and/or --campaign DIR")
+    code = 0
+    if args.release_dir:
+        code = _verify_release(args)
+    if getattr(args, "campaign", None):
+        try:
+            from trace_tui.verify import campaign
+        except ModuleNotFoundError as exc:
+            if exc.name not in ("trace_tui.verify.campaign",):
+                raise
+            raise UsageError("campaign verification is unavailable in this installation",
+                             hint="trace_tui.verify.campaign is missing") from None
+        if not hasattr(campaign, "run_cli"):
+            raise UsageError("campaign verification is unavailable in this installation",
+                             hint="trace_tui.verify.campaign has no run_cli")
+        code = max(code, int(campaign.run_cli(args)))
+    return code
+
+
+def _verify_release(args: argparse.Namespace) -> int:
+    root = release_dir_arg(args.release_dir)
+    from trace_tui.verify.release import verify_release
+
+    result = verify_release(root)
+    code = result.exit_code(args.strict)
+    if args.report_dir:
+        write_report(result, Path(args.report_dir), strict=args.strict, root=root)
+    if args.json:
+        print(json.dumps(as_json(result, strict=args.strict), indent=2))
+        for line in failure_lines(result):  # data on stdout, the failures also as lines on stderr
+            print(f"trace-tui: {line}", file=sys.stderr)
+    else:
+        print(render_text(result, strict=args.strict))
+    return code
+
+
+# ---- rendering (pure: verification -> text / data) ------------------------------------------------
+
+def as_json(result: Any, *, strict: bool) -> dict[str, Any]:
+    return {
+        "release_dir": result.release_dir,
+        "ok": result.ok(strict),
+        "strict": strict,
+        "exit_code": result.exit_code(strict),
+        "counts": result.counts(),
+        "needed_absent": result.needed_absent,
+        "failed_files": result.failed_files,
+        "checks": [c.model_dump() for c in result.checks],
+        "files": [f.model_dump() for f in result.files],
+    }
+
+
+def _expected_actual(c: Any) -> str:
+    if c.expected is None and c.actual is None:
+        return ""
+    return f" (expected {c.expected}, actual {c.actual})"
+
+
+def failure_lines(result: Any) -> list[str]:
+    """One line per failed check naming the file and the check, then each absent needed file."""
+    lines = [f"FAIL {c.file}: {c.id}: {c.message}{_expected_actual(c)}" for c in result.failed]
+    lines += [f"ABSENT {p}: needed by the checks" for p in result.needed_absent]
+    return lines
+
+
+_GROUPS = (
+    ("lock", "1. Files pinned in the release lock (sha256)"),
+    ("document", "   Documents the checks read (parse and schema)"),
+    ("declared", "2. Hashes declared inside the release (trust chain)"),
+    ("results", "3. results.json complete and consistent with the suite"),
+    ("aggregates", "4. Stored aggregates recomputed from the benchmark scores"),
+    ("validation", "5. TRACE validation consistent with its suite and receipt"),
+)
+
+
+def render_text(result: Any, *, strict: bool) -> str:
+    out = [f"Release: {result.release_dir}"]
+    for group, title in _GROUPS:
+        checks = [c for c in result.checks if c.group == group]
+        if not checks:
+            continue
+        n = {s: sum(1 for c in checks if c.status == s) for s in ("passed", "failed", "absent")}
+        out.append("")
+        out.append(f"{title}: {n['passed']} passed, {n['failed']} failed, {n['absent']} absent")
+        for c in checks:
+            if group == "declared" and c.status == "absent":
+                continue  # folded into the absent-file list below: one line per file, not per declaration
+            word = STATUS_WORD[c.status]
+            if group == "declared":
+                label = f"declared in {c.source}"
+            elif group in ("lock", "document"):
+                label = c.title
+            else:
+                label = c.id
+            text = f"  {word:<6} {c.file}  [{label}] {c.message}"
+            if c.status == "failed":
+                text += _expected_actual(c)
+            out.append(text)
+    absent = result.files_in("absent")
+    if absent:
+        out.append("")
+        out.append(f"Absent files ({len(absent)}; reported absent, never passed):")
+        for f in absent:
+            out.append(f"  ABSENT {f.path}" + ("  (needed by the checks)" if f.needed else ""))
+    unverified = result.files_in("unverified")
+    if unverified:
+        out.append("")
+        out.append("Present but not verified (no intact chain from the release lock reaches them):")
+        out += [f"  ?      {f.path}" for f in unverified]
+    c = result.counts()
+    out.append("")
+    out.append(f"Files: {c['files_verified']} verified, {c['files_failed']} failed, {c['files_unverified']} unverified, "
+               f"{c['files_absent']} absent ({c['files_needed_absent']} needed by the checks) of {c['files']} known files")
+    out.append(f"Checks: {c['checks_passed']} passed, {c['checks_failed']} failed, {c['checks_absent']} absent")
+    lines = failure_lines(result)
+    if result.ok(strict):
+        out.append("Result: OK" + (" (strict)" if strict else f" ({c['files_absent']} files absent; --strict fails on them)"
+                                   if c["files_absent"] else ""))
+    else:
+        if not lines and strict:
+            lines = [f"ABSENT {f.path}: --strict fails on any absent file" for f in absent[:1]]
+            lines[0] += f" (and {len(absent) - 1} more)" if len(absent) > 1 else ""
+        out.append("Result: FAILED")
+        out += [f"  {line}" for line in lines]
+    return "\n".join(out)
+
+
+def render_markdown(result: Any, *, strict: bool, tables_md: str | None) -> str:
+    c = result.counts()
+    verdict = "OK" if result.ok(strict) else "FAILED"
+    out = [f"# trace-tui verify: {verdict}", "", f"Release directory: `{result.release_dir}`" + (" (strict)" if strict else ""),
+           "", f"- Files: {c['files_verified']} verified, {c['files_failed']} failed, {c['files_unverified']} unverified, "
+           f"{c['files_absent']} absent ({c['files_needed_absent']} needed by the checks) of {c['files']} known",
+           f"- Checks: {c['checks_passed']} passed, {c['checks_failed']} failed, {c['checks_absent']} absent", ""]
+    failures = failure_lines(result)
+    if failures:
+        out += ["## Failures", ""] + [f"- {line}" for line in failures] + [""]
+    for group, title in _GROUPS:
+        checks = [x for x in result.checks if x.group == group]
+        if not checks:
+            continue
+        out += [f"## {title.strip()}", "", "| Status | File | Check | Message | Expected | Actual |", "|---|---|---|---|---|---|"]
+        for x in checks:
+            cells = [STATUS_WORD[x.status], f"`{x.file}`", x.source or x.id if group in ("lock", "declared") else x.id,
+                     x.message, x.expected or "", x.actual or ""]
+            out.append("| " + " | ".join(str(v).replace("|", "\\|") for v in cells) + " |")
+        out.append("")
+    absent = result.files_in("absent")
+    if absent:
+        out += [f"## Absent files ({len(absent)})", ""] + [f"- `{f.path}`" + (" (needed)" if f.needed else "") for f in absent]
+        out.append("")
+    if tables_md:
+        out += ["# Release tables (recomputed from results.json)", "", tables_md]
+    return "\n".join(out) + "\n"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def write_report(result: Any, out_dir: Path, *, strict: bool, root: Path) -> None:
+    from trace_tui.errors import UsageError
+
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--report-dir {out_dir}: cannot create it ({exc.strerror})") from None
+    tables_md = None
+    if not any(c.status != "passed" for c in result.checks if c.group in ("results", "aggregates")):
+        try:
+            from trace_tui.commands.report import release_tables
+
+            tables_md = release_tables(root).to_markdown()
+        except Exception:  # noqa: BLE001 - the checklist is the report; tables are a bonus when computable
+            tables_md = None
+    try:
+        _atomic_write(out_dir / "report.json", json.dumps(as_json(result, strict=strict), indent=2) + "\n")
+        _atomic_write(out_dir / "report.md", render_markdown(result, strict=strict, tables_md=tables_md))
+    except OSError as exc:
+        raise UsageError(f"--report-dir {out_dir}: cannot write the report ({exc.strerror})") from None
