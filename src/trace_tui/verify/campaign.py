@@ -1,0 +1,400 @@
+"""`trace-tui verify --campaign DIR`: a campaign checked offline (SPEC §3).
+
+Checks (pure over the campaign's files and its state database, read-only):
+
+- completeness: every expected job (each per-slice step x every slice of the
+  resolved recipe, and each whole step) is complete with a receipt;
+- receipts: each receipt's content hash, and every output's sha256 and size
+  against the receipt;
+- scores: each recorded score recomputed from the per-row results and equal to
+  the record. Stages say how: ``register_score_recomputer(step_kind, fn)``
+  with ``step_kind`` the worker module (``step.run[0]``) and
+  ``fn(campaign_dir, receipt_content) -> float``; a worker module may instead
+  define ``recompute_score(campaign_dir, receipt_content)`` (found by import);
+- pinned inputs: the model revisions and generation settings a campaign
+  recorded against the release lock (and image ids against the image lock, as
+  information: images are not bit-reproducible across machines);
+- comparison with published values, as information: TRACE validation inside
+  the binomial 95% interval of the published accuracy (n = 2,000); external
+  benchmarks within 2 canonical seed standard deviations or 1 point,
+  whichever is larger.
+
+A verdict is information; a broken receipt, a changed output, a score that does
+not recompute or a missing slice is a failure (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, Field
+
+from trace_tui.errors import UsageError
+
+ScoreRecomputer = Callable[[Path, dict[str, Any]], float | None]
+_RECOMPUTERS: dict[str, ScoreRecomputer] = {}
+SCORE_TOLERANCE = 1e-9
+VALIDATION_BENCHMARK = "trace-validation"
+
+
+def register_score_recomputer(step_kind: str, fn: ScoreRecomputer) -> None:
+    """How the scores of a step kind (its worker module, ``step.run[0]``) are recomputed from per-row results."""
+    _RECOMPUTERS[step_kind] = fn
+
+
+def recomputer_for(step_kind: str) -> ScoreRecomputer | None:
+    if step_kind in _RECOMPUTERS:
+        return _RECOMPUTERS[step_kind]
+    try:
+        module = importlib.import_module(step_kind)
+    except Exception:  # noqa: BLE001 - a worker that cannot import here simply has no recomputer
+        return None
+    if step_kind in _RECOMPUTERS:  # the module registered itself on import
+        return _RECOMPUTERS[step_kind]
+    fn = getattr(module, "recompute_score", None)
+    return fn if callable(fn) else None
+
+
+Status = Literal["passed", "failed", "absent", "info"]
+
+
+class Check(BaseModel):
+    id: str  # complete | receipt | output | score | pin | image
+    status: Status
+    subject: str  # the job (step slice) or file it is about
+    message: str
+    expected: Any = None
+    actual: Any = None
+
+
+class Comparison(BaseModel):
+    step: str
+    model: str
+    seed: int | None
+    benchmark: str
+    score: float
+    published: float
+    difference: float
+    tolerance: float
+    rule: str
+    verdict: Literal["within", "outside"]
+
+
+class CampaignVerification(BaseModel):
+    campaign: str
+    recipe: str | None = None
+    run_tag: str | None = None
+    checks: list[Check] = Field(default_factory=list)
+    comparisons: list[Comparison] = Field(default_factory=list)
+    published_source: str | None = None
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.status == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.checks:
+            out[c.status] = out.get(c.status, 0) + 1
+        return out
+
+
+# --------------------------------------------------------------------------- published values
+
+
+def load_published(release_dir: Path, lock: Any = None) -> dict[tuple[str, int | None, str], tuple[float, float]]:
+    """{(model, seed, benchmark): (published score, tolerance)} from a release copy's results files.
+
+    External benchmarks: tolerance max(2 x sample std over the canonical seeds, 1 point).
+    TRACE validation (seed None, benchmark "trace-validation"): the binomial 95% half-width.
+    """
+    if lock is None:
+        from trace_tui.release import release_lock
+
+        lock = release_lock()
+    out: dict[tuple[str, int | None, str], tuple[float, float]] = {}
+    eval_path = release_dir / lock.trace_eval.results_path
+    if eval_path.is_file():
+        data = json.loads(eval_path.read_text(encoding="utf-8"))
+        by_mb: dict[tuple[str, str], list[float]] = {}
+        rows = data["scores"]["benchmark_scores"]
+        for r in rows:
+            by_mb.setdefault((r["model_id"], r["benchmark_id"]), []).append(float(r["score"]))
+        for r in rows:
+            vals = by_mb[(r["model_id"], r["benchmark_id"])]
+            sd = _sample_std(vals)
+            out[(r["model_id"], int(r["seed"]), r["benchmark_id"])] = (float(r["score"]), max(2 * sd, 1.0))
+    val_path = release_dir / lock.trace_validation.results_path
+    if val_path.is_file():
+        data = json.loads(val_path.read_text(encoding="utf-8"))
+        n = int(data.get("evaluation", {}).get("rows_per_model") or lock.trace_validation.rows)
+        for r in data["results"]:
+            p = float(r["score"]) / 100.0
+            half = 1.96 * math.sqrt(max(p * (1 - p), 0.0) / n) * 100.0
+            out[(r["model_id"], None, VALIDATION_BENCHMARK)] = (float(r["score"]), half)
+    return out
+
+
+def _sample_std(vals: list[float]) -> float:
+    if len(vals) < 2:
+        return 0.0
+    m = sum(vals) / len(vals)
+    return math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
+
+
+def compare(step: str, model: str, seed: int | None, benchmark: str, score: float,
+            published: dict[tuple[str, int | None, str], tuple[float, float]]) -> Comparison | None:
+    key = (model, None, benchmark) if benchmark == VALIDATION_BENCHMARK else (model, seed, benchmark)
+    if key not in published:
+        return None
+    value, tol = published[key]
+    diff = score - value
+    rule = ("binomial 95% interval (n = 2,000)" if benchmark == VALIDATION_BENCHMARK
+            else "max(2 x canonical seed std, 1 point)")
+    return Comparison(step=step, model=model, seed=seed, benchmark=benchmark, score=score, published=value,
+                      difference=diff, tolerance=tol, rule=rule,
+                      verdict="within" if abs(diff) <= tol + 1e-12 else "outside")
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+def _is_self_verify(run: list[str]) -> bool:
+    # The recipe's own `trace-tui verify --campaign` step runs while it is being judged.
+    return bool(run) and run[0] == "trace_tui" and "verify" in run[1:]
+
+
+def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
+                    published: dict[tuple[str, int | None, str], tuple[float, float]] | None = None,
+                    published_source: str | None = None) -> CampaignVerification:
+    from trace_tui.engine.campaign import STEP_SLICE, connect_readonly, read_jobs, read_meta, read_steps
+    from trace_tui.engine.runner import sha256_json
+    from trace_tui.stages.protocol import sha256_file
+
+    root = Path(campaign_dir).resolve()
+    if not root.is_dir():
+        raise UsageError(f"--campaign {campaign_dir}: no such directory")
+    conn = connect_readonly(root)
+    try:
+        meta = read_meta(conn)
+        steps = read_steps(conn)
+        jobs = [j for j in read_jobs(conn) if j.expected]
+    finally:
+        conn.close()
+    res = CampaignVerification(campaign=str(root), recipe=meta.get("recipe"), run_tag=meta.get("run_tag"),
+                               published_source=published_source)
+    add = res.checks.append
+    try:
+        resolved = json.loads((root / "recipe.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        add(Check(id="complete", status="failed", subject="recipe.json", message=f"unreadable: {exc}"))
+        return res
+    recipe_steps = {s["id"]: s for s in resolved.get("recipe", {}).get("steps", [])}
+
+    # 1. completeness: the database's expected jobs cover the resolved recipe, and each is complete
+    have = {(j.step, j.slice) for j in jobs}
+    slices = [f"{s['model']}/{s['seed']}/{s['benchmark']}" for s in resolved.get("slices", [])]
+    for sid, step in recipe_steps.items():
+        for name in (slices if step.get("per_slice") else [STEP_SLICE]):
+            if (sid, name) not in have:
+                add(Check(id="complete", status="failed", subject=f"{sid} {name}",
+                          message="expected by the recipe but never planned in this campaign"))
+    by_step_kind = {s["step"]: s["kind"] for s in steps}
+    for j in jobs:
+        subject = f"{j.step} {j.slice}"
+        step = recipe_steps.get(j.step, {})
+        if _is_self_verify(step.get("run", [])):
+            continue
+        receipt_path = root / j.receipt if j.receipt else None
+        if j.state != "completed" or receipt_path is None:
+            add(Check(id="complete", status="failed", subject=subject,
+                      message=f"not complete ({j.state}, {j.done}/{j.total} rows)"))
+            continue
+        if not receipt_path.is_file():
+            add(Check(id="complete", status="failed", subject=subject, message=f"receipt {j.receipt} is missing"))
+            continue
+        add(Check(id="complete", status="passed", subject=subject, message=f"complete ({j.done} rows)"))
+
+        # 2. receipts: the receipt's own hash, then every output
+        try:
+            receipt = json.loads(receipt_path.read_text(encoding="utf-8"))
+            content = receipt["content"]
+        except (OSError, ValueError, KeyError) as exc:
+            add(Check(id="receipt", status="failed", subject=j.receipt, message=f"unreadable receipt: {exc}"))
+            continue
+        if sha256_json(content) != receipt.get("content_sha256"):
+            add(Check(id="receipt", status="failed", subject=j.receipt, message="receipt content was altered",
+                      expected=receipt.get("content_sha256"), actual=sha256_json(content)))
+        elif content.get("input_hash") != j.input_hash:
+            add(Check(id="receipt", status="failed", subject=j.receipt,
+                      message="receipt is for other pinned inputs than the campaign state",
+                      expected=j.input_hash, actual=content.get("input_hash")))
+        else:
+            add(Check(id="receipt", status="passed", subject=j.receipt, message="receipt intact"))
+        bad = 0
+        for rel, want in sorted(content.get("outputs", {}).items()):
+            path = root / rel
+            if not path.is_file():
+                add(Check(id="output", status="failed", subject=rel, message="output missing",
+                          expected=want["sha256"]))
+                bad += 1
+                continue
+            got, size = sha256_file(path)
+            if got != want["sha256"] or size != want.get("bytes", size):
+                add(Check(id="output", status="failed", subject=rel, message="output differs from its receipt",
+                          expected=want["sha256"], actual=got))
+                bad += 1
+        if not bad:
+            add(Check(id="output", status="passed", subject=subject,
+                      message=f"{len(content.get('outputs', {}))} output(s) match their sha256"))
+
+        # 3. scores recomputed from per-row results
+        recorded = content.get("score")
+        if recorded is not None:
+            kind = content.get("kind") or by_step_kind.get(j.step, "")
+            fn = recomputer_for(kind)
+            if j.score is not None and abs(j.score - recorded) > SCORE_TOLERANCE:
+                add(Check(id="score", status="failed", subject=subject,
+                          message="campaign state and receipt disagree on the score", expected=recorded,
+                          actual=j.score))
+            if fn is None:
+                add(Check(id="score", status="info", subject=subject,
+                          message=f"score {recorded} not recomputed: no recomputer for {kind}"))
+            else:
+                try:
+                    again = fn(root, content)
+                except Exception as exc:  # noqa: BLE001 - a broken row file is this check's failure
+                    add(Check(id="score", status="failed", subject=subject,
+                              message=f"cannot recompute the score: {type(exc).__name__}: {exc}"))
+                else:
+                    ok = again is not None and abs(float(again) - float(recorded)) <= SCORE_TOLERANCE
+                    add(Check(id="score", status="passed" if ok else "failed", subject=subject,
+                              message="score recomputed from per-row results" if ok
+                              else "score does not recompute from per-row results",
+                              expected=recorded, actual=again))
+            if published and j.model is not None and j.benchmark is not None:
+                cmp_ = compare(j.step, j.model, j.seed, j.benchmark, float(recorded), published)
+                if cmp_ is not None:
+                    res.comparisons.append(cmp_)
+
+        # 4. pinned inputs against the release lock
+        for check in _pin_checks(subject, j.inputs, lock):
+            add(check)
+    _settings_checks(resolved, lock, add)
+    return res
+
+
+def _lock(lock: Any) -> Any:
+    if lock is None:
+        from trace_tui.release import release_lock
+
+        lock = release_lock()
+    return lock
+
+
+def _pin_checks(subject: str, inputs: dict[str, Any], lock: Any) -> list[Check]:
+    out: list[Check] = []
+    models = [inputs["model"]] if isinstance(inputs.get("model"), dict) else list(inputs.get("models") or [])
+    lock = _lock(lock)
+    pins = {m.id: m for m in lock.models}
+    for m in models:
+        pin = pins.get(m.get("id"))
+        if pin is None or "revision" not in m:
+            continue  # a local model (demo): no release identity to compare
+        same = m.get("revision") == pin.revision and m.get("repo_id", pin.repo_id) == pin.repo_id
+        out.append(Check(id="pin", status="passed" if same else "failed", subject=subject,
+                         message=f"model {pin.id} at the release revision" if same
+                         else f"model {pin.id} is not at the release lock's revision",
+                         expected=pin.ref, actual=f"{m.get('repo_id')}@{m.get('revision')}"))
+    return out
+
+
+def _settings_checks(resolved: dict[str, Any], lock: Any, add: Callable[[Check], None]) -> None:
+    recipe = resolved.get("recipe", {})
+    suite = (recipe.get("selection") or {}).get("suite")
+    if suite not in ("trace_eval", "trace_validation"):
+        return
+    lock = _lock(lock)
+    gen = (lock.trace_eval.generation if suite == "trace_eval" else lock.trace_validation.generation).model_dump()
+    settings = resolved.get("settings") or {}
+    diffs = {k: (v, settings.get(k)) for k, v in gen.items() if k in settings and settings[k] != v}
+    add(Check(id="pin", status="failed" if diffs else "passed", subject="settings",
+              message=(f"generation settings differ from the release lock: {sorted(diffs)}" if diffs
+                       else f"generation settings equal the release lock ({suite})"),
+              expected={k: v[0] for k, v in diffs.items()} or None,
+              actual={k: v[1] for k, v in diffs.items()} or None))
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _published_for(args: argparse.Namespace) -> tuple[dict | None, str | None]:
+    release_dir = getattr(args, "release_dir", None)
+    if release_dir:
+        return load_published(Path(release_dir).expanduser()), str(release_dir)
+    # The release files in the store (eval-setup puts them there), when present.
+    try:
+        from trace_tui import paths
+        from trace_tui.release import release_lock
+        from trace_tui.store.store import Store
+
+        lock = release_lock()
+        store = Store(paths.store_dir(paths.home(getattr(args, "home", None))))
+        name = f"release/{lock.upstream.repository}@{lock.upstream.commit}"
+        if store.has(name):
+            where = store.path_of(name)
+            return load_published(where, lock), str(where)
+    except Exception:  # noqa: BLE001 - no store or no release entry: no comparison, said in the output
+        pass
+    return None, None
+
+
+def render(res: CampaignVerification) -> str:
+    lines = [f"campaign {res.campaign} (recipe {res.recipe}, run tag {res.run_tag})"]
+    counts = res.counts()
+    for c in res.checks:
+        if c.status != "passed":
+            extra = f" (expected {c.expected}, actual {c.actual})" if c.expected is not None or c.actual is not None \
+                else ""
+            lines.append(f"{c.status.upper():6} {c.id:8} {c.subject}: {c.message}{extra}")
+    lines.append(f"checks: {counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, "
+                 f"{counts.get('info', 0)} information")
+    if res.comparisons:
+        lines.append(f"comparison with published values ({res.published_source}); information, not a failure:")
+        for cmp_ in res.comparisons:
+            seed = "" if cmp_.seed is None else f"/{cmp_.seed}"
+            lines.append(f"  {cmp_.model}{seed}/{cmp_.benchmark}: {cmp_.score:.2f} vs {cmp_.published:.2f} "
+                         f"({cmp_.difference:+.2f}, tolerance {cmp_.tolerance:.2f}: {cmp_.verdict})")
+    elif res.published_source is None:
+        lines.append("no published values to compare with (give --release-dir DIR or import the release files)")
+    lines.append("VERIFIED" if res.ok else "FAILED")
+    return "\n".join(lines)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    published, source = _published_for(args)
+    res = verify_campaign(args.campaign, published=published, published_source=source)
+    if getattr(args, "json", False):
+        data = res.model_dump()
+        data.update(ok=res.ok, exit_code=res.exit_code, counts=res.counts())
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        print(render(res))
+    return res.exit_code
+
+
+__all__ = ["CampaignVerification", "Check", "Comparison", "compare", "load_published", "recomputer_for",
+           "register_score_recomputer", "render", "run_cli", "verify_campaign"]
