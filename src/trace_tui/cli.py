@@ -20,6 +20,9 @@ from trace_tui.errors import ExitCode, TraceTuiError
 # name -> (module under trace_tui.commands, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "images": ("images", "build, check, push and pull the pinned stage images"),
+    "hw": ("hw", "hardware check: GPUs (NVML), Docker, images, disk, and each recipe step's verdict"),
+    "recipes": ("recipes_cmd", "every recipe with its purpose and its status on this host"),
+    "preview": ("preview", "configuration-only preview of a recipe: starts nothing, writes nothing"),
     "bundle": ("bundle", "export or import an air-gapped bundle of a recipe"),
     "verify": ("verify", "verify a release directory or a campaign offline"),
     "report": ("report", "the release page's tables, recomputed from results.json"),

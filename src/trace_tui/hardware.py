@@ -139,7 +139,7 @@ def required_tp(profile: str, scale: str, gpus: list["GpuInfo"]) -> EndpointOpti
     """The first endpoint option that this set of GPUs can host, or None."""
     req = REQUIREMENTS[profile][scale]
     for opt in req.options:
-        if len([g for g in gpus if meets(g, opt.min_gib, req.compute_capability)]) >= opt.tp:
+        if sum(1 for g in gpus if meets(g, opt.min_gib, req.compute_capability)) >= opt.tp:
             return opt
     return None
 
@@ -215,7 +215,7 @@ ImageStatusName = Literal["present", "different", "not_built"]
 
 
 class ImageStatus(_Model):
-    name: str  # lock key: train, infer, score (and the cpu flavour's train-cpu, ...)
+    name: str  # lock key: train, infer, score
     status: ImageStatusName
     tag: str | None = None
     locked_id: str | None = None
@@ -231,6 +231,7 @@ class DockerStatus(_Model):
     lock_status: Literal["ok", "missing", "unreadable"] = "missing"
     lock_path: str | None = None
     lock_message: str = ""
+    lock_flavor: str | None = None  # "gpu" or "cpu": the flavour `make appliance` built
     images: list[ImageStatus] = Field(default_factory=list)
 
     def image(self, name: str) -> ImageStatus | None:
@@ -388,21 +389,24 @@ def image_lock_path(home: Path | None = None) -> Path:
     return home / "appliance" / "images.lock.json"
 
 
-def read_image_lock(path: Path) -> tuple[Literal["ok", "missing", "unreadable"], dict[str, dict[str, Any]], str]:
-    """Read {"images": {name: {"tag", "id", ...}}} tolerantly: extra keys ignored, bad entries skipped."""
+def read_image_lock(path: Path) -> tuple[Literal["ok", "missing", "unreadable"], dict[str, dict[str, Any]], str,
+                                         str | None]:
+    """Read {"flavor": ..., "images": {name: {"tag", "id", ...}}} tolerantly: extra keys ignored,
+    bad entries skipped. Returns (status, entries, message, flavor)."""
     import json
 
     if not path.is_file():
-        return "missing", {}, f"no image lock at {path}: images not built (run `{FIX_IMAGES}`)"
+        return "missing", {}, f"no image lock at {path}: images not built (run `{FIX_IMAGES}`)", None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return "unreadable", {}, f"image lock {path} is not readable JSON ({exc}); rebuild with `{FIX_IMAGES}`"
+        return "unreadable", {}, f"image lock {path} is not readable JSON ({exc}); rebuild with `{FIX_IMAGES}`", None
     images = data.get("images") if isinstance(data, dict) else None
     if not isinstance(images, dict):
-        return "unreadable", {}, f"image lock {path} has no 'images' object; rebuild with `{FIX_IMAGES}`"
+        return "unreadable", {}, f"image lock {path} has no 'images' object; rebuild with `{FIX_IMAGES}`", None
     entries = {str(k): v for k, v in images.items() if isinstance(v, dict)}
-    return "ok", entries, f"image lock {path}"
+    flavor = data.get("flavor") if isinstance(data.get("flavor"), str) else None
+    return "ok", entries, f"image lock {path}", flavor
 
 
 def _default_docker_client() -> Any:
@@ -415,7 +419,7 @@ def probe_docker(client_factory: Callable[[], Any] | None = None, *, lock_path: 
                  home: Path | None = None) -> DockerStatus:
     """Engine reachable and its version, GPU runtime (nvidia or CDI), and each stage image against the lock."""
     lock_path = lock_path or image_lock_path(home)
-    lock_status, entries, lock_message = read_image_lock(lock_path)
+    lock_status, entries, lock_message, flavor = read_image_lock(lock_path)
     try:
         import docker.errors as derr
     except ImportError:
@@ -436,35 +440,48 @@ def probe_docker(client_factory: Callable[[], Any] | None = None, *, lock_path: 
         gpu_runtime = "nvidia"
     elif _cdi_has_nvidia(info.get("CDISpecDirs") or []):
         gpu_runtime = "cdi"
-    images = []
-    names = list(IMAGE_NAMES) + [n for n in entries if n not in IMAGE_NAMES]
-    for name in names:
-        entry = entries.get(name)
-        tag, locked = (entry.get("tag"), entry.get("id")) if entry else (None, None)
-        if not entry or not isinstance(tag, str) or not tag:
-            why = lock_message if lock_status != "ok" else f"no '{name}' entry in the image lock"
-            images.append(ImageStatus(name=name, status="not_built", message=f"not built: {why}"))
-            continue
-        try:
-            found = client.images.get(tag).id
-        except derr.ImageNotFound:
-            images.append(ImageStatus(name=name, status="not_built", tag=tag, locked_id=locked,
-                                      message=f"{tag} is not in the local engine (run `{FIX_IMAGES}`)"))
-            continue
-        except (derr.DockerException, OSError) as exc:
-            images.append(ImageStatus(name=name, status="not_built", tag=tag, locked_id=locked,
-                                      message=f"could not inspect {tag}: {_first_line(exc)}"))
-            continue
-        if locked and found == locked:
-            images.append(ImageStatus(name=name, status="present", tag=tag, locked_id=locked, found_id=found,
-                                      message=f"{tag} {found[:19]} as locked"))
-        else:
-            images.append(ImageStatus(name=name, status="different", tag=tag, locked_id=locked, found_id=found,
-                                      message=f"{tag} is {found[:19]} but the lock records {str(locked)[:19]} "
-                                              f"(rebuild with `{FIX_IMAGES}`)"))
+    images = [_image_status(client, derr, name, entries.get(name), lock_status, lock_message)
+              for name in list(IMAGE_NAMES) + [n for n in entries if n not in IMAGE_NAMES]]
     return DockerStatus(status="ok", message=f"Docker {version.get('Version', '?')}",
                         version=version.get("Version"), gpu_runtime=gpu_runtime, lock_status=lock_status,
-                        lock_path=str(lock_path), lock_message=lock_message, images=images)
+                        lock_path=str(lock_path), lock_message=lock_message, lock_flavor=flavor, images=images)
+
+
+def _image_status(client: Any, derr: Any, name: str, entry: dict[str, Any] | None, lock_status: str,
+                  lock_message: str) -> ImageStatus:
+    """present: the locked id exists in the engine; different: only the tag does (rebuilt or replaced
+    since the lock was written); not_built: neither (or no lock)."""
+    tag = entry.get("tag") if entry else None
+    locked = entry.get("id") if entry else None
+    tag = tag if isinstance(tag, str) and tag else None
+    locked = locked if isinstance(locked, str) and locked else None
+    if not entry or not (tag or locked):
+        why = lock_message if lock_status != "ok" else f"no '{name}' entry in the image lock (run `{FIX_IMAGES}`)"
+        return ImageStatus(name=name, status="not_built", message=f"not built: {why}")
+
+    def lookup(ref: str | None) -> str | None:
+        if not ref:
+            return None
+        try:
+            return client.images.get(ref).id
+        except derr.ImageNotFound:
+            return None
+
+    try:
+        by_id = lookup(locked)
+        if by_id is not None and by_id == locked:
+            return ImageStatus(name=name, status="present", tag=tag, locked_id=locked, found_id=by_id,
+                               message=f"{tag or name} {locked[:19]} as locked")
+        by_tag = lookup(tag)
+    except (derr.DockerException, OSError) as exc:
+        return ImageStatus(name=name, status="not_built", tag=tag, locked_id=locked,
+                           message=f"could not inspect {tag or locked}: {_first_line(exc)}")
+    if by_tag is not None:
+        return ImageStatus(name=name, status="different", tag=tag, locked_id=locked, found_id=by_tag,
+                           message=f"{tag} is {by_tag[:19]} but the lock records {str(locked)[:19]} "
+                                   f"(rebuild with `{FIX_IMAGES}`)")
+    return ImageStatus(name=name, status="not_built", tag=tag, locked_id=locked,
+                       message=f"not built: {tag or locked} is not in the local engine (run `{FIX_IMAGES}`)")
 
 
 def _images_unknown(entries: dict[str, Any], lock_status: str) -> list[ImageStatus]:
@@ -530,11 +547,6 @@ class StepCheck(_Model):
         return f"{head}: {self.verdict}: {self.reason}"
 
 
-def image_key(image: str, flavour: str) -> str:
-    """Image lock key of a stage image: train/infer/score, and train-cpu/... for the CPU flavour."""
-    return image if flavour == "cuda" else f"{image}-{flavour}"
-
-
 def step_scales(step: "Step", resolved: "ResolvedRecipe") -> list[str]:
     """The model sizes whose requirement applies to a step's GPU profile."""
     profile = step.needs.gpu_profile
@@ -597,7 +609,8 @@ def check_step(step: "Step", resolved: "ResolvedRecipe", report: HardwareReport,
 
     # image
     if step.image and runtime == "docker":
-        key = image_key(step.image, resolved.recipe.image_flavour)
+        key = step.image
+        flavor = report.docker.lock_flavor
         if report.docker.status != "ok":
             findings.append(("fail", f"image {key}: {report.docker.message}"))
         else:
@@ -609,6 +622,10 @@ def check_step(step: "Step", resolved: "ResolvedRecipe", report: HardwareReport,
                 findings.append(("warn", f"image {key}: {img.message}"))
             else:
                 findings.append(("pass", f"image {key} present"))
+            # A step that uses GPUs needs the gpu build; CPU steps run on either (CUDA torch runs on CPU too).
+            if img is not None and img.status != "not_built" and (scales or explicit) and flavor == "cpu":
+                findings.append(("fail", f"image {key} is the cpu flavour; this recipe needs the gpu build "
+                                         f"(`{FIX_IMAGES}` on a host with the NVIDIA runtime)"))
 
     # disk
     if needs.disk_gib:
@@ -628,7 +645,7 @@ def check_step(step: "Step", resolved: "ResolvedRecipe", report: HardwareReport,
         reason = "; ".join(r for _, r in findings)
     else:
         others = sum(1 for v, _ in findings[1:] if v != "pass")
-        reason = findings[0][1] + (f" (and {others} more: see notes)" if others else "")
+        reason = findings[0][1] + (f" (+{others} more)" if others else "")
     return StepCheck(step=step.id, verdict=verdict, reason=reason, notes=[f"{v}: {r}" for v, r in findings])
 
 
@@ -656,6 +673,6 @@ def worst(checks: list[StepCheck]) -> Verdict:
 __all__ = [
     "DiskStatus", "DockerStatus", "EndpointOption", "GpuInfo", "GpuStatus", "HardwareReport", "ImageStatus",
     "REQUIREMENTS", "StepCheck", "check_recipe", "check_step", "describe_requirement", "estimate_generate_gib",
-    "hardware_report", "image_key", "image_lock_path", "meets", "probe_disk", "probe_docker", "probe_gpus",
+    "hardware_report", "image_lock_path", "meets", "probe_disk", "probe_docker", "probe_gpus",
     "read_image_lock", "required_tp", "worst",
 ]

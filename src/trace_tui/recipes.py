@@ -147,7 +147,8 @@ class Recipe(_Strict):
     title: str
     purpose: str
     canonical: bool = True
-    image_flavour: Literal["cuda", "cpu"] = Field("cuda", description="cpu: the images' CPU build (demo)")
+    image_flavor: Literal["gpu", "cpu"] = Field(
+        "gpu", description="the image build it needs (trace_tui.images flavours); cpu recipes also run on gpu images")
     selection: Selection = Selection()
     settings: dict[str, float | int | str | bool] = Field(
         default_factory=dict, description="overrides of the suite's generation settings (demo profile only)")
@@ -503,7 +504,7 @@ def _config_data(recipe: Recipe, suite: str | None, suite_sha256: str | None, mo
         "training": training.model_dump() if training else None,
         "steps": [{"id": s.id, "stage": s.stage, "image": s.image, "run": s.run, "env": s.env,
                    "per_slice": s.per_slice} for s in recipe.steps],
-        "image_flavour": recipe.image_flavour,
+        "image_flavor": recipe.image_flavor,
         "store": store_entries,
     }
 

@@ -1,0 +1,265 @@
+"""The configuration-only preview (the release guide's step): everything a run would use, nothing started.
+
+:func:`build_preview` resolves what a run of a recipe would read and produce
+— suite and its hash, run tag and campaign directory, seeds, models at their
+revisions, benchmarks and rows, slices, generation settings, each step's image
+and locked id, the store entries it needs and whether they are present, the
+hardware verdicts and the GPU plan — and returns it as data. It only *reads*:
+NVML, the Docker engine's image list, the image lock and the store's
+manifests. It creates no campaign, no log, no store entry and no container
+(tests/test_preview_writes_nothing.py proves it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from trace_tui.hardware import HardwareReport, StepCheck, check_recipe
+from trace_tui.plan import gpu_groups_env, gpu_plan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trace_tui.recipes import ResolvedRecipe
+
+PAPER_MATRIX = "8 models x 3 seeds x 32,805 rows = 787,320"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelLine(_Model):
+    id: str
+    ref: str  # owner/repo@revision (local:model/NAME for the demo)
+    label: str
+    scale: str
+
+
+class BenchmarkLine(_Model):
+    key: str
+    display: str
+    category: str
+    rows: int
+
+
+class StoreEntryLine(_Model):
+    name: str
+    present: bool | None  # None: unknown (store not available)
+
+
+class StepLine(_Model):
+    id: str
+    title: str
+    stage: str
+    run: list[str]
+    image: str | None  # train/infer/score; None: host
+    image_tag: str | None = None
+    image_id: str | None = None  # the locked id, or None
+    image_state: str  # "present", "different", "not built", "host"
+    confirm: bool
+    per_slice: bool
+    store: list[StoreEntryLine]
+    check: StepCheck
+
+
+class GroupLine(_Model):
+    gpus: list[int]
+    spec: str
+    slices: list[str]
+    rows: int
+    models: list[str]
+
+
+class Preview(_Model):
+    recipe: str
+    title: str
+    purpose: str
+    canonical: bool
+    suite: str | None
+    suite_sha256: str | None
+    suite_hash_note: str
+    run_tag: str
+    campaign_dir: str
+    campaign_exists: bool
+    config_sha256: str
+    seeds: list[int]
+    models: list[ModelLine]
+    benchmarks: list[BenchmarkLine]
+    slices: int
+    rows_total: int
+    settings: dict[str, Any]
+    training: dict[str, Any] | None
+    steps: list[StepLine]
+    store_available: bool
+    store_note: str
+    hardware: dict[str, str]
+    gpu_plan: list[GroupLine]
+    gpu_groups: str  # GPU_GROUPS for the release evaluator
+    gpu_plan_note: str
+    starts_nothing: bool = Field(True, description="a preview never starts or writes anything")
+
+    def lines(self) -> list[str]:
+        return render_preview(self)
+
+    def render_text(self) -> str:
+        return "\n".join(self.lines())
+
+
+def _store_checker(home: Path) -> tuple[Callable[[list[str]], dict[str, bool]] | None, str]:
+    try:
+        import trace_tui.store as store_mod
+    except ImportError:
+        return None, "unknown (store not available)"
+    fn = getattr(store_mod, "store_status", None)
+    if fn is None:
+        return None, "unknown (store not available)"
+    return (lambda names: fn(home, names)), f"store at {home / 'store'}"
+
+
+def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = None, *, home: Path | None = None,
+                  campaign_dir: Path | None = None, runtime: str = "docker") -> Preview:
+    """Everything a run of ``resolved`` would use. Reads only; starts and writes nothing."""
+    from trace_tui import paths
+
+    home = Path(home) if home else paths.home()
+    if report is None:
+        from trace_tui.hardware import hardware_report
+
+        report = hardware_report(home)
+    campaign = Path(campaign_dir) if campaign_dir else paths.campaigns_dir(home) / resolved.run_tag
+    checks = {c.step: c for c in check_recipe(resolved, report, runtime="local" if runtime == "local" else "docker")}
+
+    checker, store_note = _store_checker(home)
+    needed = resolved.all_store_entries()
+    present: dict[str, bool] = {}
+    if checker is not None and needed:
+        try:
+            present = checker(needed)
+        except Exception as exc:  # noqa: BLE001 - a broken store is reported, never a traceback in a preview
+            checker, store_note = None, f"unknown (store unreadable: {type(exc).__name__}: {exc})"
+
+    steps = []
+    for step in resolved.recipe.steps:
+        img = report.docker.image(step.image) if step.image else None
+        if step.image is None:
+            state = "host"
+        elif img is None or img.status == "not_built":
+            state = "not built"
+        else:
+            state = img.status
+        steps.append(StepLine(
+            id=step.id, title=step.title, stage=step.stage, run=list(step.run), image=step.image,
+            image_tag=img.tag if img else None,
+            image_id=img.locked_id if img and img.status != "not_built" else None,
+            image_state=state, confirm=step.confirm, per_slice=step.per_slice,
+            store=[StoreEntryLine(name=n, present=present.get(n) if checker else None)
+                   for n in resolved.store_entries.get(step.id, [])],
+            check=checks[step.id]))
+
+    plan = gpu_plan(resolved, report)
+    if not resolved.slices:
+        plan_note = "no slices: this recipe generates nothing"
+    elif not plan:
+        gen = next((checks[s.id] for s in resolved.recipe.steps if s.stage == "infer"), None)
+        plan_note = f"no GPU plan on this machine: {gen.reason if gen else 'no generation step'}"
+    elif not plan[0].gpus:
+        plan_note = "runs on CPU: one group"
+    else:
+        plan_note = f"{len(plan)} group{'s' if len(plan) != 1 else ''} of {plan[0].tp} GPU{'s' if plan[0].tp != 1 else ''}"
+
+    suite_note = ""
+    if resolved.suite_sha256:
+        suite_note = "published hash, pinned in the release lock"
+    elif resolved.suite and resolved.suite != "demo":
+        suite_note = "pinned through rlvr/release_files.v1.json (checked by `trace-tui verify`)"
+    elif resolved.suite == "demo":
+        suite_note = "local synthetic tasks (not a release suite)"
+
+    return Preview(
+        recipe=resolved.recipe.name, title=resolved.recipe.title, purpose=resolved.recipe.purpose,
+        canonical=resolved.recipe.canonical, suite=resolved.suite, suite_sha256=resolved.suite_sha256,
+        suite_hash_note=suite_note, run_tag=resolved.run_tag, campaign_dir=str(campaign),
+        campaign_exists=campaign.is_dir(), config_sha256=resolved.config_sha256, seeds=list(resolved.seeds),
+        models=[ModelLine(id=m.id, ref=m.ref, label=m.label, scale=m.scale) for m in resolved.models],
+        benchmarks=[BenchmarkLine(key=b.key, display=b.display or b.key, category=b.category, rows=b.rows)
+                    for b in resolved.benchmarks],
+        slices=len(resolved.slices), rows_total=resolved.rows_total, settings=dict(resolved.settings),
+        training=resolved.training.model_dump() if resolved.training else None,
+        steps=steps, store_available=checker is not None, store_note=store_note,
+        hardware={"gpu": report.gpu.message, "docker": report.docker.message,
+                  "images": report.docker.lock_message, "disk": f"{report.disk.free_gib:.1f} GiB free at {report.disk.path}"},
+        gpu_plan=[GroupLine(gpus=g.gpus, spec=g.spec, slices=[s.id for s in g.slices], rows=g.rows,
+                            models=list(dict.fromkeys(s.model for s in g.slices))) for g in plan],
+        gpu_groups=gpu_groups_env(plan), gpu_plan_note=plan_note)
+
+
+# --------------------------------------------------------------------------- text
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def render_preview(p: Preview) -> list[str]:
+    out = [f"Preview: {p.recipe} - {p.title} (configuration only: starts nothing, writes nothing)",
+           f"  {p.purpose}" + ("" if p.canonical else " [noncanonical]")]
+    if p.suite:
+        sha = f"sha256 {p.suite_sha256}" if p.suite_sha256 else "sha256 -"
+        out.append(f"Suite       {p.suite}  {sha}" + (f"  ({p.suite_hash_note})" if p.suite_hash_note else ""))
+    out.append(f"Run tag     {p.run_tag}")
+    out.append(f"Campaign    {p.campaign_dir}" + ("  (exists: a run resumes it)" if p.campaign_exists else "  (not created)"))
+    out.append(f"Config      sha256 {p.config_sha256}")
+    if p.training:
+        out.append(f"Training    {p.training['scale']} base {p.training['base']}  config {p.training['config']}")
+    if p.seeds:
+        out.append(f"Seeds       {', '.join(map(str, p.seeds))}")
+    if p.models:
+        out.append(f"Models      {len(p.models)}")
+        width = max(len(m.id) for m in p.models)
+        for m in p.models:
+            out.append(f"  {m.id:<{width}}  {m.ref}  \"{m.label}\" ({m.scale})")
+    if p.benchmarks:
+        per = sum(b.rows for b in p.benchmarks)
+        out.append(f"Benchmarks  {len(p.benchmarks)} ({_n(per)} rows per model and seed)")
+        width = max(len(b.key) for b in p.benchmarks)
+        for b in p.benchmarks:
+            out.append(f"  {b.key:<{width}}  {_n(b.rows):>6} rows  {b.display}" + (f"  [{b.category}]" if b.category else ""))
+    if p.suite:
+        out.append(f"Slices      {_n(p.slices)} = {len(p.models)} model{'s' if len(p.models) != 1 else ''} x "
+                   f"{len(p.seeds)} seed{'s' if len(p.seeds) != 1 else ''} x {len(p.benchmarks)} benchmark"
+                   f"{'s' if len(p.benchmarks) != 1 else ''}; rows to generate {_n(p.rows_total)}"
+                   + (f"  (the paper matrix: {PAPER_MATRIX})" if p.suite == "trace_eval_v1" else ""))
+    if p.settings:
+        out.append("Generation  " + ", ".join(f"{k} {v}" for k, v in p.settings.items()))
+    out.append("Steps")
+    for i, s in enumerate(p.steps, 1):
+        flags = "".join([" [confirm]" if s.confirm else "", " [per slice]" if s.per_slice else ""])
+        where = "host" if s.image is None else f"image {s.image}: " + (
+            f"{s.image_id}" + (" (tag now differs)" if s.image_state == "different" else "")
+            if s.image_id else s.image_state)
+        out.append(f"  {i}. {s.id} ({s.stage}) {where}{flags}")
+        out.append(f"       runs   {' '.join(s.run)}")
+        for e in s.store:
+            state = "unknown" if e.present is None else ("present" if e.present else "missing")
+            out.append(f"       store  {e.name}: {state}")
+        out.append(f"       check  {s.check.verdict}: {s.check.reason}")
+    if not p.store_available:
+        out.append(f"Store       {p.store_note}")
+    else:
+        needed = [e for s in p.steps for e in s.store]
+        missing = len({e.name for e in needed if e.present is False})
+        out.append(f"Store       {p.store_note}: {len({e.name for e in needed})} entries needed, {missing} missing")
+    out.append(f"Hardware    {p.hardware['gpu']}")
+    out.append(f"            {p.hardware['docker']}; {p.hardware['images']}")
+    out.append(f"            {p.hardware['disk']}")
+    out.append(f"GPU plan    {p.gpu_plan_note}" + (f"  (GPU_GROUPS=\"{p.gpu_groups}\")" if p.gpu_groups else ""))
+    for g in p.gpu_plan:
+        who = "CPU" if not g.gpus else f"GPU {g.spec}"
+        out.append(f"  {who}: {_n(len(g.slices))} slices, {_n(g.rows)} rows, {len(g.models)} model"
+                   f"{'s' if len(g.models) != 1 else ''}")
+    return out
+
+
+__all__ = ["PAPER_MATRIX", "Preview", "build_preview", "render_preview"]
