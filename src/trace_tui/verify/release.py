@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -112,7 +113,8 @@ class ReleaseVerification(BaseModel):
     def ok(self, strict: bool = False) -> bool:
         if self.failed or self.needed_absent:
             return False
-        return not (strict and (self.by_status("absent") or self.files_in("absent")))
+        # --strict: the whole release, every file verified (nothing absent, nothing outside the chain).
+        return not (strict and (self.by_status("absent") or self.files_in("absent") or self.files_in("unverified")))
 
     def exit_code(self, strict: bool = False) -> int:
         return 0 if self.ok(strict) else 1
@@ -498,6 +500,12 @@ class _Verifier:
             paths[p] = None
         for dec in self.declarers:
             paths[dec.path] = None
+        # Anything else under rlvr/ is a present file no hash covers (the manifest is default-deny).
+        rlvr = self.rel.root / "rlvr"
+        for dirpath, dirnames, filenames in os.walk(rlvr):
+            dirnames[:] = [x for x in dirnames if not x.startswith(".") and x != "__pycache__"]
+            for name in filenames:
+                paths.setdefault(os.path.relpath(os.path.join(dirpath, name), self.rel.root).replace(os.sep, "/"))
         failed = {c.file for c in self.checks if c.status == "failed"}
         out = []
         for p in sorted(paths):
