@@ -1,0 +1,388 @@
+"""`store fetch` download paths against a local HTTP server.
+
+The Hugging Face hub and the upstream repository host are unreachable here, so a small
+http.server on 127.0.0.1 plays them, at the narrowest edge: it answers exactly the requests
+huggingface_hub 2.x makes for ``model_info``/``dataset_info`` (GET
+``/api/{models|datasets}/REPO/revision/REV?blobs=True``), ``get_paths_info`` (POST
+``/api/{type}s/REPO/paths-info/REV``) and the metadata HEAD + GET of
+``hf_hub_download`` (``/[datasets/]REPO/resolve/REV/PATH``: ``X-Repo-Commit``, ``ETag``;
+for LFS files a 302 to a "CDN" on another origin with ``X-Linked-Etag``/``X-Linked-Size``),
+with HTTP Range on the CDN; and a raw file host serving ``/OWNER/REPO/COMMIT/PATH`` like
+raw.githubusercontent.com. Everything above that edge — huggingface_hub's HTTP client,
+our resumable download, verification, staging and the store — is the real code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from trace_tui.errors import CheckFailed, RequirementsError
+from trace_tui.release import release_lock
+from trace_tui.store import Store, dataset_entry, model_entry, release_entry
+from trace_tui.store.fetch import Fetcher, FetchProgress, fetch_missing, fetch_order
+from trace_tui.store.sources import BenchmarkSource
+
+LOCK = release_lock()
+COMMIT = "1" * 40
+OTHER = "2" * 40
+
+
+def git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+class FakeHub:
+    def __init__(self) -> None:
+        self.repos: dict[tuple[str, str], dict] = {}
+        self.raw: dict[str, bytes] = {}
+        self.requests: list[tuple[str, str, str | None, str | None]] = []  # method, path, Range, Authorization
+        self.fail_cdn = False
+        self.corrupt: set[str] = set()  # CDN sha256s served with wrong bytes
+        self.lock = threading.Lock()
+
+    def add_repo(self, repo_type: str, repo_id: str, commit: str, files: dict[str, bytes], lfs: set[str],
+                 resolves_to: str | None = None) -> None:
+        self.repos[(repo_type, repo_id)] = {"commit": commit, "files": files, "lfs": lfs,
+                                            "served_commit": resolves_to or commit}
+
+    def file_meta(self, repo: dict, path: str) -> dict:
+        data = repo["files"][path]
+        if path in repo["lfs"]:
+            sha = hashlib.sha256(data).hexdigest()
+            pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha}\nsize {len(data)}\n".encode()
+            return {"size": len(data), "blob": git_blob_id(pointer), "sha256": sha}
+        return {"size": len(data), "blob": git_blob_id(data), "sha256": None}
+
+
+def _handler(hub: FakeHub, port_box: list[int]):
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):  # quiet
+            pass
+
+        def _send(self, code: int, body: bytes = b"", headers: dict | None = None, head: bool = False):
+            self.send_response(code)
+            for k, v in (headers or {}).items():
+                self.send_header(k, str(v))
+            if "Content-Length" not in (headers or {}):
+                self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(body)
+
+        def _repo(self, repo_type: str, repo_id: str, rev: str):
+            repo = hub.repos.get((repo_type, repo_id))
+            if repo is None:
+                self._send(404, b'{"error":"Repository not found"}', {"X-Error-Code": "RepoNotFound"})
+                return None
+            if rev != repo["commit"]:
+                self._send(404, b'{"error":"Invalid rev id"}', {"X-Error-Code": "RevisionNotFound"})
+                return None
+            return repo
+
+        def _range_body(self, data: bytes, head: bool, extra: dict):
+            rng = self.headers.get("Range")
+            m = re.match(r"bytes=(\d+)-$", rng or "")
+            if m:
+                start = int(m.group(1))
+                body = data[start:]
+                self._send(206, body, {**extra, "Content-Range": f"bytes {start}-{len(data) - 1}/{len(data)}",
+                                       "Accept-Ranges": "bytes"}, head)
+            else:
+                self._send(200, data, {**extra, "Accept-Ranges": "bytes"}, head)
+
+        def _route(self, method: str):
+            url = urlsplit(self.path)
+            path = url.path
+            with hub.lock:
+                hub.requests.append((method, path, self.headers.get("Range"), self.headers.get("Authorization")))
+            m = re.match(r"^/api/(models|datasets)/([^/]+/[^/]+)/revision/([^/]+)$", path)
+            if m and method == "GET":
+                repo = self._repo(m[1][:-1], m[2], m[3])
+                if repo is None:
+                    return
+                sib = []
+                for p in repo["files"]:
+                    meta = hub.file_meta(repo, p)
+                    s = {"rfilename": p, "size": meta["size"], "blobId": meta["blob"]}
+                    if meta["sha256"]:
+                        s["lfs"] = {"sha256": meta["sha256"], "size": meta["size"], "pointerSize": 130}
+                    sib.append(s)
+                body = json.dumps({"id": m[2], "sha": repo["served_commit"], "siblings": sib}).encode()
+                return self._send(200, body, {"Content-Type": "application/json"})
+            m = re.match(r"^/api/(models|datasets)/([^/]+/[^/]+)/paths-info/([^/]+)$", path)
+            if m and method == "POST":
+                form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length", 0))).decode())
+                repo = self._repo(m[1][:-1], m[2], m[3])
+                if repo is None:
+                    return
+                out = []
+                for p in form.get("paths", []):
+                    if p in repo["files"]:
+                        meta = hub.file_meta(repo, p)
+                        item = {"type": "file", "path": p, "size": meta["size"], "oid": meta["blob"]}
+                        if meta["sha256"]:
+                            item["lfs"] = {"oid": meta["sha256"], "size": meta["size"], "pointerSize": 130}
+                        out.append(item)
+                return self._send(200, json.dumps(out).encode(), {"Content-Type": "application/json"})
+            m = re.match(r"^/(datasets/)?([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
+            if m and method in ("GET", "HEAD"):
+                repo = self._repo("dataset" if m[1] else "model", m[2], m[3])
+                if repo is None:
+                    return
+                fpath = m[4]
+                if fpath not in repo["files"]:
+                    return self._send(404, b"", {"X-Error-Code": "EntryNotFound"}, method == "HEAD")
+                meta = hub.file_meta(repo, fpath)
+                common = {"X-Repo-Commit": repo["served_commit"]}
+                if meta["sha256"]:
+                    # LFS: redirect to the CDN on another origin (localhost vs 127.0.0.1)
+                    loc = f"http://localhost:{port_box[0]}/cdn/{meta['sha256']}?X-Amz-Signature=secret"
+                    return self._send(302, b"", {**common, "Location": loc, "ETag": f'"{meta["blob"]}"',
+                                                 "X-Linked-Etag": f'"{meta["sha256"]}"',
+                                                 "X-Linked-Size": meta["size"]}, method == "HEAD")
+                return self._range_body(repo["files"][fpath], method == "HEAD",
+                                        {**common, "ETag": f'"{meta["blob"]}"'})
+            m = re.match(r"^/cdn/([0-9a-f]{64})$", path)
+            if m and method == "GET":
+                if hub.fail_cdn:
+                    return self._send(500, b"down")
+                for repo in hub.repos.values():
+                    for data in repo["files"].values():
+                        if hashlib.sha256(data).hexdigest() == m[1]:
+                            if m[1] in hub.corrupt:
+                                data = data[:-1] + bytes([data[-1] ^ 1])
+                            return self._range_body(data, False, {})
+                return self._send(404)
+            m = re.match(r"^/raw(/.+)$", path)
+            if m and method == "GET":
+                data = hub.raw.get(m[1])
+                if data is None:
+                    return self._send(404, b"404: Not Found")
+                return self._range_body(data, False, {})
+            self._send(404)
+
+        def do_GET(self):
+            self._route("GET")
+
+        def do_HEAD(self):
+            self._route("HEAD")
+
+        def do_POST(self):
+            self._route("POST")
+
+    return H
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    box: list[int] = [0]
+    hub = FakeHub()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub, box))
+    box[0] = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{box[0]}"
+    monkeypatch.setenv("HF_ENDPOINT", base)
+    monkeypatch.setenv("TRACE_TUI_RELEASE_URL", f"{base}/raw")
+    monkeypatch.setenv("HF_TOKEN", "hf_test_secret_token")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    hub.base = base
+    yield hub
+    server.shutdown()
+    server.server_close()
+
+
+REPO = "acme/tiny-vl"
+WEIGHTS = bytes(range(256)) * 1200  # ~300 KB "safetensors" (an LFS file)
+FILES = {"config.json": b'{"model_type": "qwen2_5_vl"}\n', "tokenizer_config.json": b'{"a": 1}\n',
+         "model.safetensors": WEIGHTS}
+
+
+def _tiny_model(hub: FakeHub, **kw) -> str:
+    hub.add_repo("model", REPO, COMMIT, dict(FILES), {"model.safetensors"}, **kw)
+    return model_entry(REPO, COMMIT)
+
+
+def test_model_fetch_verifies_each_file_against_hub_metadata(hub, tmp_path):
+    name = _tiny_model(hub)
+    store = Store(tmp_path / "store")
+    events: list[FetchProgress] = []
+    rec = Fetcher(store, LOCK, on_progress=events.append).fetch(name)
+    assert rec.source.type == "huggingface" and rec.revision == COMMIT
+    by = {f.path: f for f in rec.files}
+    assert by["model.safetensors"].expected[0].algorithm == "sha256"
+    assert by["model.safetensors"].sha256 == hashlib.sha256(WEIGHTS).hexdigest()
+    assert by["config.json"].expected[0].algorithm == "git-sha1"
+    assert rec.sha256set.startswith("sha256set:")
+    root = store.path_of(name)
+    assert (root / "model.safetensors").read_bytes() == WEIGHTS
+    stored = {e.file for e in events if e.phase == "stored"}
+    assert stored == set(FILES)
+    # the token went to the hub, never to the CDN; the CDN download was a plain GET
+    cdn = [r for r in hub.requests if r[1].startswith("/cdn/")]
+    assert cdn and all(r[3] is None for r in cdn)
+    assert any(r[3] == "Bearer hf_test_secret_token" for r in hub.requests if r[1].startswith("/api/"))
+    assert all(c.ok for c in store.verify(deep=True))
+    assert not any(store.tmp_dir.iterdir())
+
+
+def test_interrupted_download_resumes_with_range(hub, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 32 * 1024)  # several chunks in a small file
+    name = _tiny_model(hub)
+    store = Store(tmp_path / "store")
+
+    def interrupt(p: FetchProgress) -> None:
+        if p.file == "model.safetensors" and p.phase == "download" and p.done >= 100_000:
+            raise KeyboardInterrupt  # the user pressed Ctrl-C mid-file
+
+    with pytest.raises(KeyboardInterrupt):
+        Fetcher(store, LOCK, on_progress=interrupt).fetch(name)
+    part = store.partial_path(name, "model.safetensors")
+    kept = part.stat().st_size
+    assert 100_000 <= kept < len(WEIGHTS)
+    assert store.record(name) is None  # nothing unverified entered the store
+    hub.requests.clear()
+    rec = Fetcher(store, LOCK).fetch(name)
+    ranges = [r[2] for r in hub.requests if r[1].startswith("/cdn/")]
+    assert ranges == [f"bytes={kept}-"]
+    assert (store.path_of(name) / "model.safetensors").read_bytes() == WEIGHTS
+    assert rec.files and not part.exists()
+
+
+def test_hash_mismatch_is_refused_with_the_file_named(hub, tmp_path):
+    name = _tiny_model(hub)
+    hub.corrupt.add(hashlib.sha256(WEIGHTS).hexdigest())
+    store = Store(tmp_path / "store")
+    with pytest.raises(CheckFailed, match=r"acme/tiny-vl@1{40} model\.safetensors: sha256 [0-9a-f]{64} differs "
+                                          r"from [0-9a-f]{64} stated by hub metadata \(LFS sha256\)"):
+        Fetcher(store, LOCK).fetch(name)
+    assert store.record(name) is None
+    assert not store.partial_path(name, "model.safetensors").exists()  # complete and wrong: not resumed
+    assert not any(store.tmp_dir.iterdir())
+    hub.corrupt.clear()
+    Fetcher(store, LOCK).fetch(name)
+    assert store.has(name)
+
+
+def test_revision_that_does_not_match_is_refused(hub, tmp_path):
+    name = _tiny_model(hub, resolves_to=OTHER)
+    with pytest.raises(CheckFailed, match=f"resolves this revision to {OTHER}"):
+        Fetcher(Store(tmp_path / "store"), LOCK).fetch(name)
+    with pytest.raises(CheckFailed, match="pinned revision does not exist"):
+        Fetcher(Store(tmp_path / "store"), LOCK).fetch(model_entry(REPO, "3" * 40))
+
+
+def test_server_failure_keeps_the_partial_and_names_the_file(hub, tmp_path):
+    name = _tiny_model(hub)
+    hub.fail_cdn = True
+    store = Store(tmp_path / "store")
+    with pytest.raises(RequirementsError, match="model.safetensors") as exc:
+        Fetcher(store, LOCK).fetch(name)
+    assert "secret" not in exc.value.line()  # neither the token nor the signed URL's query
+    hub.fail_cdn = False
+    Fetcher(store, LOCK).fetch(name)
+    assert store.has(name)
+
+
+def test_offline_and_local_entries_are_not_fetched(hub, tmp_path, monkeypatch):
+    with pytest.raises(RequirementsError) as exc:
+        Fetcher(Store(tmp_path / "s"), LOCK).fetch("local:model/tiny")
+    assert "trace-tui store import --local model/tiny PATH" in exc.value.line()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(RequirementsError, match="HF_HUB_OFFLINE"):
+        Fetcher(Store(tmp_path / "s"), LOCK).fetch(_tiny_model(hub))
+
+
+def test_dataset_fetch_checks_the_equivalence_hashes(hub, tmp_path):
+    data = {"data/validation/v.parquet": b"PAR1" + b"v" * 5000 + b"PAR1"}
+    ds = LOCK.dataset
+    pins = [ds.files[-1].model_copy(update={"path": p, "bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()})
+            for p, b in data.items()]
+    lock = LOCK.model_copy(update={"dataset": ds.model_copy(update={"files": pins})})
+    hub.add_repo("dataset", ds.repo_id, ds.revision, dict(data), set(data))
+    store = Store(tmp_path / "store")
+    name = dataset_entry(lock, "validation")
+    rec = Fetcher(store, lock).fetch(name)
+    f = rec.files[0]
+    assert {e.source for e in f.expected} == {"hub metadata (LFS sha256)",
+                                             "rlvr/dataset_equivalence.v1.json (current, via the release lock)"}
+    assert rec.notes["historical_revision"] == ds.historical_revision
+    assert store.path_of(name).read_bytes() == data["data/validation/v.parquet"]
+
+    # the hub stating another hash than the equivalence receipt: refused before any download
+    hub.add_repo("dataset", ds.repo_id, ds.revision, {"data/validation/v.parquet": b"other"},
+                 {"data/validation/v.parquet"})
+    store.remove(name)
+    with pytest.raises(CheckFailed, match="the equivalence receipt"):
+        Fetcher(store, lock).fetch(name)
+
+
+def test_release_fetch_from_the_raw_host(hub, tmp_path, trace_release_dir):
+    """The real release files, served at the pinned commit; the code files this copy lacks answer 404."""
+    commit = LOCK.upstream.commit
+    for p in (trace_release_dir / "rlvr").rglob("*"):
+        if p.is_file():
+            hub.raw[f"/maveryn/trace/{commit}/{p.relative_to(trace_release_dir).as_posix()}"] = p.read_bytes()
+    store = Store(tmp_path / "store")
+    rec = Fetcher(store, LOCK).fetch(release_entry(LOCK))
+    assert rec.source.type == "git-raw" and len(rec.files) == 20 and "rlvr/train.py" in rec.absent
+    assert all(r[1].startswith(f"/raw/maveryn/trace/{commit}/") for r in hub.requests)
+    assert all(r[3] is None for r in hub.requests)  # no token to the repository host
+
+    # a tampered file on the host: refused, named
+    store.remove(release_entry(LOCK))
+    key = f"/maveryn/trace/{commit}/rlvr/evaluation/trace_eval/suite.v1.json"
+    hub.raw[key] = hub.raw[key].replace(b"trace_eval_v1", b"trace_eval_v2", 1)
+    with pytest.raises(CheckFailed, match=r"suite\.v1\.json: sha256 .* stated by rlvr/release_files\.v1\.json"):
+        Fetcher(store, LOCK).fetch(release_entry(LOCK))
+    assert store.record(release_entry(LOCK)) is None
+
+
+def test_benchmark_fetch_from_a_url_and_from_the_hub(hub, tmp_path):
+    tsv = b"index\tquestion\tanswer\n0\tq\ta\n"
+    hub.raw["/bench/MMStar.tsv"] = tsv
+    md5 = hashlib.md5(tsv).hexdigest()
+    hub.add_repo("dataset", "lab/bench", COMMIT, {"sub/ERQA.tsv": tsv}, set())
+    sources = {
+        "mmstar": BenchmarkSource("mmstar", "url", url=f"{hub.base}/raw/bench/MMStar.tsv", md5=md5),
+        "erqa": BenchmarkSource("erqa", "hf-file", repo_id="lab/bench", revision=COMMIT, path="sub/ERQA.tsv",
+                                md5=md5),
+        "treebench": BenchmarkSource("treebench", "hf-file", repo_id="lab/bench", revision=COMMIT,
+                                     path="sub/ERQA.tsv"),
+        "blink": BenchmarkSource("blink", "url", url=f"{hub.base}/raw/bench/MMStar.tsv", md5="0" * 32),
+    }
+    store = Store(tmp_path / "store")
+    f = Fetcher(store, LOCK)
+    rec = f.fetch_benchmark("benchmark:mmstar", sources)
+    assert rec.files[0].path == "MMStar.tsv" and rec.files[0].expected[0].algorithm == "md5"
+    assert rec.files[0].sha256 == hashlib.sha256(tsv).hexdigest()
+    assert store.path_of("benchmark:mmstar").name == "MMStar.tsv"
+    rec = f.fetch_benchmark("benchmark:erqa", sources)
+    assert rec.files[0].path == "ERQA.tsv" and {e.algorithm for e in rec.files[0].expected} == {"git-sha1", "md5"}
+    rec = f.fetch_benchmark("benchmark:treebench", sources)
+    assert "publishes none" in rec.notes["checksum"]
+    with pytest.raises(CheckFailed, match="MMStar.tsv: md5 .* stated by rlvr/evaluation/trace_eval/"):
+        f.fetch_benchmark("benchmark:blink", sources)
+
+
+def test_fetch_missing_skips_what_is_there_and_orders_release_first(hub, tmp_path):
+    name = _tiny_model(hub)
+    store = Store(tmp_path / "store")
+    fetched, present = fetch_missing(store, LOCK, [name])
+    assert [r.name for r in fetched] == [name] and present == []
+    hub.requests.clear()
+    fetched, present = fetch_missing(store, LOCK, [name])
+    assert fetched == [] and present == [name] and hub.requests == []
+    assert fetch_order(["benchmark:mmstar", name, release_entry(LOCK)])[0] == release_entry(LOCK)
