@@ -31,6 +31,16 @@ INSTANCES_PER_TASK = 4
 TASKS_PER_GROUP = 2
 ROWS_PER_GROUP = INSTANCES_PER_TASK * TASKS_PER_GROUP
 
+# The release's system prompt (rlvr/examples/prompts/trace_vero_json_system_prompt_answer.txt). The demo
+# must run with no release files in the store, so it carries the text; demo_prepare checks it against
+# the sha256 the release lock pins before writing it, so it can never drift from the release.
+RELEASE_SYSTEM_PROMPT = (
+    "You are a helpful, conversational assistant tasked with answering a question about an image.\n\n"
+    "Reason carefully from the image and the question to determine the answer.\n\n"
+    "End your response with a JSON object in this format:\n"
+    '{"answer": ...}\n'
+)
+
 COLORS = {"Red": (220, 40, 40), "Blue": (40, 80, 220), "Green": (30, 160, 60), "Orange": (240, 150, 20),
           "Purple": (140, 60, 180), "Teal": (20, 150, 150)}
 WORDS = ("Harbor", "Comet", "Maple", "Vision", "Delta", "Summit", "Orbit", "Willow")

@@ -41,6 +41,7 @@ from trace_tui.stages.jobs import (
     JobError,
     campaign_dir,
     dir_sha256set,
+    generation_inputs,
     input_path,
     output_dir,
     read_json,
@@ -66,6 +67,18 @@ def generation_settings(settings: dict[str, Any], seed: int) -> dict[str, Any]:
 
 def row_file(rows: Path, index: int) -> Path:
     return rows / f"{index:06d}.json"
+
+
+def choose_backend(job: dict[str, Any]) -> str:
+    """The job's backend, else TRACE_TUI_BACKEND, else vLLM where it is installed and a GPU is visible."""
+    name = job.get("backend") or os.environ.get("TRACE_TUI_BACKEND")
+    if name:
+        return str(name)
+    import importlib.util
+
+    if job.get("gpus") and importlib.util.find_spec("vllm") is not None:
+        return "vllm"
+    return "transformers"
 
 
 def existing_rows(rows: Path, inputs_sha256: str) -> set[int]:
@@ -98,12 +111,12 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
     sl = slice_fields(job)
     seed = int(sl["seed"])
     settings = generation_settings(job.get("settings") or {}, seed)
-    inputs = job.get("inputs") or {}
+    inputs = generation_inputs(job)
     model_dir = input_path(inputs, "model", want="dir")
     dataset = input_path(inputs, "dataset", want="file", check_sha256=True)
     prompt_file = input_path(inputs, "system_prompt", want="file", check_sha256=True)
     system_prompt = prompt_file.read_text(encoding="utf-8")
-    backend_name = job.get("backend") or "transformers"
+    backend_name = choose_backend(job)
     prompt_key = job.get("prompt_key") or "prompt_answer"
     image_key = job.get("image_key") or "images"
     out = output_dir(job)
@@ -177,7 +190,7 @@ def build_receipt(job: dict[str, Any], out: Path, wanted: list[int], content_inp
             raise JobError(f"{f}: written under other inputs", "rerun the step")
         outputs[f.relative_to(campaign).as_posix()] = protocol.sha256_file(f)[0]
         responses[str(i)] = rec["response_sha256"]
-    model_in = (job.get("inputs") or {}).get("model") or {}
+    model_in = generation_inputs(job).get("model") or {}
     return {
         "schema": RECEIPT_SCHEMA, "kind": "generate", "step": job.get("step"), "recipe": job.get("recipe"),
         "slice": slice_fields(job),

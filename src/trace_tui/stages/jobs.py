@@ -79,6 +79,68 @@ def entry_path(name: str) -> Path:
     return Store(store_dir()).path_of(name)
 
 
+DEMO_TASKS_ENTRY = "local:dataset/demo-tasks"
+DEMO_SYSTEM_PROMPT_FILE = "system_prompt.txt"
+
+
+def model_entry_of(model: dict[str, Any]) -> str:
+    """The store entry of a model as the runner passes it (a release pin or a local model)."""
+    if model.get("store_entry"):
+        entry = str(model["store_entry"])
+        return entry if entry.startswith("local:") else f"local:{entry}"
+    if model.get("repo_id") and model.get("revision"):
+        return f"model:{model['repo_id']}@{model['revision']}"
+    raise JobError(f"job model {model.get('id')!r} names neither a store entry nor repo_id@revision",
+                   "the recipe's models must come from the release lock or local_models")
+
+
+def judge_entry() -> str:
+    from trace_tui.release import release_lock
+
+    j = release_lock().judge
+    return f"model:{j.repo_id}@{j.revision}"
+
+
+def generation_inputs(job: dict[str, Any]) -> dict[str, Any]:
+    """Where a generation job's model, dataset and system prompt live.
+
+    ``job["paths"]`` (explicit input specs) wins; otherwise they follow from the
+    slice's model and benchmark as the runner passes them: the demo's task groups
+    are files of the demo-tasks entry (with the system prompt beside them); TRACE
+    validation reads the pinned validation parquet and the release's prompt file,
+    both checked against the release lock.
+    """
+    explicit = job.get("paths") or {}
+    if all(k in explicit for k in ("model", "dataset", "system_prompt")):
+        return explicit
+    inputs = job.get("inputs") or {}
+    model = job.get("model") or inputs.get("model") or {}
+    bench = job.get("benchmark") or inputs.get("benchmark") or {}
+    out: dict[str, Any] = {"model": {"entry": model_entry_of(model), "repo_id": model.get("repo_id"),
+                                     "revision": model.get("revision")}}
+    route = bench.get("route")
+    if route == "demo":
+        out["dataset"] = {"entry": DEMO_TASKS_ENTRY, "file": f"{bench['key']}.parquet"}
+        out["system_prompt"] = {"entry": DEMO_TASKS_ENTRY, "file": DEMO_SYSTEM_PROMPT_FILE}
+    elif route == "trace_validation":
+        from trace_tui.release import release_lock
+
+        lock = release_lock()
+        files = lock.dataset.file("validation")
+        out["dataset"] = {"entry": f"dataset:{lock.dataset.repo_id}@{lock.dataset.revision}:validation",
+                          "file": files[0].path.rsplit("/", 1)[-1] if len(files) == 1 else None,
+                          "sha256": files[0].sha256 if len(files) == 1 else None}
+        out["system_prompt"] = {"entry": f"release:{lock.upstream.repository}@{lock.upstream.commit}",
+                                "file": lock.trace_validation.system_prompt_file,
+                                "sha256": lock.trace_validation.system_prompt_sha256}
+    else:
+        raise JobError(f"benchmark {bench.get('key')!r} (route {route!r}) is not served by this worker",
+                       "trace_tui.stages.generate serves TRACE validation and the demo; the external suite "
+                       "runs the release's evaluator")
+    out.update(explicit)
+    return out
+
+
 def input_path(inputs: dict[str, Any], key: str, *, want: str, check_sha256: bool = False,
                required: bool = True) -> Path | None:
     spec = inputs.get(key)
@@ -96,7 +158,7 @@ def input_path(inputs: dict[str, Any], key: str, *, want: str, check_sha256: boo
         path = campaign_dir() / spec["campaign"]
     elif "entry" in spec:
         path = entry_path(spec["entry"])
-        if spec.get("file"):
+        if spec.get("file") and path.is_dir():
             path = path / spec["file"]
     else:
         raise JobError(f"job input {key!r} must have one of path/store/campaign/entry, got {spec!r}")

@@ -19,19 +19,41 @@ class TransformersBackend:
 
     def __init__(self, model_dir: str, *, min_pixels: int | None = None, max_pixels: int | None = None,
                  device: str | None = None, dtype: str | None = None) -> None:
+        import json
+        from pathlib import Path
+
         import torch
-        from transformers import AutoModelForImageTextToText
 
         self._torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         # bf16 on a GPU (as served upstream), fp32 on CPU (bf16 matmuls on CPU are slow and lossy).
         torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
-        self.processor = load_processor(model_dir, min_pixels=min_pixels, max_pixels=max_pixels)
-        self.model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch_dtype).to(self.device)
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+        # A vision-language checkpoint (the evaluated models) or a text-only one (the judge).
+        self.multimodal = "vision_config" in config
+        if self.multimodal:
+            from transformers import AutoModelForImageTextToText as auto_cls
+
+            self.processor = load_processor(model_dir, min_pixels=min_pixels, max_pixels=max_pixels)
+            self.tokenizer = self.processor.tokenizer
+        else:
+            from transformers import AutoModelForCausalLM as auto_cls
+            from transformers import AutoTokenizer
+
+            self.processor = None
+            self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+        self.model = auto_cls.from_pretrained(model_dir, dtype=torch_dtype).to(self.device)
         self.model.eval()
 
     def render(self, request: Request) -> str:
-        return self.processor.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True,
+        """The prompt text through the checkpoint's own chat template."""
+        if request.images:
+            if self.processor is None:
+                raise ValueError("a text-only checkpoint cannot take images")
+            return self.processor.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True,
+                                                      **request.template_kwargs)
+        # Text only (the judge): the tokenizer's template takes extra variables such as enable_thinking.
+        return self.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True,
                                                   **request.template_kwargs)
 
     def generate(self, requests: list[Request]) -> list[str]:
@@ -40,10 +62,11 @@ class TransformersBackend:
     def _one(self, request: Request) -> str:
         torch = self._torch
         text = self.render(request)
-        kwargs: dict[str, Any] = {}
         if request.images:
-            kwargs["images"] = list(request.images)
-        inputs = self.processor(text=[text], return_tensors="pt", **kwargs).to(self.device)
+            inputs = self.processor(text=[text], images=list(request.images), return_tensors="pt")
+        else:
+            inputs = self.tokenizer([text], return_tensors="pt", add_special_tokens=False)
+        inputs = inputs.to(self.device)
         s = request.sampling
         if s.presence_penalty or s.frequency_penalty:
             from trace_tui.errors import UsageError
@@ -59,7 +82,7 @@ class TransformersBackend:
         with torch.inference_mode():
             out = self.model.generate(**inputs, **gen)
         new_tokens = out[:, inputs["input_ids"].shape[1]:]
-        return self.processor.batch_decode(new_tokens, skip_special_tokens=True)[0]
+        return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)[0]
 
 
 def load_processor(model_dir: str, *, min_pixels: int | None = None, max_pixels: int | None = None) -> Any:

@@ -1,0 +1,124 @@
+"""The demo's prepare step (host): a tiny random Qwen2.5-VL and synthetic TRACE-style tasks, into the store.
+
+Nothing is downloaded. The tiny checkpoint (tokenizer, PIL image processor,
+chat template, random weights from a fixed seed) is built locally and imported
+as the unpinned entry ``local:model/<name>`` for each of the recipe's local
+models; the task groups are written as parquet files in the release's columns,
+with the release's system prompt beside them (checked against the lock's
+sha256), and imported as ``local:dataset/demo-tasks``. Both are deterministic,
+so a rerun finds them in place and skips them.
+
+Job spec: the runner's whole-step job (``models``: the recipe's local models
+with their ``store_entry``; ``benchmarks``: the task groups with ``key`` and
+``rows``; ``output_dir``). Output: ``prepare.json`` there, naming each entry
+and its sha256set.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from trace_tui.stages import protocol
+from trace_tui.stages.jobs import (
+    DEMO_SYSTEM_PROMPT_FILE,
+    DEMO_TASKS_ENTRY,
+    JobError,
+    campaign_dir,
+    model_entry_of,
+    output_dir,
+    run_worker,
+    store_dir,
+)
+
+TINY_MODEL_SEED = 0
+TASKS_SEED = 0
+
+
+def check_groups(benchmarks: list[dict[str, Any]]) -> list[str]:
+    """The requested task groups must be the demo's own, with the rows it makes."""
+    from trace_tui.stages import demo_tasks
+
+    known = {k: demo_tasks.ROWS_PER_GROUP for k, _d, _t in demo_tasks.GROUPS}
+    keys = []
+    for b in benchmarks:
+        key, rows = b.get("key"), b.get("rows")
+        if key not in known:
+            raise JobError(f"demo task group {key!r} is not one the demo makes",
+                           f"recipes/demo.yaml demo_tasks keys must be among {', '.join(known)}")
+        if rows is not None and int(rows) != known[key]:
+            raise JobError(f"demo task group {key!r} has {known[key]} rows, the recipe says {rows}",
+                           f"set rows: {known[key]} in recipes/demo.yaml")
+        keys.append(key)
+    return keys
+
+
+def prepare(job: dict[str, Any]) -> dict[str, Any]:
+    from trace_tui.release import release_lock
+    from trace_tui.stages import demo_tasks
+    from trace_tui.stages.backends import text_sha256
+    from trace_tui.store.store import Store
+
+    store = Store(store_dir())
+    out = output_dir(job)
+    models = job.get("models") or []
+    benchmarks = job.get("benchmarks") or [{"key": k, "rows": demo_tasks.ROWS_PER_GROUP} for k, *_ in demo_tasks.GROUPS]
+    groups = check_groups(benchmarks)
+    expected_prompt = release_lock().trace_validation.system_prompt_sha256
+    if text_sha256(demo_tasks.RELEASE_SYSTEM_PROMPT) != expected_prompt:
+        raise JobError("the demo's copy of the release system prompt does not match the lock's sha256",
+                       "restore trace_tui/stages/demo_tasks.py")
+    entries: dict[str, Any] = {}
+    total = len(models) + 1
+    done = 0
+    protocol.progress(phase="prepare", done=0, total=total)
+    for m in models:
+        name = model_entry_of(m)
+        if not store.has(name):
+            from trace_tui.stages.tiny_model import build_tiny_qwen25vl
+
+            protocol.log(f"building the tiny random Qwen2.5-VL for {m.get('id')} (seed {TINY_MODEL_SEED})")
+            with tempfile.TemporaryDirectory(prefix="trace-tui-tiny-") as tmp:
+                build_tiny_qwen25vl(Path(tmp) / "model", seed=TINY_MODEL_SEED)
+                store.import_local(name, Path(tmp) / "model",
+                                   notes={"built_by": "trace_tui.stages.demo_prepare", "seed": TINY_MODEL_SEED})
+        else:
+            protocol.log(f"{name} already in the store")
+        rec = store.record(name)
+        entries[name] = {"sha256set": rec.sha256set, "files": len(rec.files)}
+        done += 1
+        protocol.progress(phase="prepare", done=done, total=total)
+
+    rec = store.record(DEMO_TASKS_ENTRY) if store.has(DEMO_TASKS_ENTRY) else None
+    have = {f.path for f in rec.files} if rec else set()
+    want = {f"{g}.parquet" for g in groups} | {DEMO_SYSTEM_PROMPT_FILE}
+    if not want <= have or rec.notes.get("seed") != TASKS_SEED:
+        protocol.log(f"writing {len(groups)} demo task groups ({', '.join(groups)})")
+        with tempfile.TemporaryDirectory(prefix="trace-tui-tasks-") as tmp:
+            folder = Path(tmp) / "tasks"
+            # Every group is written (a subset selection still finds the others in place).
+            demo_tasks.write_tasks(folder, seed=TASKS_SEED)
+            protocol.atomic_write_bytes(folder / DEMO_SYSTEM_PROMPT_FILE,
+                                        demo_tasks.RELEASE_SYSTEM_PROMPT.encode("utf-8"))
+            store.import_local(DEMO_TASKS_ENTRY, folder,
+                               notes={"built_by": "trace_tui.stages.demo_prepare", "seed": TASKS_SEED})
+        rec = store.record(DEMO_TASKS_ENTRY)
+    else:
+        protocol.log(f"{DEMO_TASKS_ENTRY} already in the store")
+    entries[DEMO_TASKS_ENTRY] = {"sha256set": rec.sha256set, "files": {f.path: f.sha256 for f in rec.files}}
+    protocol.progress(phase="prepare", done=total, total=total)
+    manifest = {"kind": "demo_prepare", "entries": entries, "groups": groups,
+                "system_prompt_sha256": expected_prompt, "tiny_model_seed": TINY_MODEL_SEED, "tasks_seed": TASKS_SEED}
+    path = out / "prepare.json"
+    protocol.atomic_write_json(path, manifest)
+    protocol.artifact(path, campaign_dir())
+    return manifest
+
+
+def main() -> int:
+    return run_worker(prepare)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

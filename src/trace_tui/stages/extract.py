@@ -1,0 +1,223 @@
+"""The extract worker: the release's answer extraction over one slice's responses, with the judge
+fallback of CONTRACTS §4 for rows it leaves missing or ambiguous.
+
+Job spec: the runner's per-slice job. Read here: ``slice``; ``upstream_outputs.generate``
+(or ``paths.responses``: the generate step's output folder, whose ``rows/`` it reads);
+``output_dir``; ``args`` (the recipe step's arguments):
+
+    --judge ENTRY           the judge's store entry (default: the release lock's judge,
+                            Qwen/Qwen3-32B at its pinned revision); the demo names its tiny model
+    --judge-max-tokens L    comma-separated retry budgets (default: the lock's 128,256,512)
+    --no-judge              deterministic extraction only (unresolved rows stay unresolved)
+    --backend NAME          transformers | vllm (default: vllm on a GPU where installed)
+
+The judge runs through the same generation backend as the models, at temperature 0
+with thinking disabled, and sees only the response and the answer type.
+
+Outputs under ``output_dir``: ``rows/<index>.json`` (extraction record, judge record,
+final status and value), written atomically per row so a rerun resumes, and
+``extract.receipt.json`` (contracts, judge identity, prompt sha256 and budgets, counts,
+row file hashes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from trace_tui.stages import protocol
+from trace_tui.stages.jobs import (
+    RECEIPT_SCHEMA,
+    JobError,
+    campaign_dir,
+    dir_sha256set,
+    entry_path,
+    judge_entry,
+    output_dir,
+    read_json,
+    rows_dir,
+    run_worker,
+    slice_fields,
+)
+
+FINAL_FOUND = "found"  # the deterministic extraction found the answer
+FINAL_JUDGED = "judged"  # the judge stated an answer (status ok)
+FINAL_UNRESOLVED = "unresolved"  # no answer: scores 0, stays in the denominator
+
+
+def parse_args(args: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="trace_tui.stages.extract", add_help=False, exit_on_error=False)
+    p.add_argument("--judge", default=None)
+    p.add_argument("--judge-max-tokens", default=None)
+    p.add_argument("--no-judge", action="store_true")
+    p.add_argument("--backend", default=None)
+    try:
+        ns, extra = p.parse_known_args(args)
+    except (argparse.ArgumentError, SystemExit) as exc:
+        raise JobError(f"extract step arguments {args!r}: {exc}", "see trace_tui.stages.extract's docstring") from None
+    if extra:
+        raise JobError(f"extract step: unknown argument(s) {extra}", "allowed: --judge, --judge-max-tokens, --no-judge, --backend")
+    return ns
+
+
+def judge_budgets(text: str | None) -> list[int]:
+    if text is None:
+        from trace_tui.release import release_lock
+
+        return list(release_lock().judge.max_token_retries)
+    try:
+        budgets = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        budgets = []
+    if not budgets or any(b <= 0 for b in budgets):
+        raise JobError(f"--judge-max-tokens {text!r} must be positive integers separated by commas", "e.g. 128,256,512")
+    return budgets
+
+
+def responses_dir(job: dict[str, Any]) -> Path:
+    paths = job.get("paths") or {}
+    rel = paths.get("responses") or (job.get("upstream_outputs") or {}).get("generate")
+    if not rel:
+        raise JobError("extract job names no generate output (upstream_outputs.generate)",
+                       "the extract step must follow the generate step in the recipe")
+    rows = campaign_dir() / rel / "rows"
+    if not rows.is_dir():
+        raise JobError(f"{rows} does not exist", "run the generate step first")
+    return rows
+
+
+class JudgeClient:
+    """The judge behind `generate(messages, max_tokens) -> str`, built on first use (it is large)."""
+
+    def __init__(self, model_dir: Path | None, backend_name: str, backend: Any = None) -> None:
+        self.model_dir = model_dir
+        self.backend_name = backend_name
+        self.backend = backend
+        self.calls = 0
+
+    def __call__(self, messages: list[dict[str, str]], max_tokens: int) -> str:
+        from trace_tui.stages.backends import Request, Sampling, build_backend
+
+        if self.backend is None:
+            assert self.model_dir is not None
+            self.backend = build_backend(self.backend_name, str(self.model_dir))
+        self.calls += 1
+        # Temperature 0 (greedy), thinking off, as the release's judge ran; text only.
+        req = Request(messages=messages, images=[], sampling=Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens),
+                      seed=0, template_kwargs={"enable_thinking": False})
+        return self.backend.generate([req])[0]
+
+
+def extract_row(rec: dict[str, Any], judge: Callable[[list[dict[str, str]], int], str] | None,
+                budgets: list[int]) -> dict[str, Any]:
+    """One row's extraction record (pure given the judge)."""
+    from trace_tui.scoring import AMBIGUOUS, MISSING, extract_answer, judge_with_retries
+
+    response = rec.get("response")
+    ex = extract_answer(response, rec["answer_type"])
+    out = {k: rec[k] for k in ("index", "instance_id", "domain", "task", "answer_type", "answer_gt")}
+    out.update(response_sha256=rec.get("response_sha256"), extraction=ex.to_dict(), judge=None)
+    if ex.found:
+        out.update(final=FINAL_FOUND, value=ex.value)
+    elif ex.status in (MISSING, AMBIGUOUS) and judge is not None:
+        result = judge_with_retries(judge, response, rec["answer_type"], budgets)
+        out["judge"] = result.to_dict()
+        if result.value is not None:
+            out.update(final=FINAL_JUDGED, value=result.value)
+        else:
+            out.update(final=FINAL_UNRESOLVED, value=None)
+    else:
+        out.update(final=FINAL_UNRESOLVED, value=None)
+    return out
+
+
+def judged_identity(name: str | None, folder: Path | None) -> str | None:
+    """The judge's sha256set: the store's record (hashed and verified on import; the judge is
+    large), else computed over its folder."""
+    if name is None or folder is None:
+        return None
+    try:
+        from trace_tui.stages.jobs import store_dir
+        from trace_tui.store.store import Store
+
+        rec = Store(store_dir()).record(name)
+        if rec is not None:
+            return rec.sha256set
+    except Exception:  # noqa: BLE001 - not a store entry name (a folder): compute it
+        pass
+    return dir_sha256set(folder)[1]
+
+
+def run(job: dict[str, Any], *, judge_backend: Any = None) -> dict[str, Any]:
+    """Extract every row of the slice not yet extracted; return the receipt. ``judge_backend`` replaces the built one."""
+    from trace_tui.scoring import EXTRACTION_CONTRACT_ID, JUDGE_PROMPT_SHA256
+    from trace_tui.stages.generate import choose_backend
+
+    campaign = campaign_dir()
+    sl = slice_fields(job)
+    ns = parse_args(list(job.get("args") or []))
+    budgets = judge_budgets(ns.judge_max_tokens)
+    src = responses_dir(job)
+    out = output_dir(job)
+    rows = rows_dir(out)
+    gen_rows = sorted(src.glob("*.json"))
+    total = len(gen_rows)
+    where = {"model": sl["model"], "seed": sl["seed"], "benchmark": sl["benchmark"]}
+    judge_name = None if ns.no_judge else (ns.judge or judge_entry())
+    judge_dir = None
+    if judge_name and judge_backend is None:
+        judge_dir = entry_path(judge_name) if not Path(judge_name).is_dir() else Path(judge_name)
+    backend_name = ns.backend or choose_backend(job)
+    judge = None if judge_name is None else JudgeClient(judge_dir, backend_name, judge_backend)
+    judge_settings = {"entry": judge_name, "budgets": budgets, "temperature": 0.0, "thinking": False,
+                      "prompt_sha256": JUDGE_PROMPT_SHA256, "backend": backend_name if judge_name else None}
+    done = 0
+    protocol.progress(phase="extract", done=0, total=total, **where)
+    last = time.monotonic()
+    for f in gen_rows:
+        target = rows / f.name
+        rec = read_json(f)
+        if target.is_file():
+            prev = read_json(target)
+            if prev.get("response_sha256") == rec.get("response_sha256") and prev.get("judge_settings") == judge_settings:
+                done += 1
+                continue
+        row = extract_row(rec, judge, budgets)
+        row["judge_settings"] = judge_settings
+        protocol.atomic_write_json(target, row)
+        done += 1
+        if time.monotonic() - last > 0.5 or done == total:
+            last = time.monotonic()
+            protocol.progress(phase="judge" if row["judge"] else "extract", done=done, total=total, **where)
+    protocol.progress(phase="extract", done=total, total=total, **where)
+
+    counts: dict[str, int] = {}
+    outputs: dict[str, str] = {}
+    for f in gen_rows:
+        row = read_json(rows / f.name)
+        key = row["final"] if row["final"] != FINAL_UNRESOLVED else f"unresolved_{row['extraction']['status']}"
+        counts[key] = counts.get(key, 0) + 1
+        outputs[(rows / f.name).relative_to(campaign).as_posix()] = protocol.sha256_file(rows / f.name)[0]
+    judge_identity = judged_identity(judge_name, judge_dir) if counts.keys() - {FINAL_FOUND} else None
+    receipt = {
+        "schema": RECEIPT_SCHEMA, "kind": "extract", "slice": sl,
+        "content": {"contract": EXTRACTION_CONTRACT_ID, "judge": dict(judge_settings, sha256set=judge_identity),
+                    "rows": total, "counts": counts, "outputs": outputs},
+        "circumstance": {"judge_calls": judge.calls if judge else 0, "finished": time.time()},
+    }
+    path = out / "extract.receipt.json"
+    protocol.atomic_write_json(path, receipt)
+    protocol.artifact(path, campaign)
+    protocol.log(f"extract {where['model']}/{where['seed']}/{where['benchmark']}: "
+                 + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    return receipt
+
+
+def main() -> int:
+    return run_worker(run)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
