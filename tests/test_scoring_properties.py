@@ -1,0 +1,135 @@
+"""Properties that the contracts (CONTRACTS §1-4) make true of every response."""
+
+from __future__ import annotations
+
+import json
+import string
+from decimal import Decimal
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from trace_tui.scoring import (
+    ANSWER_TYPES,
+    answers_match,
+    extract_answer,
+    parse_judge_output,
+    reward_components,
+    trace_reward,
+)
+
+# Fragments every route reacts to, so generated texts hit the interesting paths.
+FRAGMENTS = [
+    "answer", "Answer: ", "Final answer: ", "the final answer is ", "final json:", "answer_json: ",
+    "<answer>", "</answer>", "<final_answer>", "</final_answer>", "```json\n", "```\n", "```", "{", "}",
+    '"answer": ', "'answer': ", '"', "'", "\\boxed{", "\\text{", "B", "(c)", "Option D", "42", "-1.5", "7.", "1e-400",
+    "20π", "NaN", "true", "null", "[", "]", ",", ":", "\n", "\r\n", " ", "\t", "\\", "：", "is ",
+]
+texts = st.one_of(
+    st.lists(st.sampled_from(FRAGMENTS), max_size=14).map("".join),
+    st.text(max_size=60),
+)
+whitespace = st.text(alphabet=" \t\n\r\x0b\x0c\u00a0\u2028\u3000", min_size=1, max_size=5)
+kinds = st.sampled_from(ANSWER_TYPES)
+# Prefixes that cannot open an object, a string, a fence or a tag around the tail.
+prefixes = st.text(alphabet=string.ascii_letters + string.digits + " .,:;!?()-\n", max_size=80)
+PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def outcome(ex):
+    return ex.status, ex.value, ex.route, ex.candidates
+
+
+@PROPS
+@given(texts, whitespace, kinds)
+def test_trailing_whitespace_never_changes_the_result(text: str, ws: str, kind: str) -> None:
+    assert outcome(extract_answer(text + ws, kind)) == outcome(extract_answer(text, kind))
+
+
+@PROPS
+@given(texts, kinds)
+def test_decision_is_consistent_with_candidates(text: str, kind: str) -> None:
+    ex = extract_answer(text, kind)
+    keys = [c.key() for c in ex.candidates]
+    assert len(keys) == len(set(keys))  # identical candidates count once
+    terminal = [c for c in ex.candidates if c.terminal]
+    pool = [c for c in (terminal or ex.candidates) if c.accepted]
+    if ex.status == "found":
+        assert ex.candidate in pool and len({c.canonical for c in pool}) == 1
+        assert ex.value == ex.candidate.value and ex.route == ex.candidate.route
+    elif ex.status == "ambiguous":
+        assert len({c.canonical for c in pool}) > 1 and ex.value is None
+    else:
+        assert not pool and ex.value is None
+
+
+def valid_value(kind: str):
+    if kind == "integer":
+        return st.integers(min_value=-(10**30), max_value=10**30)
+    if kind == "number":
+        return st.one_of(st.integers(-(10**6), 10**6), st.floats(allow_nan=False, allow_infinity=False))
+    if kind == "option_letter":
+        return st.builds(lambda l, f: f.format(l), st.sampled_from(string.ascii_letters),
+                         st.sampled_from(["{}", "({})", "[{}]", "{})", "option {}", "{}."]))
+    return st.text(min_size=1, max_size=20).filter(lambda s: s.strip() != "")
+
+
+@st.composite
+def tail_cases(draw):
+    kind = draw(kinds)
+    return kind, draw(valid_value(kind)), draw(prefixes)
+
+
+@PROPS
+@given(tail_cases())
+def test_response_ending_in_answer_object_is_found(case) -> None:
+    kind, v, prefix = case
+    ex = extract_answer(prefix + "\n" + json.dumps({"answer": v}), kind)
+    assert ex.status == "found", ex
+    if kind in ("integer", "number"):
+        assert ex.candidate.canonical == Decimal(repr(v) if isinstance(v, float) else v)
+    elif kind == "option_letter":
+        assert ex.value == v.strip("()[].").replace("option ", "").upper()
+    else:
+        assert ex.value == v.strip()
+
+
+@PROPS
+@given(texts, st.sampled_from([("integer", 42), ("number", -1.5), ("option_letter", "B"), ("string", "20π")]))
+def test_reward_takes_only_four_values(text: str, gt) -> None:
+    assert trace_reward(text, {"type": gt[0], "value": gt[1]}) in (0.0, 0.05, 0.95, 1.0)
+
+
+@PROPS
+@given(tail_cases())
+def test_reward_of_trailing_answer_object(case) -> None:
+    kind, v, prefix = case
+    response = prefix + "\n" + json.dumps({"answer": v})
+    assert reward_components(response, {"type": kind, "value": v}) == (1, 1)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@PROPS
+@given(json_values)
+def test_match_is_reflexive_and_survives_json(value) -> None:
+    assert answers_match(value, {"value": value})
+    assert answers_match(json.loads(json.dumps(value)), {"value": value})
+
+
+@PROPS
+@given(prefixes, st.integers(0, 10**9), prefixes)
+def test_judge_accepts_verbatim_evidence_with_the_answer(before: str, n: int, after: str) -> None:
+    response = f"{before} total {n}{after[:1] and ' '}{after}"
+    evidence = f"total {n}"
+    verdict = parse_judge_output(
+        json.dumps({"status": "ok", "answer": n, "evidence": evidence}), response, "integer"
+    )
+    assert verdict is not None and verdict.answer == n
+    forged = json.dumps({"status": "ok", "answer": n, "evidence": evidence + " forged"})
+    assert parse_judge_output(forged, response, "integer") is None or (evidence + " forged") in response
