@@ -107,17 +107,24 @@ class JobRecord:
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
-    """Open a campaign's state without writing anything (status, verify)."""
+    """Open a campaign's state without writing anything (status, verify).
+
+    With a write-ahead log present (a runner is working, or was killed) SQLite's read-only
+    mode reads it through the existing -wal/-shm files. Without one the database file is
+    complete by itself and is opened immutable, so that looking creates no -wal/-shm files.
+    """
     db = Path(path) / "state.sqlite"
     if not db.is_file():
         raise UsageError(f"{path} is not a campaign (no state.sqlite)",
                          hint="give the directory a `trace-tui --recipe` run printed")
+    wal = db.with_name(db.name + "-wal").exists()
+    uri = f"file:{db}?mode=ro" if wal else f"file:{db}?immutable=1"
     try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        conn = sqlite3.connect(uri, uri=True, timeout=5)
         conn.execute("SELECT count(*) FROM jobs").fetchone()
         return conn
     except sqlite3.OperationalError:
-        # A read-only copy (no -shm next to it, directory not writable): read the file as it is.
+        # e.g. a read-only copy of a campaign whose -shm is missing: read the file as it is
         conn = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
         conn.execute("SELECT count(*) FROM jobs").fetchone()
         return conn

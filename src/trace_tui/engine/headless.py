@@ -61,7 +61,8 @@ def run_headless(args: argparse.Namespace, resolved: Any) -> int:
     from trace_tui.runtime import make_runtime
 
     home = paths.home(getattr(args, "home", None))
-    runtime = make_runtime(getattr(args, "runtime", None), flavour=resolved.recipe.image_flavour)
+    flavour = getattr(resolved.recipe, "image_flavor", None) or getattr(resolved.recipe, "image_flavour", "cuda")
+    runtime = make_runtime(getattr(args, "runtime", None), flavour=flavour)
     problems = requirement_problems(resolved, runtime, home)
     if problems:
         raise RequirementsError(f"recipe {resolved.recipe.name} cannot run here: " + "; ".join(problems))

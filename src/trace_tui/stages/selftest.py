@@ -12,6 +12,10 @@ Modes:
   whoami        report uid/gid and what the campaign directory looks like
   events        print N progress events as fast as possible (throughput benchmark)
   sleep         sleep --delay seconds, printing progress (for interrupt tests)
+  noisy         mix plain text, malformed JSON and events on stdout, then succeed
+
+SELFTEST_FAIL_AT=N in the environment makes `rows` exit at row N (as a crash would),
+without changing the step's pinned inputs.
 
 Standard library only: it runs inside any image that has python3 and the trace_tui package.
 """
@@ -98,13 +102,15 @@ def mode_rows(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
             fh.flush()
             os.fsync(fh.fileno())
     start = len(rows)
+    fail_at = opts.fail_at if opts.fail_at is not None else (
+        int(os.environ["SELFTEST_FAIL_AT"]) if os.environ.get("SELFTEST_FAIL_AT") else None)
     if start:
         protocol.log(f"resuming at row {start} of {total}")
     where = {"model": model, "seed": seed, "benchmark": bench}
     protocol.progress(phase="generate", done=start, total=total, **where)
     with open(rows_path, "ab") as fh:
         for i in range(start, total):
-            if opts.fail_at is not None and i == opts.fail_at:
+            if fail_at is not None and i == fail_at:
                 print(f"selftest: failing at row {i} as asked", file=sys.stderr)
                 return 4
             if opts.delay:
@@ -210,6 +216,17 @@ def mode_sleep(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
     return 0
 
 
+def mode_noisy(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+    print("plain text from a library")
+    print('{"type": "progress", "done": "many"}')  # invalid field
+    print('{"not json')
+    print("[1, 2, 3]")
+    print('{"type": "unknown-kind"}')
+    protocol.progress(phase="noisy", done=1, total=1)
+    protocol.status("completed")
+    return 0
+
+
 def mode_fail(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
     protocol.log("selftest: about to fail")
     print("selftest: something went wrong (as asked)", file=sys.stderr)
@@ -217,7 +234,8 @@ def mode_fail(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
 
 
 MODES = {"rows": mode_rows, "fail": mode_fail, "oom": mode_oom, "network": mode_network,
-         "store-write": mode_store_write, "whoami": mode_whoami, "events": mode_events, "sleep": mode_sleep}
+         "store-write": mode_store_write, "whoami": mode_whoami, "events": mode_events, "sleep": mode_sleep,
+         "noisy": mode_noisy}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,303 @@
+"""The engine with the local runtime (real subprocesses of the selftest worker): plan, resume,
+invalidation, failure messages, cancel, status and campaign verification. No Docker here."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from test_engine_support import REPO, content_of, make_recipe, resolved_for, selftest_step
+from trace_tui.engine.campaign import Campaign, JobRecord
+from trace_tui.engine.events import Log, Progress, RunState, SliceState, parse_stage_line
+from trace_tui.engine.printer import HeadlessPrinter
+from trace_tui.engine.runner import PlannedJob, RunResult, Runner, decide, diff_inputs
+from trace_tui.engine.status import campaign_status
+from trace_tui.runtime.local import LocalRuntime
+from trace_tui.verify.campaign import (compare, load_published, register_score_recomputer, verify_campaign)
+
+TRACE_TUI = [sys.executable, "-m", "trace_tui"]
+
+
+def run_campaign(tmp: Path, resolved, name: str = "c", **kw) -> tuple[RunResult, list]:
+    events: list = []
+    with Campaign(tmp / name) as c:
+        result = Runner(resolved, c, LocalRuntime(), store=tmp / "store", **kw).run(events.append)
+    return result, events
+
+
+def two_step_recipe(*gen_args: str):
+    return make_recipe([selftest_step("gen", "rows", *gen_args, image=None),
+                        selftest_step("agg", "whoami", per_slice=False, image=None)])
+
+
+# ---------------------------------------------------------------- pure parts
+
+
+def test_decide_skip_resume_invalidate_run() -> None:
+    job = lambda: PlannedJob(step=None, position=0, slice="m/1/b", model="m", seed=1, benchmark="b",  # noqa: E731
+                             inputs={"model": {"revision": "new"}}, input_hash="h2", total=10)
+
+    def rec(**kw) -> JobRecord:
+        base = dict(step="gen", slice="m/1/b", model="m", seed=1, benchmark="b", input_hash="h2",
+                    inputs={"model": {"revision": "old"}}, state="pending", phase="", done=0, total=10, score=None,
+                    rate=None, message="", receipt=None, attempts=0, expected=True, started_at=None,
+                    finished_at=None, updated_at=None)
+        base.update(kw)
+        return JobRecord(**base)
+
+    assert decide(job(), None).action == "run"
+    assert decide(job(), rec(state="completed", receipt="r.json", done=10)).action == "skip"
+    resumed = decide(job(), rec(state="running", done=4))
+    assert (resumed.action, resumed.done) == ("resume", 4)
+    inv = decide(job(), rec(input_hash="h1", state="completed", receipt="r.json"))
+    assert inv.action == "invalidate" and "model.revision: old -> new" in inv.reason
+    assert diff_inputs({"a": {"b": 1}, "c": 2}, {"a": {"b": 2}, "c": 2}) == ["a.b: 1 -> 2"]
+
+
+def test_malformed_lines_are_log_text() -> None:
+    for line in ("plain", '{"not json', "[1]", '{"type": "progress", "done": "x"}', '{"type": "nope"}'):
+        ev = parse_stage_line(line, step="s")
+        assert isinstance(ev, Log) and ev.message == line and ev.step == "s"
+    ev = parse_stage_line('{"type":"metric","name":"score","value":1.5}', step="s")
+    assert ev.type == "metric" and ev.value == 1.5
+
+
+def test_printer_throttles_progress_and_prints_slice_lines() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    p = HeadlessPrinter(out, interval=5.0, clock=lambda: now[0])
+    p(RunState(state="planned", rows_total=100, rows_done=0, jobs_total=1, message="1 job"))
+    p(SliceState(step="gen", model="m", seed=1, benchmark="b", state="running", total=100))
+    for i in range(1, 51):
+        now[0] = i * 0.2  # 50 events over 10 s -> at most 2 progress lines
+        p(Progress(step="gen", model="m", seed=1, benchmark="b", phase="generate", done=i, total=100))
+    p(SliceState(step="gen", model="m", seed=1, benchmark="b", state="completed", done=100, total=100, score=50.0))
+    lines = out.getvalue().splitlines()
+    progress = [ln for ln in lines if "rows/s" in ln]
+    assert 1 <= len(progress) <= 2
+    assert "ETA" in progress[-1] and "all 50/100 rows" in progress[-1] and "5.0 rows/s" in progress[-1]
+    assert any("running" in ln for ln in lines) and "score 50.00" in lines[-1]
+    js = io.StringIO()
+    HeadlessPrinter(js, fmt="json")(Progress(step="gen", phase="p", done=1, total=2))
+    assert json.loads(js.getvalue())["type"] == "progress"
+
+
+# ---------------------------------------------------------------- runs with the local runtime
+
+
+def test_run_then_rerun_skips_everything(tmp_path: Path) -> None:
+    resolved = resolved_for(two_step_recipe(), seeds=[42, 43], benchmarks={"t1": 6, "t2": 3})
+    result, events = run_campaign(tmp_path, resolved)
+    assert result.exit_code == 0 and result.jobs_done == 5 and result.rows_done == 18
+    completed = [e for e in events if isinstance(e, SliceState) and e.state == "completed"]
+    assert len(completed) == 5 and all(e.score is not None for e in completed if e.step == "gen")
+    again, events2 = run_campaign(tmp_path, resolved)
+    assert again.exit_code == 0
+    assert not [e for e in events2 if isinstance(e, SliceState) and e.state in ("running", "resumed")]
+    assert [e.state for e in events2 if e.type == "step_state"] == ["skipped", "skipped"]
+    st = campaign_status(tmp_path / "c")
+    assert st["complete"] and st["rows_done"] == 18 and st["jobs_completed"] == 5
+    assert verify_campaign(tmp_path / "c").ok
+
+
+def test_failed_step_says_which_why_and_how_to_resume_then_resumes_at_first_missing_row(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    resolved = resolved_for(two_step_recipe(), benchmarks={"t1": 8})
+    monkeypatch.setenv("SELFTEST_FAIL_AT", "3")
+    result, events = run_campaign(tmp_path, resolved)
+    assert result.exit_code == 1
+    line = result.failed[0]
+    assert "step gen slice tiny-a/42/t1 failed: exit code 4" in line
+    assert "failing at row 3" in line and "run the same command again to resume" in line
+    assert campaign_status(tmp_path / "c")["slices"][0]["done"] == 3
+    assert not verify_campaign(tmp_path / "c").ok
+    monkeypatch.delenv("SELFTEST_FAIL_AT")
+    result, events = run_campaign(tmp_path, resolved)
+    assert result.exit_code == 0
+    resumed = [e for e in events if isinstance(e, SliceState) and e.state == "resumed"]
+    assert resumed and resumed[0].done == 3 and "resuming at row 3" in resumed[0].message
+    clean, _ = run_campaign(tmp_path, resolved, name="clean")
+    assert clean.exit_code == 0
+    assert content_of(tmp_path / "c") == content_of(tmp_path / "clean")
+
+
+def test_changed_pinned_input_invalidates_only_affected_slices(tmp_path: Path) -> None:
+    first = resolved_for(two_step_recipe(), benchmarks={"t1": 4, "t2": 4})
+    assert run_campaign(tmp_path, first)[0].exit_code == 0
+    changed = resolved_for(two_step_recipe(), benchmarks={"t1": 4, "t2": 6})  # t2's dataset entry changed
+    result, events = run_campaign(tmp_path, changed)
+    assert result.exit_code == 0
+    inv = [e for e in events if isinstance(e, SliceState) and e.state == "invalidated"]
+    assert {(e.step, e.benchmark) for e in inv} == {("gen", "t2"), ("agg", None)}
+    assert "benchmark.rows: 4 -> 6" in next(e.message for e in inv if e.step == "gen")
+    ran = {(e.step, e.benchmark) for e in events if isinstance(e, SliceState) and e.state == "running"}
+    assert ran == {("gen", "t2"), ("agg", None)}  # t1 was not recomputed
+    st = campaign_status(tmp_path / "c")
+    assert st["complete"] and st["rows_total"] == 10
+    assert verify_campaign(tmp_path / "c").ok
+
+
+def test_malformed_worker_output_never_crashes_the_runner(tmp_path: Path) -> None:
+    resolved = resolved_for(make_recipe([selftest_step("noisy", "noisy", per_slice=False, image=None)]))
+    result, events = run_campaign(tmp_path, resolved)
+    assert result.exit_code == 0
+    texts = [e.message for e in events if isinstance(e, Log) and e.level == "output"]
+    assert "plain text from a library" in texts and '{"not json' in texts
+    log = (tmp_path / "c/logs/noisy/_step.log").read_text()
+    assert "plain text from a library" in log
+
+
+def test_cancel_from_another_thread_saves_state_and_returns_130(tmp_path: Path) -> None:
+    resolved = resolved_for(make_recipe([selftest_step("gen", "rows", "--delay", "0.05", image=None)]),
+                            benchmarks={"t1": 400})
+    events: list = []
+    with Campaign(tmp_path / "c") as c:
+        runner = Runner(resolved, c, LocalRuntime(), store=tmp_path / "store")
+
+        def watch(ev) -> None:
+            events.append(ev)
+            if isinstance(ev, Progress) and ev.done == 5:
+                threading.Thread(target=runner.cancel).start()
+
+        result = runner.run(watch)
+    assert result.exit_code == 130 and "resume" in result.message
+    st = campaign_status(tmp_path / "c")
+    assert not st["complete"] and st["slices"][0]["state"] == "cancelled" and 5 <= st["slices"][0]["done"] < 400
+
+
+def test_status_reads_only(tmp_path: Path) -> None:
+    resolved = resolved_for(two_step_recipe())
+    assert run_campaign(tmp_path, resolved)[0].exit_code == 0
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "c").rglob("*")}
+    out = subprocess.run([*TRACE_TUI, "status", "--campaign", str(tmp_path / "c"), "--json",
+                          "--fail-if-incomplete"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["complete"] is True and data["slices"][0]["score"] is not None
+    assert {"model", "seed", "benchmark", "phase", "done", "total", "score", "rate", "eta_s"} <= set(data["slices"][0])
+    after = {p: p.stat().st_mtime_ns for p in (tmp_path / "c").rglob("*")}
+    assert before == after
+
+
+def test_verify_finds_tampering_missing_slices_and_wrong_scores(tmp_path: Path) -> None:
+    resolved = resolved_for(two_step_recipe(), seeds=[42, 43])
+    assert run_campaign(tmp_path, resolved)[0].exit_code == 0
+    c = tmp_path / "c"
+    assert verify_campaign(c).ok
+    rows = c / "outputs/gen/tiny-a/42/t1/rows.jsonl"
+    original = rows.read_bytes()
+    # a row flipped: the output differs from its receipt, and the recomputed score differs
+    flipped = [json.loads(x) for x in original.splitlines()]
+    flipped[0]["correct"] = not flipped[0]["correct"]
+    rows.write_bytes(b"".join((json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n").encode()
+                              for r in flipped))
+    res = verify_campaign(c)
+    assert {(x.id, x.status) for x in res.failed} == {("output", "failed"), ("score", "failed")}
+    rows.write_bytes(original)
+    # a receipt edited by hand
+    receipt = c / "receipts/gen/tiny-a/43/t1.json"
+    data = json.loads(receipt.read_text())
+    data["content"]["score"] = 99.0
+    receipt.write_text(json.dumps(data))
+    assert any(x.id == "receipt" for x in verify_campaign(c).failed)
+
+
+def test_score_recomputer_registry(tmp_path: Path) -> None:
+    resolved = resolved_for(make_recipe([selftest_step("gen", "rows", image=None)]))
+    assert run_campaign(tmp_path, resolved)[0].exit_code == 0
+    register_score_recomputer("trace_tui.stages.selftest", lambda campaign, content: -1.0)
+    try:
+        res = verify_campaign(tmp_path / "c")
+        assert [x.id for x in res.failed] == ["score"]
+    finally:
+        from trace_tui.verify import campaign as vc
+
+        vc._RECOMPUTERS.pop("trace_tui.stages.selftest")
+    assert verify_campaign(tmp_path / "c").ok
+
+
+def test_published_values_and_verdict_rules(trace_release_dir: Path) -> None:
+    pub = load_published(trace_release_dir)
+    assert sum(1 for k in pub if k[2] != "trace-validation") == 576
+    assert sum(1 for k in pub if k[2] == "trace-validation") == 8
+    value, tol = pub[("trace-qwen2.5-vl-3b", None, "trace-validation")]
+    assert value == 41.05 and tol == pytest.approx(1.96 * (0.4105 * 0.5895 / 2000) ** 0.5 * 100)
+    assert compare("score", "trace-qwen2.5-vl-3b", 42, "trace-validation", value + tol * 0.9, pub).verdict == "within"
+    assert compare("score", "trace-qwen2.5-vl-3b", 42, "trace-validation", value + tol * 1.1, pub).verdict == "outside"
+    v, t = pub[("qwen2.5-vl-3b-base", 42, "chartqapro")]
+    assert t >= 1.0
+    assert compare("score", "qwen2.5-vl-3b-base", 42, "chartqapro", v + t - 1e-6, pub).verdict == "within"
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def write_recipe(path: Path, step_run: list[str], *, rows: int = 6, image: str | None = None) -> Path:
+    stage = f"stage: infer\n    image: {image}" if image else "stage: host"
+    path.write_text(f"""name: enginetest
+title: engine test
+purpose: exercise the engine
+canonical: false
+selection: {{suite: demo, seeds: all, benchmarks: all}}
+local_models:
+  - {{id: tiny-a, label: A, store_entry: "local:model/tiny-a"}}
+demo_tasks:
+  - {{key: t1, rows: {rows}}}
+steps:
+  - id: gen
+    title: rows
+    {stage}
+    per_slice: true
+    run: {json.dumps(step_run)}
+""")
+    return path
+
+
+def cli(*args: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*TRACE_TUI, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO,
+                          env={**os.environ, **(env or {})})
+
+
+def test_cli_headless_run_status_verify_and_exit_codes(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path / "r.yaml", ["trace_tui.stages.selftest", "rows"])
+    home = str(tmp_path / "home")
+    out = cli("--home", home, "--recipe", str(recipe), "--yes", "--runtime", "local")
+    assert out.returncode == 0, out.stderr
+    assert "campaign complete" in out.stdout and "completed (6/6 rows" in out.stdout
+    campaign = next((tmp_path / "home/campaigns").iterdir())
+    assert campaign.name.startswith("enginetest-")
+    for name in ("campaign.json", "recipe.json", "state.sqlite", "events.jsonl", "runner.log"):
+        assert (campaign / name).is_file(), name
+    assert cli("status", "--campaign", str(campaign), "--fail-if-incomplete").returncode == 0
+    assert cli("verify", "--campaign", str(campaign)).returncode == 0
+    js = cli("--home", home, "--recipe", str(recipe), "--yes", "--runtime", "local", "--log-format", "json")
+    kinds = [json.loads(x)["type"] for x in js.stdout.splitlines() if x.startswith("{")]
+    assert kinds[0] == "run_state" and "step_state" in kinds
+    # usage errors: exit 2, one line
+    bad = cli("--recipe", str(tmp_path / "missing.yaml"), "--yes")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert cli("status", "--campaign", str(tmp_path / "nope")).returncode == 2
+    # a failing step: exit 1 and the resume hint
+    fail = write_recipe(tmp_path / "f.yaml", ["trace_tui.stages.selftest", "fail"])
+    out = cli("--home", home, "--recipe", str(fail), "--yes", "--runtime", "local")
+    assert out.returncode == 1 and "exit code 3" in out.stdout and "run the same command again" in out.stdout
+    st = cli("status", "--campaign", next(p for p in (tmp_path / "home/campaigns").iterdir() if p != campaign)
+             .as_posix(), "--fail-if-incomplete")
+    assert st.returncode == 1
+
+
+def test_requirements_exit_3_when_docker_is_unreachable(tmp_path: Path) -> None:
+    recipe = write_recipe(tmp_path / "r.yaml", ["trace_tui.stages.selftest", "rows"], image="infer")
+    out = cli("--home", str(tmp_path / "home"), "--recipe", str(recipe), "--yes", "--runtime", "docker",
+              env={"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"})
+    assert out.returncode == 3, out.stderr
+    assert "Docker engine is not reachable" in out.stderr and "--runtime local" in out.stderr
+    assert not (tmp_path / "home/campaigns").exists()  # nothing was started or written
