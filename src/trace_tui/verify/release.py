@@ -434,7 +434,7 @@ class _Verifier:
             doc, err = self.rel.doc(p, self.needed.get(p, d.AnyObject))
             if err is not None:
                 self.checks.append(_check(id=cid, group=group, title=title, file=p, status="failed",
-                                         message=f"cannot check: {p} is unreadable ({err})"))
+                                         message=f"cannot check: {p} is unreadable (see document:{p})"))
                 return
             docs.append(doc)
         try:
