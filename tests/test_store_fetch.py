@@ -65,6 +65,7 @@ class FakeHub:
 def _handler(hub: FakeHub, port_box: list[int]):
     class H(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out in separate writes
 
         def log_message(self, *args):  # quiet
             pass
@@ -189,7 +190,7 @@ def hub(monkeypatch):
     hub = FakeHub()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub, box))
     box[0] = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{box[0]}"
     monkeypatch.setenv("HF_ENDPOINT", base)

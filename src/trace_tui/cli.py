@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("verify", "verify a release directory or a campaign offline"),
     "report": ("report", "the release page's tables, recomputed from results.json"),
     "status": ("status", "where a campaign stands: steps, slices, rows, scores, ETA (read-only)"),
+    "store": ("store", "the local store of models, datasets and release files: fetch, import, list, verify"),
 }
 
 
