@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trace_tui.errors import UsageError
 
@@ -70,11 +70,12 @@ class StepNeeds(_Strict):
     network: bool = False
     store: list[str] = Field(default_factory=list, description="store entries the step reads (SYMBOLIC_NEEDS or full names)")
 
-    @model_validator(mode="after")
-    def _known_needs(self) -> "StepNeeds":
+    @field_validator("store")
+    @classmethod
+    def _known_needs(cls, store: list[str]) -> list[str]:
         import re
 
-        for need in self.store:
+        for need in store:
             if need in SYMBOLIC_NEEDS:
                 continue
             if not re.match(_FULL_NEED_RE, need):
@@ -88,7 +89,7 @@ class StepNeeds(_Strict):
                 parse(need)
             except UsageError as exc:
                 raise ValueError(exc.line()) from None
-        return self
+        return store
 
 
 class Step(_Strict):
@@ -288,6 +289,7 @@ def load_recipe(name_or_path: str | Path, *, lock: "ReleaseLock | None" = None) 
 def parse_recipe(text: str, *, source: str = "<recipe>", lock: "ReleaseLock | None" = None) -> Recipe:
     """Validate recipe YAML text. Every failure is one UsageError naming source:line, field, allowed values."""
     import yaml
+    import yaml.reader
 
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -295,22 +297,29 @@ def parse_recipe(text: str, *, source: str = "<recipe>", lock: "ReleaseLock | No
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}:{mark.line + 1}" if mark else source
-        raise UsageError(f"{where}: not valid YAML: {exc.problem or exc}") from None
+        raise UsageError(_one_line(f"{where}: not valid YAML: {exc.problem or exc}")) from None
+    except yaml.reader.ReaderError as exc:  # a control character or bad encoding
+        line = text[: max(exc.position, 0)].count("\n") + 1
+        raise UsageError(f"{source}:{line}: not valid YAML: character {exc.character!r} is not allowed") from None
     except RecursionError:
         raise UsageError(f"{source}: not valid YAML: nested too deeply") from None
     except Exception as exc:  # noqa: BLE001 - yaml constructors raise ValueError/TypeError etc. on odd scalars
-        raise UsageError(f"{source}: not valid YAML: {type(exc).__name__}: {exc}") from None
+        raise UsageError(_one_line(f"{source}: not valid YAML: {type(exc).__name__}: {exc}")) from None
     if not isinstance(data, dict):
         raise UsageError(f"{source}:1: a recipe is a mapping with name, title, purpose, steps "
                          f"(got {type(data).__name__})")
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(_describe_validation_error(exc, root, source, Recipe)) from None
+        raise UsageError(_one_line(_describe_validation_error(exc, root, source, Recipe))) from None
     except RecursionError:  # self-referencing YAML anchors
         raise UsageError(f"{source}: recipe nests too deeply (self-referencing anchors?)") from None
     _check_against_lock(recipe, root, source, lock)
     return recipe
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _node_line(root: Any, loc: tuple[Any, ...]) -> int:
@@ -359,7 +368,7 @@ def _describe_validation_error(exc: ValidationError, root: Any, source: str, mod
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in ("list", "literal"))))
     field = ".".join(str(p) for p in loc) or "(top level)"
     line = _node_line(root, loc)
-    msg = err["msg"]
+    msg = err["msg"].removeprefix("Value error, ")
     allowed = ""
     if err["type"] == "extra_forbidden":
         owner = _model_at(model, loc)
@@ -393,9 +402,15 @@ def _check_against_lock(recipe: Recipe, root: Any, source: str, lock: "ReleaseLo
         if sel.suite == "demo" and isinstance(sel.benchmarks, list) and sel.benchmarks:
             keys = [t.key for t in recipe.demo_tasks]
             _subset(sel.benchmarks, keys, source, _node_line(root, ("selection", "benchmarks")), "selection.benchmarks")
-        if sel.suite is None and isinstance(sel.models, list) and not sel.models:
+        if sel.suite is None and isinstance(sel.models, list) and not sel.models and not recipe.settings:
             return
     lock = lock or _lock()
+    if recipe.settings:
+        allowed = list(lock.trace_validation.generation.model_fields)
+        for key in recipe.settings:
+            if key not in allowed:
+                raise UsageError(f"{source}:{_node_line(root, ('settings', key))}: settings.{key}: unknown setting; "
+                                 f"allowed values: {', '.join(allowed)}")
     if isinstance(sel.models, list) and sel.models:
         _subset(sel.models, [m.id for m in lock.models], source,
                 _node_line(root, ("selection", "models")), "selection.models")
