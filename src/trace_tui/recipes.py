@@ -406,7 +406,7 @@ def _check_against_lock(recipe: Recipe, root: Any, source: str, lock: "ReleaseLo
             return
     lock = lock or _lock()
     if recipe.settings:
-        allowed = list(lock.trace_validation.generation.model_fields)
+        allowed = list(type(lock.trace_validation.generation).model_fields)
         for key in recipe.settings:
             if key not in allowed:
                 raise UsageError(f"{source}:{_node_line(root, ('settings', key))}: settings.{key}: unknown setting; "
