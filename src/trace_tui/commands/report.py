@@ -35,10 +35,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _load(root: Path, rel: str, schema: type, check: str) -> Any:
     """A release document, or CheckFailed naming the file and what is wrong with it."""
-    from pydantic import ValidationError
-
     from trace_tui.errors import CheckFailed
-    from trace_tui.verify.documents import schema_error_line
+    from trace_tui.verify.documents import SchemaError
 
     path = root / rel
     if not path.is_file():
@@ -53,8 +51,8 @@ def _load(root: Path, rel: str, schema: type, check: str) -> Any:
         raise CheckFailed(f"{rel}: {check}: schema: expected an object at the top level")
     try:
         return schema.model_validate(data)
-    except ValidationError as exc:
-        raise CheckFailed(f"{rel}: {check}: schema: {schema_error_line(exc)}") from None
+    except SchemaError as exc:
+        raise CheckFailed(f"{rel}: {check}: schema: {exc.line()}") from None
 
 
 def release_tables(root: Path, *, warn=None, lock=None):

@@ -7,16 +7,177 @@ may carry more than we read.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import re
+import types
+import typing
+from functools import lru_cache
+from typing import Annotated, Any, Callable, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+# Hand-rolled rather than pydantic: these ~45 small schemas sit on the timed
+# `trace-tui verify` path, and building them as pydantic models costs more than
+# the whole verification. Semantics follow pydantic's strict mode: no coercion
+# (a number stored as a string is an error), ints accepted for floats, bools
+# never accepted as numbers, unknown fields ignored.
 
-Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+Sha256 = Annotated[str, "sha256"]
+_SHA = re.compile(r"[0-9a-f]{64}")
 
 
-class Doc(BaseModel):
-    # strict: a number stored as a string is a schema violation, not something to coerce.
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+class SchemaError(ValueError):
+    """A document that parses but does not have the fields and types read from it."""
+
+    def __init__(self, msg: str, loc: list[Any] | None = None) -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.loc = loc or []
+
+    def line(self) -> str:
+        where = ".".join(str(p) for p in self.loc) or "(top level)"
+        return f"{where}: {self.msg}"
+
+    def __str__(self) -> str:
+        return self.line()
+
+
+def _name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+@lru_cache(maxsize=None)
+def _compile(tp: Any) -> Callable[[Any], Any]:
+    """A validator for one annotation: returns the (converted) value or raises SchemaError."""
+    if tp is Any:
+        return lambda v: v
+    origin = get_origin(tp)
+    if origin is Annotated:
+        base, *meta = get_args(tp)
+        inner = _compile(base)
+        if "sha256" in meta:
+            def sha(v: Any) -> Any:
+                v = inner(v)
+                if not _SHA.fullmatch(v):
+                    raise SchemaError(f"expected a sha256 (64 lower-case hex digits), got {v[:20]!r}")
+                return v
+            return sha
+        return inner
+    if tp is str:
+        def string(v: Any) -> Any:
+            if type(v) is not str:
+                raise SchemaError(f"expected a string, got {_name(v)}")
+            return v
+        return string
+    if tp is int:
+        def integer(v: Any) -> Any:
+            if type(v) is not int:
+                raise SchemaError(f"expected an integer, got {_name(v)}")
+            return v
+        return integer
+    if tp is float:
+        def number(v: Any) -> Any:
+            if type(v) is float:
+                return v
+            if type(v) is int:
+                return float(v)
+            raise SchemaError(f"expected a number, got {_name(v)}")
+        return number
+    if tp is bool:
+        def boolean(v: Any) -> Any:
+            if type(v) is not bool:
+                raise SchemaError(f"expected true or false, got {_name(v)}")
+            return v
+        return boolean
+    if origin is list:
+        (item_tp,) = get_args(tp)
+        item = _compile(item_tp)
+
+        def seq(v: Any) -> Any:
+            if type(v) is not list:
+                raise SchemaError(f"expected a list, got {_name(v)}")
+            out = []
+            for i, x in enumerate(v):
+                try:
+                    out.append(item(x))
+                except SchemaError as exc:
+                    exc.loc.insert(0, i)
+                    raise
+            return out
+        return seq
+    if origin is dict:
+        _k, val_tp = get_args(tp)
+        val = _compile(val_tp)
+
+        def mapping(v: Any) -> Any:
+            if type(v) is not dict:
+                raise SchemaError(f"expected an object, got {_name(v)}")
+            out = {}
+            for k, x in v.items():
+                try:
+                    out[k] = val(x)
+                except SchemaError as exc:
+                    exc.loc.insert(0, k)
+                    raise
+            return out
+        return mapping
+    if origin in (Union, types.UnionType):
+        options = [_compile(a) for a in get_args(tp)]
+
+        def union(v: Any) -> Any:
+            errors = []
+            for opt in options:
+                try:
+                    return opt(v)
+                except SchemaError as exc:
+                    errors.append(exc.msg)
+            raise SchemaError(" or ".join(errors))
+        return union
+    if tp is type(None):
+        def none(v: Any) -> Any:
+            if v is not None:
+                raise SchemaError(f"expected null, got {_name(v)}")
+            return v
+        return none
+    if isinstance(tp, type) and issubclass(tp, Doc):
+        return tp._validate
+    raise TypeError(f"unsupported annotation {tp!r}")  # a programming error, caught by tests
+
+
+class Doc:
+    """A document (or part of one): the annotated fields are required and typed; the rest is ignored."""
+
+    _fields: dict[str, Callable[[Any], Any]] | None = None
+
+    @classmethod
+    def _field_validators(cls) -> dict[str, Callable[[Any], Any]]:
+        if cls.__dict__.get("_fields") is None:
+            hints = typing.get_type_hints(cls, include_extras=True)
+            cls._fields = {k: _compile(t) for k, t in hints.items() if not k.startswith("_")}
+        return cls._fields  # type: ignore[return-value]
+
+    @classmethod
+    def _validate(cls, value: Any) -> Any:
+        if type(value) is not dict:
+            raise SchemaError(f"expected an object, got {_name(value)}")
+        obj = cls.__new__(cls)
+        for name, check in cls._field_validators().items():
+            if name not in value:
+                raise SchemaError("field required", [name])
+            try:
+                obj.__dict__[name] = check(value[name])
+            except SchemaError as exc:
+                exc.loc.insert(0, name)
+                raise
+        return obj
+
+    @classmethod
+    def model_validate(cls, value: Any) -> Any:
+        """Validate parsed JSON/YAML; raises SchemaError naming the field path."""
+        return cls._validate(value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.__dict__.items())})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.__dict__ == self.__dict__
 
 
 # --- rlvr/release_files.v1.json -------------------------------------------------------------
@@ -343,20 +504,17 @@ class ValidationReceiptDoc(Doc):
 class AnyObject(Doc):
     """A document we only require to be a JSON object (its hash is checked elsewhere)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    @classmethod
+    def _validate(cls, value: Any) -> Any:
+        if type(value) is not dict:
+            raise SchemaError(f"expected an object, got {_name(value)}")
+        obj = cls.__new__(cls)
+        obj.__dict__["data"] = value
+        return obj
 
 
 def schema_error_line(exc: Exception) -> str:
-    """The first validation error as 'field.path: message' (one line, no pydantic banner)."""
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        try:
-            first = errors()[0]
-            loc = ".".join(str(p) for p in first.get("loc", ())) or "(top level)"
-            more = len(errors()) - 1
-            tail = f" (and {more} more)" if more > 0 else ""
-            return f"{loc}: {first.get('msg', 'invalid')}{tail}"
-        except Exception:  # noqa: BLE001 - fall through to str()
-            pass
-    return str(exc).splitlines()[0]
-
+    """'field.path: message', one line."""
+    if isinstance(exc, SchemaError):
+        return exc.line()
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from trace_tui.verify import documents as d
 
@@ -214,8 +214,8 @@ class _Release:
             else:
                 try:
                     self._docs[key] = (schema.model_validate(value), None)
-                except ValidationError as exc:
-                    self._docs[key] = (None, f"schema: {d.schema_error_line(exc)}")
+                except d.SchemaError as exc:
+                    self._docs[key] = (None, f"schema: {exc.line()}")
         return self._docs[key]
 
 
