@@ -469,10 +469,12 @@ def _image_status(client: Any, derr: Any, name: str, entry: dict[str, Any] | Non
 
     try:
         by_id = lookup(locked)
-        if by_id is not None and by_id == locked:
-            return ImageStatus(name=name, status="present", tag=tag, locked_id=locked, found_id=by_id,
-                               message=f"{tag or name} {locked[:19]} as locked")
         by_tag = lookup(tag)
+        if by_id is not None and by_id == locked:
+            # The locked image is what runs (by id); a moved tag is worth a note, not a failure.
+            moved = f" (the tag now points to {by_tag[:19]})" if by_tag and by_tag != locked else ""
+            return ImageStatus(name=name, status="present", tag=tag, locked_id=locked, found_id=by_id,
+                               message=f"{tag or name} {locked[:19]} as locked{moved}")
     except (derr.DockerException, OSError) as exc:
         return ImageStatus(name=name, status="not_built", tag=tag, locked_id=locked,
                            message=f"could not inspect {tag or locked}: {_first_line(exc)}")
