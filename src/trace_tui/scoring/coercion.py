@@ -70,11 +70,28 @@ _JSON_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_no_duplicates, parse_c
 NOTHING: Any = object()
 
 
+# A literal may start with a name only for these; any other leading name makes
+# the text an expression literal_eval refuses, so parsing it can be skipped.
+_LITERAL_NAMES = re.compile(r"(?:True|False|None|set)(?![A-Za-z0-9_])|[rRbBuUfF]{1,2}['\"]")
+
+
+def cannot_be_literal(text: str) -> bool:
+    """True when `text` (as literal_eval sees it) starts with a name no literal starts with."""
+    s = text.lstrip(" \t")
+    c = s[:1]
+    return (c.isalpha() or c == "_") and _LITERAL_NAMES.match(s) is None
+
+
 def _literal(text: str) -> Any:
+    if cannot_be_literal(text):
+        return NOTHING
     try:
-        with warnings.catch_warnings():
-            # Invalid escapes in string literals warn at parse time; the text is data, not code.
-            warnings.simplefilter("ignore")
+        if "\\" in text:
+            with warnings.catch_warnings():
+                # Invalid escapes in string literals warn at parse time; the text is data, not code.
+                warnings.simplefilter("ignore")
+                tree = ast.parse(text, mode="eval")
+        else:
             tree = ast.parse(text, mode="eval")
     except Exception:  # noqa: BLE001 - SyntaxError, ValueError (NUL), RecursionError, MemoryError
         return NOTHING
@@ -188,10 +205,13 @@ def _reject(reason: str) -> Coerced:
 _ZERO = Decimal(0)
 
 
+_CONTEXT_28 = Context(prec=28, Emax=MAX_EMAX, Emin=MIN_EMIN)
+
+
 def _exact_normalize(d: Decimal) -> Decimal:
     # Default-context normalize() rounds to 28 digits; equality must stay exact.
     digits = len(d.as_tuple().digits)
-    ctx = Context(prec=max(28, digits), Emax=MAX_EMAX, Emin=MIN_EMIN)
+    ctx = _CONTEXT_28 if digits <= 28 else Context(prec=digits, Emax=MAX_EMAX, Emin=MIN_EMIN)
     return d.normalize(ctx)
 
 

@@ -139,9 +139,13 @@ _SECTION = re.compile(
 _SEPARATOR = r"[ \t]*(?:is|=|:|：)[ \t]*([^\n]*)"
 _FINAL_ANSWER = re.compile(r"^[ \t]*(?:the[ \t]+)?final[ \t]+answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE)
 _ANSWER_LINE = re.compile(r"^[ \t]*answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE)
+# The same patterns without `^`, tried only at the starts of lines holding a keyword (speed).
+_SECTION_AT = re.compile(_SECTION.pattern[1:], re.IGNORECASE)
+_FINAL_ANSWER_AT = re.compile(_FINAL_ANSWER.pattern[1:], re.IGNORECASE)
+_ANSWER_LINE_AT = re.compile(_ANSWER_LINE.pattern[1:], re.IGNORECASE)
 _BOXED = re.compile(r"\\boxed\s*\{", re.IGNORECASE)
 # Line boundaries as str.splitlines() knows them (all are whitespace to str.strip()).
-_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _OBJECT_TOKENS = re.compile(r"""[{}"'\\]""")
 _OPENERS = ("{", "[", '"', "'")
 
@@ -220,9 +224,30 @@ class _Collector:
             self.add(route, priority, value, span, parser)
 
 
+def _line_matches(text: str, lowered: str | None, keyword: str, anchored: re.Pattern[str], multiline: re.Pattern[str]):
+    """Matches of a line-anchored pattern, in order: the same as multiline.finditer(text)."""
+    if lowered is None:
+        yield from multiline.finditer(text)
+        return
+    last = -1
+    i = lowered.find(keyword)
+    while i >= 0:
+        start = text.rfind("\n", 0, i) + 1
+        if start != last:
+            last = start
+            m = anchored.match(text, start)
+            if m is not None:
+                yield m
+        i = lowered.find(keyword, i + 1)
+
+
 def _collect(text: str, answer_type: str, end: int) -> list[Candidate]:
     col = _Collector(answer_type, end)
-    lowered = text.casefold()  # re.IGNORECASE also folds ſ to s: casefold keeps the pre-checks exact
+    lowered: str | None = text.lower()
+    # Keyword positions stand for text positions only when lower() keeps every
+    # character's length; re.IGNORECASE also folds the long s (ſ) to s.
+    if len(lowered) != len(text) or "ſ" in text:
+        lowered = None
 
     def prio(span_end: int) -> str:
         return TERMINAL_STRUCTURED if span_end == end else STRUCTURED
@@ -237,12 +262,11 @@ def _collect(text: str, answer_type: str, end: int) -> list[Candidate]:
             at_end = m.end() == end
             col.structured(ROUTE_CODE_FENCE, prio(m.end()), m.group(1), m.span(), scalars=at_end, fallback=at_end)
     # 3. structured sections: the body runs to the end, so a parsed one is always terminal
-    if "json" in lowered:
-        for m in _SECTION.finditer(text):
-            col.structured(
-                ROUTE_STRUCTURED_SECTION, TERMINAL_STRUCTURED, text[m.end() : end], (m.start(), end),
-                scalars=True, fallback=False,
-            )
+    for m in _line_matches(text, lowered, "json", _SECTION_AT, _SECTION):
+        col.structured(
+            ROUTE_STRUCTURED_SECTION, TERMINAL_STRUCTURED, text[m.end() : end], (m.start(), end),
+            scalars=True, fallback=False,
+        )
     # 4. balanced objects
     if "{" in text:
         for start, stop in balanced_objects(text):
@@ -250,12 +274,14 @@ def _collect(text: str, answer_type: str, end: int) -> list[Candidate]:
                 ROUTE_BALANCED_OBJECT, prio(stop), text[start:stop], (start, stop), scalars=False, fallback=False
             )
     # 5./6. final answer and answer lines
-    if "answer" in lowered:
-        for route, pattern in ((ROUTE_FINAL_ANSWER, _FINAL_ANSWER), (ROUTE_ANSWER_LINE, _ANSWER_LINE)):
-            for m in pattern.finditer(text):
-                raw = m.group(1).rstrip()
-                if raw:
-                    col.add(route, EXPLICIT, raw, (m.start(), m.start(1) + len(raw)), PARSER_TEXT)
+    for route, anchored, multiline in (
+        (ROUTE_FINAL_ANSWER, _FINAL_ANSWER_AT, _FINAL_ANSWER),
+        (ROUTE_ANSWER_LINE, _ANSWER_LINE_AT, _ANSWER_LINE),
+    ):
+        for m in _line_matches(text, lowered, "answer", anchored, multiline):
+            raw = m.group(1).rstrip()
+            if raw:
+                col.add(route, EXPLICIT, raw, (m.start(), m.start(1) + len(raw)), PARSER_TEXT)
     # 7. boxed, nested boxes included
     if "\\" in text:
         for m in _BOXED.finditer(text):
@@ -265,10 +291,7 @@ def _collect(text: str, answer_type: str, end: int) -> list[Candidate]:
     # 8. terminal option letter
     if answer_type == "option_letter":
         head = text[:end]
-        last = None
-        for last in _LINE_BREAK.finditer(head):
-            pass
-        line_start = 0 if last is None else last.end()
+        line_start = max(head.rfind(ch) for ch in _LINE_BREAKS) + 1
         line = head[line_start:]
         stripped = line.strip()
         if is_option(stripped):

@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from .coercion import cannot_be_literal
 from .match import answers_match
 
 _NOTHING: Any = object()
@@ -33,7 +34,11 @@ def plain_parse(text: str) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):
         pass
+    if cannot_be_literal(text):  # prose: skip a parse that can only fail
+        return _NOTHING
     try:
+        if "\\" not in text:
+            return ast.literal_eval(text)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return ast.literal_eval(text)
