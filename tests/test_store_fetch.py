@@ -387,3 +387,59 @@ def test_fetch_missing_skips_what_is_there_and_orders_release_first(hub, tmp_pat
     fetched, present = fetch_missing(store, LOCK, [name])
     assert fetched == [] and present == [name] and hub.requests == []
     assert fetch_order(["benchmark:mmstar", name, release_entry(LOCK)])[0] == release_entry(LOCK)
+
+
+# -- the air-gapped path: folders huggingface_hub itself wrote -----------------------------------
+
+def _download_all(hub: FakeHub, repo_id: str, **kw) -> None:
+    from huggingface_hub import hf_hub_download
+
+    for f in FILES:
+        hf_hub_download(repo_id, f, revision=COMMIT, endpoint=hub.base, **kw)
+
+
+def test_import_of_a_hub_cache_verifies_against_the_blob_names(hub, tmp_path):
+    """The cache layout is written by the real hf_hub_download; import then runs with no server."""
+    from trace_tui.store.importer import import_dir
+
+    base = LOCK.training_base_models["3B"]  # a pinned name, recognised without --entry
+    hub.add_repo("model", base.repo_id, base.revision, dict(FILES), {"model.safetensors"})
+    from huggingface_hub import hf_hub_download
+
+    cache = tmp_path / "hub"
+    for f in FILES:
+        hf_hub_download(base.repo_id, f, revision=base.revision, endpoint=hub.base, cache_dir=cache)
+    store = Store(tmp_path / "store")
+    result = import_dir(store, LOCK, cache)
+    name = model_entry(base.repo_id, base.revision)
+    assert [r.name for r in result.imported] == [name] and result.refused == []
+    rec = store.record(name)
+    assert {e.algorithm for f in rec.files for e in f.expected} == {"sha256", "git-sha1"}
+    assert (store.path_of(name) / "model.safetensors").read_bytes() == WEIGHTS
+
+    # a blob changed after download: refused, naming the snapshot file
+    blob = next(p for p in (cache / f"models--{base.repo_id.replace('/', '--')}" / "blobs").iterdir()
+                if p.stat().st_size == len(WEIGHTS))
+    blob.write_bytes(WEIGHTS[:-1] + b"\0")
+    store.remove(name)
+    result = import_dir(store, LOCK, cache)
+    assert result.imported == [] and "snapshots" in result.refused[0][1]
+    assert "model.safetensors: sha256" in result.refused[0][1]
+
+
+def test_import_of_a_local_dir_download_needs_the_entry_and_checks_the_commit(hub, tmp_path):
+    from trace_tui.store.importer import import_dir
+
+    hub.add_repo("model", REPO, COMMIT, dict(FILES), {"model.safetensors"})
+    folder = tmp_path / "tiny"
+    _download_all(hub, REPO, local_dir=folder)
+    store = Store(tmp_path / "store")
+    name = model_entry(REPO, COMMIT)
+    result = import_dir(store, LOCK, folder, only=[name])
+    assert [r.name for r in result.imported] == [name], result.refused
+    result = import_dir(store, LOCK, folder, only=[model_entry(REPO, OTHER)])
+    assert f"the pin is {OTHER}" in result.refused[0][1]
+    (folder / "config.json").write_bytes(b"{}")
+    store.remove(name)
+    result = import_dir(store, LOCK, folder, only=[name])
+    assert str(folder / "config.json") in result.refused[0][1] and "git-sha1" in result.refused[0][1]
