@@ -18,7 +18,7 @@ from typing import Any, Callable
 @dataclass(frozen=True)
 class GpuSample:
     index: int
-    utilization: int  # percent
+    utilization: int | None  # percent; None where NVML does not report it
     memory_used_gib: float
     memory_total_gib: float
 
@@ -50,28 +50,38 @@ class Backends:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _nvml_module() -> Any:
+    fake = os.environ.get("TRACE_TUI_FAKE_NVML")  # tests: a fake machine from tests/fake_nvml.py
+    if fake:
+        import importlib
+
+        return importlib.import_module("fake_nvml").machine(fake)
+    import pynvml
+
+    return pynvml
+
+
 def nvml_sampler(nvml: Any = None) -> Callable[[], list[GpuSample]]:
-    """GPU utilisation and memory per GPU; an empty list when NVML has no driver."""
-    state: dict[str, Any] = {"init": False, "broken": False}
+    """GPU utilisation and memory per GPU; an empty list when NVML has no driver (said once, then quiet)."""
+    state: dict[str, Any] = {"nvml": nvml, "init": False, "broken": False}
 
     def sample() -> list[GpuSample]:
-        nonlocal nvml
         if state["broken"]:
             return []
         try:
-            if nvml is None:
-                import pynvml as nvml_mod
-
-                nvml = nvml_mod
+            mod = state["nvml"] = state["nvml"] or _nvml_module()
             if not state["init"]:
-                nvml.nvmlInit()
+                mod.nvmlInit()
                 state["init"] = True
             out = []
-            for i in range(nvml.nvmlDeviceGetCount()):
-                h = nvml.nvmlDeviceGetHandleByIndex(i)
-                util = nvml.nvmlDeviceGetUtilizationRates(h)
-                mem = nvml.nvmlDeviceGetMemoryInfo(h)
-                out.append(GpuSample(i, int(util.gpu), mem.used / 2**30, mem.total / 2**30))
+            for i in range(mod.nvmlDeviceGetCount()):
+                h = mod.nvmlDeviceGetHandleByIndex(i)
+                mem = mod.nvmlDeviceGetMemoryInfo(h)
+                try:
+                    util: int | None = int(mod.nvmlDeviceGetUtilizationRates(h).gpu)
+                except Exception:  # noqa: BLE001 - NotSupported (e.g. MIG) or a driver without it
+                    util = None
+                out.append(GpuSample(i, util, mem.used / 2**30, mem.total / 2**30))
             return out
         except Exception:  # noqa: BLE001 - no driver / no GPU: the panel says so, never a traceback
             state["broken"] = True
@@ -80,19 +90,119 @@ def nvml_sampler(nvml: Any = None) -> Callable[[], list[GpuSample]]:
     return sample
 
 
+@dataclass
+class OpenedCampaign:
+    """An existing campaign read without writing: its recipe, step and slice states, and whether it runs now."""
+
+    path: Path
+    resolved: Any
+    step_states: dict[str, str]
+    events: list[Any]
+    live: bool
+    last_state: str = ""
+
+
+def campaign_is_live(path: Path) -> bool:
+    """Whether a runner holds the campaign's lock now (the engine holds an exclusive flock for a whole run)."""
+    import fcntl
+
+    lock = Path(path) / ".lock"
+    if not lock.exists():
+        return False
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases the shared lock we may have taken
+    return False
+
+
+def read_campaign(path: Path) -> OpenedCampaign:
+    """The campaign's state from its SQLite database and recipe.json, read-only."""
+    import json
+
+    from trace_tui.engine import campaign as cmod
+    from trace_tui.engine.events import SliceState
+    from trace_tui.errors import UsageError
+    from trace_tui.recipes import ResolvedRecipe
+
+    path = Path(path).expanduser().resolve()
+    recipe_json = path / "recipe.json"
+    if not recipe_json.is_file():
+        raise UsageError(f"{path} is not a campaign (no recipe.json)",
+                         hint="give a directory that `trace-tui --recipe NAME` created")
+    resolved = ResolvedRecipe.model_validate(json.loads(recipe_json.read_text(encoding="utf-8")))
+    conn = cmod.connect_readonly(path)
+    try:
+        steps = cmod.read_steps(conn)
+        jobs = cmod.read_jobs(conn)
+        meta = cmod.read_meta(conn)
+    finally:
+        conn.close()
+    events = [SliceState(step=j.step, model=j.model, seed=j.seed, benchmark=j.benchmark,
+                         state=j.state if j.state in ("pending", "skipped", "running", "resumed", "completed",
+                                                      "failed", "cancelled", "invalidated") else "pending",
+                         done=j.done, total=j.total, score=j.score)
+              for j in jobs if j.model is not None]
+    return OpenedCampaign(path=path, resolved=resolved, step_states={s["step"]: s["state"] for s in steps},
+                          events=events, live=campaign_is_live(path), last_state=meta.get("last_run_state", ""))
+
+
+class OwnedRunner:
+    """A Runner with the campaign it opened: closing the campaign (and its lock) when the run returns."""
+
+    def __init__(self, runner: Any, campaign: Any) -> None:
+        self.runner = runner
+        self.campaign = campaign
+
+    def run(self, on_event: Callable[[Any], None]) -> Any:
+        try:
+            return self.runner.run(on_event)
+        finally:
+            self.campaign.close()
+
+    def cancel(self) -> None:
+        self.runner.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return bool(getattr(self.runner, "cancelled", False))
+
+
+def without_steps(resolved: Any, skip: frozenset[str]) -> Any:
+    """The resolved recipe less the steps the user chose to skip (the runner runs every step it is given)."""
+    if not skip:
+        return resolved
+    recipe = resolved.recipe
+    kept = [s for s in recipe.steps if s.id not in skip]
+    return resolved.model_copy(update={"recipe": recipe.model_copy(update={"steps": kept})})
+
+
 def default_backends(args: argparse.Namespace | None = None) -> Backends:
     """The real backends: NVML, Docker, the recipes, the engine, verify."""
     from trace_tui import paths
 
     home = paths.home(getattr(args, "home", None))
     release = os.environ.get("TRACE_RELEASE_DIR") or getattr(args, "release_dir", None)
-    runtime_name = getattr(args, "runtime", None) or "docker"
+    runtime_choice = getattr(args, "runtime", None)
+    offline = bool(getattr(args, "offline", False))
+    runtime_kind: dict[str, str] = {}
+
+    def runtime_name() -> str:
+        if runtime_choice:
+            return runtime_choice
+        if "kind" not in runtime_kind:
+            from trace_tui.runtime.docker import docker_available
+
+            runtime_kind["kind"] = "docker" if docker_available() else "local"
+        return runtime_kind["kind"]
 
     def hardware_probe() -> Any:
         from trace_tui import hardware
 
-        return hardware.hardware_report(home=home) if _accepts(hardware.hardware_report, "home") \
-            else hardware.hardware_report()
+        return hardware.hardware_report(home)
 
     def known() -> list[str]:
         from trace_tui import recipes
@@ -114,12 +224,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
     def check(resolved: Any, report: Any) -> list[Any]:
         from trace_tui import hardware
 
-        return hardware.check_recipe(resolved, report)
-
-    def preview(resolved: Any) -> Any:
-        from trace_tui import preview as preview_mod
-
-        return preview_mod.build_preview(resolved)
+        return hardware.check_recipe(resolved, report, runtime=runtime_name())
 
     def campaign_dir_for(resolved: Any) -> Path:
         if getattr(args, "campaign", None):
@@ -127,38 +232,49 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         return paths.campaigns_dir(home) / resolved.run_tag
 
     def runner_factory(resolved: Any, campaign_dir: Path, skip: frozenset[str] = frozenset()) -> Any:
-        from trace_tui import engine, runtime
+        from trace_tui.engine.campaign import Campaign
+        from trace_tui.engine.runner import Runner
+        from trace_tui.runtime import make_runtime
 
-        campaign = engine.Campaign.open(campaign_dir, resolved) if hasattr(engine.Campaign, "open") \
-            else engine.Campaign(campaign_dir, resolved)
-        rt = runtime.LocalRuntime() if runtime_name == "local" else runtime.DockerRuntime()
-        kwargs: dict[str, Any] = {}
-        if skip and _accepts(engine.Runner, "skip"):
-            kwargs["skip"] = set(skip)
-        return engine.Runner(resolved, campaign, rt, **kwargs)
-
-    def open_campaign(campaign_dir: Path) -> Any:
-        from trace_tui import engine
-
-        return engine.Campaign.load(campaign_dir) if hasattr(engine.Campaign, "load") else None
+        campaign = Campaign(campaign_dir)
+        try:
+            runner = Runner(without_steps(resolved, skip), campaign, make_runtime(runtime_name()),
+                            store=paths.store_dir(home), offline=offline)
+        except BaseException:
+            campaign.close()
+            raise
+        return OwnedRunner(runner, campaign)
 
     def verify_release(path: Path) -> Any:
-        from trace_tui import verify
+        from trace_tui.verify.release import verify_release as verify
 
-        return verify.verify_release(path)
+        return verify(path)
 
     def verify_campaign(path: Path) -> Any:
-        from trace_tui import verify
+        from trace_tui.verify import campaign
 
-        return verify.verify_campaign(path)
+        return campaign.verify_campaign(path)
 
     return Backends(
         hardware_probe=hardware_probe, gpu_sampler=nvml_sampler(), known_recipes=known,
-        load_recipe=load, resolve_recipe=resolve, check_recipe=check, preview=preview,
-        runner_factory=runner_factory, campaign_dir_for=campaign_dir_for, open_campaign=open_campaign,
+        load_recipe=load, resolve_recipe=resolve, check_recipe=check, preview=default_preview,
+        runner_factory=runner_factory, campaign_dir_for=campaign_dir_for, open_campaign=read_campaign,
         verify_release=verify_release, verify_campaign=verify_campaign,
         release_dir=Path(release).expanduser().resolve() if release else None, home=home,
     )
+
+
+def default_preview(resolved: Any) -> Any:
+    """The configuration-only preview (trace_tui.preview), or the resolved configuration itself."""
+    try:
+        from trace_tui import preview
+    except ImportError:
+        return resolved.to_data()
+    for name in ("build_preview", "preview", "preview_recipe", "make_preview"):
+        fn = getattr(preview, name, None)
+        if callable(fn):
+            return fn(resolved)
+    return resolved.to_data()
 
 
 def _accepts(fn: Any, name: str) -> bool:

@@ -226,17 +226,26 @@ class ProgressModel:
 class EventPump:
     """Thread-safe hand-off from the runner's thread to the UI thread.
 
-    ``push`` is called for every event on the worker thread and is O(1); it
-    calls ``signal`` only when the buffer goes from empty to non-empty, so a
-    flood of events produces one message per UI drain, not one per event.
+    ``push`` is called for every event on the worker thread and is O(1). It
+    rings the doorbell (``signal``, which posts a message) only when the
+    buffer was drained since the last ring and at least ``min_interval``
+    seconds have passed, so a flood of events produces a few messages per
+    second, not one per event, and the UI's queue stays free for keys. The
+    run screen's redraw timer drains too, so no event waits longer than one
+    redraw interval.
     """
 
-    def __init__(self, signal: Callable[[], None]) -> None:
+    def __init__(self, signal: Callable[[], None], min_interval: float = 0.05,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._signal = signal
+        self._min_interval = min_interval
+        self._clock = clock
         self._lock = threading.Lock()
         self._buffer: list[Any] = []
         self._signalled = False
+        self._last_signal = float("-inf")
         self.pushed = 0
+        self.signals = 0
 
     def push(self, event: Any) -> None:
         with self._lock:
@@ -244,7 +253,12 @@ class EventPump:
             self.pushed += 1
             if self._signalled:
                 return
+            now = self._clock()
+            if now - self._last_signal < self._min_interval:
+                return  # the redraw timer (or the next ring) drains it
             self._signalled = True
+            self._last_signal = now
+            self.signals += 1
         self._signal()
 
     def drain(self) -> list[Any]:

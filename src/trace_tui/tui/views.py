@@ -9,6 +9,7 @@ from injected (fake NVML) hardware exactly like the hardware tests do.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable
 
 
@@ -77,48 +78,36 @@ class HardwareView:
         return bool(self.gpus)
 
 
+def _ecc(value: int | None) -> str:
+    if value is None:
+        return "n/a"
+    return "ok" if value == 0 else f"{value} errors"
+
+
+IMAGE_STATUS = {"present": "present (id matches the lock)", "different": "id differs from the lock",
+                "not_built": "not built"}
+
+
 def hardware_view(report: Any, recipes: Iterable[RecipeRow] = ()) -> HardwareView:
-    """The hardware report (trace_tui.hardware.HardwareReport) as a view."""
-    gpus_obj = _get(report, "gpus", default=None)
-    gpu_list = _get(gpus_obj, "devices", "gpus", default=gpus_obj) if gpus_obj is not None else []
-    if not isinstance(gpu_list, (list, tuple)):
-        gpu_list = []
-    gpus = []
-    for i, g in enumerate(gpu_list):
-        mem = _get(g, "memory_gib", "memory_total_gib")
-        if mem is None and _get(g, "memory_total_bytes", "memory_bytes", "memory_total") is not None:
-            mem = _get(g, "memory_total_bytes", "memory_bytes", "memory_total") / 2**30
-        gpus.append(GpuView(
-            index=int(_get(g, "index", default=i)),
-            name=_fmt(_get(g, "name")),
-            memory="—" if mem is None else f"{mem:.0f} GiB",
-            compute_capability=_fmt(_get(g, "compute_capability", "cc")),
-            mig=_fmt(_get(g, "mig", "mig_mode", "mig_enabled")),
-            ecc=_fmt(_get(g, "ecc", "ecc_mode", "ecc_enabled")),
-        ))
-    message = _get(gpus_obj, "error", "message", "status", default="") or _get(report, "gpu_error", "gpu_message", default="")
-    if not gpus and not message:
-        message = "no GPU found"
-    docker = _get(report, "docker")
-    images = _get(report, "images", default=None) or _get(docker, "images", default=[]) or []
-    image_rows = []
-    if isinstance(images, dict):
-        images = [{"stage": k, **(v if isinstance(v, dict) else {"status": v})} for k, v in images.items()]
-    for img in images:
-        image_rows.append((_fmt(_get(img, "stage", "name")), _fmt(_get(img, "status", "state", "message"))))
-    store = _get(report, "store")
-    disk = _get(report, "disk", "free_disk", "free_disk_gib")
-    free = _get(disk, "free_gib", default=disk if isinstance(disk, (int, float)) else None)
+    """trace_tui.hardware.HardwareReport as a view."""
+    gpu = report.gpu
+    gpus = tuple(GpuView(index=g.index, name=g.name, memory=f"{g.memory_total_gib:.0f} GiB",
+                         compute_capability=g.compute_capability or "—", mig=g.mig_mode,
+                         ecc=_ecc(g.ecc_volatile_uncorrected)) for g in gpu.gpus)
+    docker = report.docker
+    images = tuple((i.name, IMAGE_STATUS.get(i.status, i.status)) for i in docker.images)
+    disk = report.disk
+    store = Path(report.home) / "store"
     return HardwareView(
-        gpus=tuple(gpus),
-        gpu_message=str(message or "") if not gpus else "",
-        driver=_fmt(_get(gpus_obj, "driver_version", "driver") or _get(report, "driver_version")),
-        cuda=_fmt(_get(gpus_obj, "cuda_version", "cuda") or _get(report, "cuda_version")),
-        docker=_fmt(_get(docker, "summary", "status", "version", "message", default=docker if isinstance(docker, str) else None)),
-        gpu_runtime=_fmt(_get(docker, "gpu_runtime", "nvidia_runtime", "runtime")),
-        images=tuple(image_rows),
-        store=_fmt(_get(store, "summary", "path", "status", default=store if isinstance(store, str) else None)),
-        free_disk="—" if free is None else f"{float(free):,.0f} GiB free",
+        gpus=gpus,
+        gpu_message="" if gpu.status == "ok" and gpus else gpu.message,
+        driver=gpu.driver_version or "—",
+        cuda=gpu.cuda_driver_version or "—",
+        docker=docker.message,
+        gpu_runtime=docker.gpu_runtime or "none",
+        images=images,
+        store=f"{store}" + ("" if store.is_dir() else " (empty: nothing fetched yet)"),
+        free_disk=f"{disk.free_gib:,.0f} GiB free of {disk.total_bytes / 2**30:,.0f} GiB",
         recipes=tuple(recipes),
     )
 
@@ -228,11 +217,11 @@ def _check_rows(items: Iterable[Any]) -> list[CheckRow]:
     rows = []
     for c in items:
         rows.append(CheckRow(
-            item=_fmt(_get(c, "path", "name", "item", "id")),
+            item=_fmt(_get(c, "file", "path", "name", "item", "id")),
             status=str(_get(c, "status", "state", "verdict", default="?")),
             expected=_short(_get(c, "expected", "expected_sha256")),
             actual=_short(_get(c, "actual", "actual_sha256")),
-            detail=str(_get(c, "detail", "message", "reason", default="")),
+            detail=" — ".join(str(x) for x in (_get(c, "title"), _get(c, "detail", "message", "reason")) if x),
         ))
     return rows
 
@@ -266,10 +255,15 @@ def verify_view(result: Any, target: str) -> VerifyView:
     counts: dict[str, int] = {}
     for c in checks:
         counts[c.status] = counts.get(c.status, 0) + 1
+    # Failed first (what needs attention), then passed, then absent; stable within each.
+    order = {"failed": 0, "passed": 1, "absent": 2}
+    checks = sorted(checks, key=lambda c: order.get(c.status, 1))
     tables = tuple(_table_view(t) for t in (_get(result, "tables", default=[]) or []))
     comparisons = tuple(_table_view(t, "scores beside the published ones")
                         for t in (_get(result, "comparisons", "comparison", default=[]) or []))
     ok = _get(result, "ok", "passed", default=None)
+    if callable(ok):
+        ok = ok()
     if ok is None:
         ok = counts.get("failed", 0) == 0
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no checks"

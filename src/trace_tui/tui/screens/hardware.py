@@ -107,8 +107,8 @@ class HardwareScreen(Screen):
                 "\nThis machine can still run ", ("verify", "bold"), " (v), ", ("eval-preview", "bold"),
                 " (e) and ", ("demo", "bold"), " (d)."))
         lines = [f"Docker: {view.docker}   GPU runtime: {view.gpu_runtime}"]
-        if view.images:
-            lines.append("Images: " + "  ".join(f"{stage}: {status}" for stage, status in view.images))
+        for stage, status in view.images:
+            lines.append(f"  image {stage:<10} {status}")
         lines.append(f"Store: {view.store}   Disk: {view.free_disk}")
         self.query_one("#hw-system", Static).update("\n".join(lines))
         table = self.query_one("#hw-recipes", DataTable)

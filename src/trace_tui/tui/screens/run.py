@@ -123,6 +123,9 @@ class RunScreen(Screen):
         # Drained on the UI thread later; here we look only at what the runner said.
         if getattr(self.runner, "cancelled", False) is True:
             return "cancelled"
+        code = getattr(result, "exit_code", None)
+        if isinstance(code, int):
+            return {0: "completed", 130: "cancelled"}.get(code, "failed")
         if isinstance(result, int) and not isinstance(result, bool):
             return {0: "completed", 130: "cancelled"}.get(result, "failed")
         state = getattr(result, "state", None) or getattr(result, "outcome", None) or (result if isinstance(result, str) else None)
@@ -160,6 +163,7 @@ class RunScreen(Screen):
 
     # -- drawing -----------------------------------------------------------------
     def redraw(self) -> None:
+        self.model.apply_all(self.pump.drain())
         if not self.model.dirty:
             return
         self.redraw_count += 1

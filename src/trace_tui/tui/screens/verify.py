@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Select, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
 from trace_tui.tui.messages import VerifyReady
 from trace_tui.tui.views import VerifyView, verify_view
@@ -23,6 +23,7 @@ class VerifyScreen(Screen):
         Binding("escape", "app.pop_screen", "Back"),
         Binding("f5", "run_verify", "Re-verify"),
         Binding("w", "toggle_wide", "Full hashes"),
+        Binding("ctrl+t", "toggle_kind", "Release/campaign"),
     ]
 
     def __init__(self, kind: str = "release", path: Path | None = None) -> None:
@@ -35,8 +36,7 @@ class VerifyScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("trace-tui · Verify", id="verify-title", classes="title")
         with Horizontal(id="verify-target"):
-            yield Select([("release", "release"), ("campaign", "campaign")], value=self.kind,
-                         allow_blank=False, id="verify-kind")
+            yield Static(self._kind_label(), id="verify-kind")
             yield Input(str(self.path) if self.path else "", placeholder="directory (enter: verify)", id="verify-path")
         yield Static("", id="verify-summary")
         with TabbedContent(id="verify-tabs"):
@@ -59,9 +59,12 @@ class VerifyScreen(Screen):
             self.path = Path(event.value.strip()).expanduser()
             self.action_run_verify()
 
-    def on_select_changed(self, event: Select.Changed) -> None:
-        if event.select.id == "verify-kind":
-            self.kind = str(event.value)
+    def _kind_label(self) -> str:
+        return f"{self.kind} (ctrl+t)"
+
+    def action_toggle_kind(self) -> None:
+        self.kind = "campaign" if self.kind == "release" else "release"
+        self.query_one("#verify-kind", Static).update(self._kind_label())
 
     def action_run_verify(self) -> None:
         if self.path is None:

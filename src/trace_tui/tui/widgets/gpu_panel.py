@@ -17,8 +17,8 @@ def gpu_text(samples: Sequence[GpuSample] | None) -> str:
         return "GPUs: none (no NVIDIA driver or no GPU) — steps run on CPU"
     parts = []
     for s in samples:
-        parts.append(f"GPU{s.index} {bar(s.utilization, 100, 5)} {s.utilization:3d}% "
-                     f"{s.memory_used_gib:.0f}/{s.memory_total_gib:.0f}G")
+        util = "  n/a" if s.utilization is None else f"{bar(s.utilization, 100, 5)} {s.utilization:3d}%"
+        parts.append(f"GPU{s.index} {util} {s.memory_used_gib:.0f}/{s.memory_total_gib:.0f}G")
     return "  ".join(parts)
 
 
