@@ -79,6 +79,9 @@ CASES = [
     ("object-unclosed-swallows-rest", "I", 'Set {x, y.\n{"answer": <J>}', "missing", None),
     ("object-without-answer-key", "I", '{"result": <J>}', "missing", None),
     ("object-two-keys-ambiguous", "I", '{"answer": <J>, "Answer": 0}', "ambiguous", None),
+    ("object-quoted-brace-outside-still-opens", "I", 'He said "{" then {"answer": <J>}', "missing", None),
+    ("object-stray-close-ignored", "I", 'a } b {"answer": <J>}', "found", "balanced_object"),
+    ("object-mixed-quotes-literal", "I", "{'note': \"it's\", 'answer': <J>}", "found", "balanced_object"),
     ("object-not-terminal", "I", '{"answer": <J>} is my answer.', "found", "balanced_object"),
     # --- 5. final answer line
     ("final-answer-colon", "I", "So.\nFinal answer: <V>", "found", "final_answer"),

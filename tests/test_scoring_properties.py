@@ -133,3 +133,87 @@ def test_judge_accepts_verbatim_evidence_with_the_answer(before: str, n: int, af
     assert verdict is not None and verdict.answer == n
     forged = json.dumps({"status": "ok", "answer": n, "evidence": evidence + " forged"})
     assert parse_judge_output(forged, response, "integer") is None or (evidence + " forged") in response
+
+
+# --- the fast paths agree with the plain definitions
+
+from trace_tui.scoring.extraction import (  # noqa: E402
+    _ANSWER_LINE, _ANSWER_LINE_AT, _FINAL_ANSWER, _FINAL_ANSWER_AT, _SECTION, _SECTION_AT, _line_matches,
+    balanced_objects,
+)
+from trace_tui.scoring.reward import scan_objects  # noqa: E402
+
+scanner_texts = st.text(alphabet='{}"\'\\ ab\n', max_size=40)
+line_texts = st.lists(
+    st.sampled_from(["answer", "ANSWER", "anſwer", "final", " ", "\t", "\n", "json", "_", "-", ":", "is", "the ",
+                     "İ", "x", "7", "："]),
+    max_size=16,
+).map("".join)
+
+
+def reference_balanced(text: str) -> list[tuple[int, int]]:
+    """§1 route 4 written as a plain character loop."""
+    spans, depth, start, quote, i = [], 0, 0, None, 0
+    while i < len(text):
+        ch = text[i]
+        if depth == 0:
+            if ch == "{":
+                depth, start = 1, i
+        elif quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                spans.append((start, i + 1))
+        i += 1
+    return spans
+
+
+def reference_scan(text: str) -> list[tuple[int, int]]:
+    """§3's scanner written as a plain character loop."""
+    spans, depth, start, in_string, i = [], 0, 0, False, 0
+    while i < len(text):
+        ch = text[i]
+        if in_string:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "{":
+            start = i if depth == 0 else start
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                spans.append((start, i + 1))
+        i += 1
+    return spans
+
+
+@PROPS
+@given(scanner_texts)
+def test_scanners_match_their_plain_definitions(text: str) -> None:
+    assert balanced_objects(text) == reference_balanced(text)
+    assert scan_objects(text) == reference_scan(text)
+
+
+@PROPS
+@given(line_texts)
+def test_keyword_anchored_line_routes_equal_multiline_search(text: str) -> None:
+    lowered = text.lower()
+    usable = lowered if len(lowered) == len(text) and "ſ" not in text else None
+    for keyword, anchored, multiline in (
+        ("json", _SECTION_AT, _SECTION), ("answer", _FINAL_ANSWER_AT, _FINAL_ANSWER),
+        ("answer", _ANSWER_LINE_AT, _ANSWER_LINE),
+    ):
+        fast = [m.span() for m in _line_matches(text, usable, keyword, anchored, multiline)]
+        assert fast == [m.span() for m in multiline.finditer(text)]

@@ -93,7 +93,7 @@ def _constant(name: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant)
-_FENCED = re.compile(r"```(?:json)?[ \t]*\r?\n(.*?)\r?\n?[ \t]*```", re.IGNORECASE | re.DOTALL)
+_FENCED = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.IGNORECASE | re.DOTALL)
 _NUMBER_TOKEN = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _LETTER = re.compile(r"[A-Z]")
 _KEYS = frozenset({"status", "answer", "evidence"})

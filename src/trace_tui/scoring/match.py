@@ -17,7 +17,8 @@ CONTRACT_ID = "trace-answer-exact-match-v0"
 
 
 def _canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+    # Plain json.dumps with sorted keys and compact separators (ASCII escapes, as json.dumps writes by default).
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
 
 
 def _canonical_number(value: float | int | Decimal | Fraction) -> int | float | None:
