@@ -338,3 +338,13 @@ def test_release_plan_marks_only_data_files_required(trace_release_dir):
     assert "rlvr/configs/trace-qwen2.5-vl-7b.yaml" in required
     assert "rlvr/train.py" not in required and "rlvr/easyr1_backend/VENDOR_MANIFEST.v1.json" not in required
     assert all((trace_release_dir / p).is_file() for p in required)
+
+
+def test_staging_left_by_a_killed_process_is_cleaned(tmp_path, trace_sample_dir):
+    store = Store(tmp_path / "store")
+    stale = store.tmp_dir / "model-deadbeef0000"
+    (stale / "files").mkdir(parents=True)
+    (stale / "files" / "half.safetensors").write_bytes(b"\0" * 10)
+    (store.tmp_dir / "model-deadbeef0000.lock").write_text("")  # its owner is gone: nobody holds the lock
+    store.import_local("local:dataset/s", trace_sample_dir / "trace-sample.parquet")
+    assert list(store.tmp_dir.iterdir()) == []

@@ -381,11 +381,13 @@ def test_benchmark_fetch_from_a_url_and_from_the_hub(hub, tmp_path):
 def test_fetch_missing_skips_what_is_there_and_orders_release_first(hub, tmp_path):
     name = _tiny_model(hub)
     store = Store(tmp_path / "store")
-    fetched, present = fetch_missing(store, LOCK, [name])
-    assert [r.name for r in fetched] == [name] and present == []
+    bad = model_entry("acme/missing", COMMIT)
+    result = fetch_missing(store, LOCK, [bad, name])
+    assert [r.name for r in result.fetched] == [name] and result.present == []
+    assert [n for n, _e in result.failed] == [bad] and "repository not found" in result.failed[0][1].line()
     hub.requests.clear()
-    fetched, present = fetch_missing(store, LOCK, [name])
-    assert fetched == [] and present == [name] and hub.requests == []
+    result = fetch_missing(store, LOCK, [name])
+    assert result.fetched == [] and result.present == [name] and hub.requests == []
     assert fetch_order(["benchmark:mmstar", name, release_entry(LOCK)])[0] == release_entry(LOCK)
 
 

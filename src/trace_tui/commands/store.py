@@ -149,17 +149,24 @@ def _fetch(args: argparse.Namespace) -> int:
     printer = _Printer(args.jsonl)
     local = [n for n in names if n.startswith("local:") and not store.has(n)]
     pinned = [n for n in names if not n.startswith("local:")]
-    fetched, present = fetch_missing(store, lock, pinned, on_progress=printer, on_log=printer.log)
-    for rec in fetched:
+    result = fetch_missing(store, lock, pinned, on_progress=printer, on_log=printer.log)
+    for rec in result.fetched:
         printer.log(f"stored {rec.name} ({len(rec.files)} files, {_size(rec.bytes)}, {rec.sha256set})")
-    printer.log(f"{len(fetched)} fetched, {len(present)} already in the store ({store.root})")
-    if local:
+    printer.log(f"{len(result.fetched)} fetched, {len(result.present)} already in the store ({store.root})"
+                + (f", {len(result.failed)} failed" if result.failed else ""))
+    from trace_tui.errors import CheckFailed, ExitCode
+
+    for name, exc in result.failed:
+        print(f"trace-tui: error: {exc.line()}", file=sys.stderr)
+    if any(isinstance(exc, CheckFailed) for _n, exc in result.failed):
+        return ExitCode.FAILED  # a file that does not verify
+    if local or result.failed:
         from trace_tui.store import fix_command
 
         for n in local:
             printer.log(f"missing local entry {n}: {fix_command(n)}")
-        return 3
-    return 0
+        return ExitCode.REQUIREMENTS  # no network, no access, or an entry only the user can provide
+    return ExitCode.OK
 
 
 def _import(args: argparse.Namespace) -> int:

@@ -29,9 +29,7 @@ def sha256_file(path: Path, *, block: int = BLOCK, on_bytes: Callable[[int], Non
     return h.hexdigest()
 
 
-def digest_file(path: Path, algorithms: Iterable[str], *, block: int = BLOCK) -> dict[str, str]:
-    """Several digests in one read: sha256 always, plus md5 / git-sha1 where a source publishes one."""
-    size = path.stat().st_size
+def _hashers(size: int, algorithms: Iterable[str]) -> dict[str, "hashlib._Hash"]:
     hashers: dict[str, "hashlib._Hash"] = {"sha256": hashlib.sha256()}
     for alg in algorithms:
         if alg == "md5":
@@ -42,12 +40,34 @@ def digest_file(path: Path, algorithms: Iterable[str], *, block: int = BLOCK) ->
             hashers["git-sha1"] = g
         elif alg != "sha256":
             raise ValueError(f"unknown digest {alg}")
+    return hashers
+
+
+def digest_file(path: Path, algorithms: Iterable[str], *, block: int = BLOCK) -> dict[str, str]:
+    """Several digests in one read: sha256 always, plus md5 / git-sha1 where a source publishes one."""
+    hashers = _hashers(path.stat().st_size, algorithms)
     with open(path, "rb", buffering=0) as f:
         buf = bytearray(block)
         view = memoryview(buf)
         while n := f.readinto(buf):
             for h in hashers.values():
                 h.update(view[:n])
+    return {k: h.hexdigest() for k, h in hashers.items()}
+
+
+def copy_digest(src: Path, dst: Path, algorithms: Iterable[str], *, block: int = BLOCK) -> dict[str, str]:
+    """Copy ``src`` to ``dst`` and digest the bytes written, in one pass (a 65 GB model is read once);
+    fsync'd, so a committed entry never points at bytes still in flight."""
+    hashers = _hashers(src.stat().st_size, algorithms)
+    with open(src, "rb", buffering=0) as fi, open(dst, "wb", buffering=0) as fo:
+        buf = bytearray(block)
+        view = memoryview(buf)
+        while n := fi.readinto(buf):
+            chunk = view[:n]
+            fo.write(chunk)
+            for h in hashers.values():
+                h.update(chunk)
+        os.fsync(fo.fileno())
     return {k: h.hexdigest() for k, h in hashers.items()}
 
 

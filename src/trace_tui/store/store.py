@@ -79,19 +79,28 @@ class Staging:
         """Verify ``src`` and place it at ``rel`` in the staged tree (copied, or moved when ``move``)."""
         dst = self.target(rel)
         dst.parent.mkdir(parents=True, exist_ok=True)
+        algorithms = {e.algorithm for e in expected}
         if move:
             os.replace(src, dst)
+            with open(dst, "rb") as fh:
+                os.fsync(fh.fileno())
+            digests = None
         else:
-            shutil.copyfile(src, dst)
-        return self.adopt(rel, expected=expected, expected_size=expected_size, display=display or str(src))
+            # the digest is of the bytes written to the staged copy, so a source that changes
+            # while it is read can never slip through
+            try:
+                digests = hashing.copy_digest(src, dst, algorithms)
+            except OSError as exc:
+                raise CheckFailed(f"{display or src}: cannot be read ({exc.strerror or exc})") from None
+        return self.adopt(rel, expected=expected, expected_size=expected_size, display=display or str(src),
+                          _digests=digests)
 
     def adopt(self, rel: str, *, expected: list[Expected] = (), expected_size: int | None = None,
-              display: str | None = None) -> FileRecord:
-        """Verify a file already written at ``rel`` in the staged tree (hashing the staged copy, so a
-        source that changes while being read can never slip through)."""
+              display: str | None = None, _digests: dict[str, str] | None = None) -> FileRecord:
+        """Verify a file already written at ``rel`` in the staged tree."""
         dst = self.target(rel)
         algorithms = {e.algorithm for e in expected}
-        digests = hashing.digest_file(dst, algorithms)
+        digests = _digests if _digests is not None else hashing.digest_file(dst, algorithms)
         size = dst.stat().st_size
         try:
             check_expected(display or rel, digests, size, list(expected), expected_size)
@@ -200,12 +209,29 @@ class Store:
         removed on the way out whatever happens."""
         entry = parse(name)
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        self._clean_stale()
         path = self.tmp_dir / f"{entry.kind}-{uuid.uuid4().hex[:12]}"
-        (path / "files").mkdir(parents=True)
-        try:
-            yield Staging(self, entry, path)
-        finally:
-            shutil.rmtree(path, ignore_errors=True)
+        marker = path.with_name(path.name + ".lock")
+        with open(marker, "w") as held:
+            # held while staging: _clean_stale leaves folders alone whose marker is locked
+            fcntl.flock(held, fcntl.LOCK_EX)
+            (path / "files").mkdir(parents=True)
+            try:
+                yield Staging(self, entry, path)
+            finally:
+                shutil.rmtree(path, ignore_errors=True)
+                marker.unlink(missing_ok=True)
+
+    def _clean_stale(self) -> None:
+        """Remove staging folders left by a process that was killed (their marker is no longer locked)."""
+        for marker in self.tmp_dir.glob("*.lock"):
+            try:
+                with open(marker, "r+") as fh:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    shutil.rmtree(marker.with_suffix(""), ignore_errors=True)
+                    marker.unlink(missing_ok=True)
+            except (BlockingIOError, FileNotFoundError):
+                continue
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
