@@ -141,3 +141,24 @@ def test_custom_budgets() -> None:
     gen = Script("x", out("ok", "B", "B"))
     res = judge_with_retries(gen, "B", "option_letter", budgets=(64, 1024))
     assert res.value == "B" and [b for _, b in gen.calls] == [64, 1024]
+
+
+def test_validation_row_uses_judge_only_when_needed(scoring_samples: Samples) -> None:
+    from trace_tui.scoring import score_validation_row
+
+    gt = scoring_samples.integer
+    v = gt["value"]
+    never = Script()  # calling it would fail: found rows never reach the judge
+    row = score_validation_row(f'{{"answer": {v}}}', gt, never)
+    assert (row.source, row.value, row.correct, row.judge) == ("extraction", v, True, None) and not never.calls
+
+    ambiguous = f"Answer: {v}\nFinal answer: {v + 1}\nI settle on {v}."
+    row = score_validation_row(ambiguous, gt, Script(out("ok", v, f"I settle on {v}")))
+    assert (row.extraction.status, row.source, row.value, row.correct) == ("ambiguous", "judge", v, True)
+
+    row = score_validation_row(ambiguous, gt, Script("no", "no", "no"))
+    assert (row.source, row.value, row.correct, row.judge.status) == (None, None, False, "unresolved")
+
+    row = score_validation_row("I cannot tell.", gt)  # no judge configured: unresolved, scores 0
+    assert (row.extraction.status, row.correct, row.judge) == ("missing", False, None)
+    json.dumps(row.to_dict())

@@ -34,6 +34,8 @@ from .judge import (
     judge_messages,
     judge_with_retries,
     parse_judge_output,
+    ValidationRowScore,
+    score_validation_row,
 )
 from .match import CONTRACT_ID as MATCH_CONTRACT_ID, answers_match, canonical
 from .reward import reward_answer, reward_components, trace_reward
@@ -43,5 +45,5 @@ __all__ = [
     "JUDGE_PROMPT_SHA256", "JUDGE_SYSTEM_PROMPT", "JudgeAttempt", "JudgeResult", "JudgeVerdict", "MATCH_CONTRACT_ID",
     "MISSING", "ROUTE_ORDER", "answers_match", "canonical", "check_judge_output", "extract_answer", "judge_messages",
     "judge_with_retries", "normalize_answer_type", "parse_judge_output", "parse_structured", "reward_answer",
-    "reward_components", "trace_reward",
+    "reward_components", "score_validation_row", "trace_reward", "ValidationRowScore",
 ]

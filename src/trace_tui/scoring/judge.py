@@ -225,3 +225,52 @@ def judge_with_retries(
         if verdict is not None:
             return JudgeResult(RESOLVED, verdict, tuple(attempts))
     return JudgeResult(UNRESOLVED, None, tuple(attempts))
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationRowScore:
+    """One TRACE validation row: deterministic extraction, the judge only when it was needed, the match."""
+
+    extraction: Any  # Extraction
+    judge: JudgeResult | None
+    value: Any
+    source: str | None  # "extraction", "judge", or None when the row stays unresolved
+    correct: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "extraction": self.extraction.to_dict(),
+            "judge": None if self.judge is None else self.judge.to_dict(),
+            "value": self.value,
+            "source": self.source,
+            "correct": self.correct,
+        }
+
+
+def score_validation_row(
+    response: str | None,
+    answer_gt: dict[str, Any],
+    generate: Callable[[list[dict[str, str]], int], str] | None = None,
+    budgets: Sequence[int] = JUDGE_BUDGETS,
+) -> ValidationRowScore:
+    """§1 extraction, §4 judge for missing/ambiguous rows (when `generate` is given), §2 match.
+
+    A row the judge cannot resolve, or that has no judge, scores 0 and stays in the denominator.
+    """
+    from .extraction import FOUND, extract_answer
+    from .match import answers_match
+
+    if not isinstance(answer_gt, dict) or "value" not in answer_gt or "type" not in answer_gt:
+        raise ValueError(
+            f"answer_gt must be a mapping with 'type' and 'value', like {{'type': 'integer', 'value': 7}}; "
+            f"got {answer_gt!r}"
+        )
+    ex = extract_answer(response, answer_gt["type"])
+    if ex.status == FOUND:
+        return ValidationRowScore(ex, None, ex.value, "extraction", answers_match(ex.value, answer_gt))
+    if generate is None:
+        return ValidationRowScore(ex, None, None, None, False)
+    res = judge_with_retries(generate, response, answer_gt["type"], budgets)
+    if res.value is None:
+        return ValidationRowScore(ex, res, None, None, False)
+    return ValidationRowScore(ex, res, res.value, "judge", answers_match(res.value, answer_gt))
