@@ -10,7 +10,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 # Keys whose values are never written, and environment values scrubbed from any text.
-_SECRET_KEY = re.compile(r"(token|secret|password|passwd|api[_-]?key|authorization)", re.I)
+# A key names a secret when its last word does (hf_token, client_secret, api-key, Authorization),
+# not when a word merely contains one: max_tokens, token_count and prompt_tokens are data.
+_SECRET_KEY = re.compile(
+    r"(?:^|[_\-.])(?:token|secret|secret[_-]?key|private[_-]?key|password|passwd|api[_-]?key|apikey|"
+    r"authorization|auth|credentials?|cookie)$", re.I)
 _SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN", "HF_HUB_TOKEN")
 _TOKEN_SHAPE = re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")
 REDACTED = "***"

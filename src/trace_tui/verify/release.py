@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from trace_tui.verify import documents as d
 
@@ -52,8 +52,15 @@ VALIDATION_RECEIPT = "rlvr/evaluation/trace_validation/release_receipt.v1.json"
 SOURCE_MAP = "rlvr/source_map.v1.json"
 
 
+# defer_build: the checklist is built with model_construct on the timed CLI path, so the
+# validation schema is only built if something validates or dumps one (--json, the TUI).
+_DEFERRED = ConfigDict(defer_build=True)
+
+
 class Check(BaseModel):
     """One line of the checklist. ``file`` is the file the status is about (blamed when failed)."""
+
+    model_config = _DEFERRED
 
     id: str
     group: Literal["lock", "declared", "document", "results", "aggregates", "validation"]
@@ -68,6 +75,7 @@ class Check(BaseModel):
 
 
 class FileReport(BaseModel):
+    model_config = _DEFERRED
     path: str
     state: FileState
     needed: bool = False
@@ -77,6 +85,7 @@ class FileReport(BaseModel):
 
 
 class ReleaseVerification(BaseModel):
+    model_config = _DEFERRED
     release_dir: str
     checks: list[Check]
     files: list[FileReport]
