@@ -348,3 +348,22 @@ def test_staging_left_by_a_killed_process_is_cleaned(tmp_path, trace_sample_dir)
     (store.tmp_dir / "model-deadbeef0000.lock").write_text("")  # its owner is gone: nobody holds the lock
     store.import_local("local:dataset/s", trace_sample_dir / "trace-sample.parquet")
     assert list(store.tmp_dir.iterdir()) == []
+
+
+def test_dataset_pins_match_the_equivalence_receipt_in_the_store(imported):
+    from trace_tui.store.importer import dataset_plan_checked
+
+    _home, store = imported
+    for split, count in (("validation", 1), ("train", 16)):
+        plan = dataset_plan_checked(store, LOCK, split)
+        assert len(plan.files) == count and plan.notes["equivalence_receipt_checked"] is True
+    assert plan.notes["historical_revision"] == "e317b746b258630682367cc6a9d87dedd195113c"
+
+
+def test_a_lock_that_disagrees_with_the_receipt_is_refused(imported):
+    from trace_tui.store.importer import dataset_plan_checked
+
+    _home, store = imported
+    lock = _lock_with_dataset({"data/validation/trace_rlvr_validation_iid_2000_all1000_seed1042.parquet": b"x"})
+    with pytest.raises(CheckFailed, match="dataset_equivalence.v1.json: states 051d1441"):
+        dataset_plan_checked(store, lock, "validation")

@@ -106,8 +106,27 @@ def _find(root: Path, rel: str) -> Path | None:
     return None
 
 
-def import_dataset(store: Store, lock: "ReleaseLock", root: Path, split: str) -> EntryRecord:
+def dataset_plan_checked(store: Store, lock: "ReleaseLock", split: str) -> S.EntryPlan:
+    """The split's plan; when the store holds the (verified) release, the lock's dataset hashes are
+    also checked against the equivalence receipt itself, file by file."""
     plan = S.dataset_plan(lock, split)
+    release = N.release_entry(lock)
+    if store.record(release) is None:
+        plan.notes["equivalence_receipt_checked"] = False
+        return plan
+    receipt_path = store.root_of(release) / lock.dataset.equivalence_receipt
+    current = S.equivalence_current(receipt_path.read_bytes())
+    for spec in plan.files:
+        want = current.get(spec.path)
+        if want is None or want != spec.expected[0].value:
+            raise CheckFailed(f"{receipt_path}: states {want} for {spec.path}, the release lock "
+                              f"{spec.expected[0].value}", hint="the lock and the release disagree; nothing was stored")
+    plan.notes["equivalence_receipt_checked"] = True
+    return plan
+
+
+def import_dataset(store: Store, lock: "ReleaseLock", root: Path, split: str) -> EntryRecord:
+    plan = dataset_plan_checked(store, lock, split)
     with store.staging(plan.name) as st:
         for spec in plan.files:
             src = _find(root, spec.path)
