@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trace_tui.errors import UsageError
-from trace_tui.recipes import Recipe, parse_recipe, resolve_recipe
+from trace_tui.recipes import Recipe, load_recipe, parse_recipe, resolve_recipe
 
 from test_recipes_load import VALID
 
@@ -89,3 +89,13 @@ def test_arbitrary_narrowing(models, seeds, benchmarks):
         resolve_recipe("full", models=models or None, seeds=seeds or None, benchmarks=benchmarks or None)
     except UsageError:
         pass
+
+
+@FUZZ
+@given(st.one_of(st.text(max_size=300), st.text(max_size=20).map(lambda t: t + ".yaml"),
+                 st.sampled_from(["/", ".", "/dev/null", "/tmp", "x" * 5000 + ".yaml", "a\x00b.yaml"])))
+def test_arbitrary_recipe_names(name):
+    try:
+        load_recipe(name)
+    except UsageError as exc:
+        assert "\n" not in exc.line()

@@ -159,7 +159,7 @@ def test_unknown_recipe_lists_the_known_ones():
 
 
 def test_missing_recipe_file():
-    with pytest.raises(UsageError, match="does not exist"):
+    with pytest.raises(UsageError, match="not found"):
         load_recipe("/nonexistent/x.yaml")
 
 

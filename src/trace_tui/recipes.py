@@ -270,12 +270,19 @@ def load_recipe(name_or_path: str | Path, *, lock: "ReleaseLock | None" = None) 
     """A shipped recipe by name, or a recipe file by path. UsageError on anything wrong."""
     text_name = str(name_or_path)
     path = Path(text_name)
+    looks_like_path = text_name.endswith((".yaml", ".yml")) or "/" in text_name
     if text_name in known_recipes():
         path = recipes_dir() / f"{text_name}.yaml"
-    elif not (text_name.endswith((".yaml", ".yml")) or "/" in text_name) or not path.is_file():
-        if text_name.endswith((".yaml", ".yml")) or "/" in text_name:
-            raise UsageError(f"recipe file {text_name} does not exist")
-        raise UsageError(f"unknown recipe {text_name!r}", hint=f"known recipes: {', '.join(known_recipes())}")
+    elif not looks_like_path:
+        raise UsageError(f"unknown recipe {_short(text_name)}", hint=f"known recipes: {', '.join(known_recipes())}")
+    else:
+        try:
+            is_file = path.is_file()
+        except (OSError, ValueError):  # a name too long, or with a NUL byte
+            is_file = False
+        if not is_file:
+            raise UsageError(f"recipe file {_short(text_name)} not found (no such regular file)",
+                             hint=f"or name a known recipe: {', '.join(known_recipes())}")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
