@@ -207,19 +207,12 @@ def import_bundle(src: Path, *, store: Any, client: Any, images_lock_path: Path,
 
 
 def _import_entry(store: Any, entry: str, src: Path, say: Say) -> None:
-    """Fill the store through its staging: every file is checked against the bundled record."""
-    from trace_tui.store.manifest import EntryRecord, Expected, Source
+    """Fill the store through its verifying staging, from the bundled copy of the entry."""
+    from trace_tui.store.importer import import_entry_dir
 
-    rel_root = store.entry_dir(entry).relative_to(store.entries_dir).as_posix()
-    root = src / "store" / rel_root
-    record = EntryRecord.model_validate_json((root / "manifest.json").read_text(encoding="utf-8"))
-    if record.name != entry:
-        raise CheckFailed(f"store/{rel_root}/manifest.json names {record.name}, the bundle says {entry}")
+    entry_dir = src / "store" / store.entry_dir(entry).relative_to(store.entries_dir)
+    named = json.loads((entry_dir / "manifest.json").read_text(encoding="utf-8")).get("name")
+    if named != entry:
+        raise CheckFailed(f"{entry_dir / 'manifest.json'} names {named}, the bundle manifest says {entry}")
     say(f"importing store entry {entry}")
-    with store.staging(entry) as st:
-        for f in record.files:
-            st.add(f.path, root / "files" / f.path, display=f"store/{rel_root}/files/{f.path}",
-                   expected=[Expected(algorithm="sha256", value=f.sha256, source="bundle entry record"), *f.expected],
-                   expected_size=f.size)
-        st.commit(revision=record.revision, absent=record.absent, notes=record.notes,
-                  source=record.source.model_copy(update={"imported_from": str(src)}))
+    import_entry_dir(store, entry_dir)

@@ -139,8 +139,14 @@ def build_wheel(root: Path) -> Path:
     dist = root / "dist"
     for old in dist.glob("trace_tui-*.whl"):
         old.unlink()
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(dist), str(root)], check=True)
+    # A fixed zip timestamp makes the wheel a function of the sources alone, so an
+    # unchanged tree rebuilds to the same layer (and the same image ids) from cache.
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "315532800"}
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                           "-w", str(dist), str(root)], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+        raise CheckFailed(f"building the trace-tui wheel failed: {tail}")
     return next(dist.glob("trace_tui-*.whl"))
 
 
