@@ -217,3 +217,16 @@ def test_keyword_anchored_line_routes_equal_multiline_search(text: str) -> None:
     ):
         fast = [m.span() for m in _line_matches(text, usable, keyword, anchored, multiline)]
         assert fast == [m.span() for m in multiline.finditer(text)]
+
+
+fence_texts = st.lists(st.sampled_from(["```", "`", "json", "JSON", " ", "\n", "x", "{}", "\t"]), max_size=12).map("".join)
+
+
+@PROPS
+@given(fence_texts)
+def test_final_fence_equals_leftmost_search(text: str) -> None:
+    from trace_tui.scoring.reward import _FINAL_FENCE, final_fence
+
+    text = text.rstrip()
+    fast, slow = final_fence(text), _FINAL_FENCE.search(text)
+    assert (fast and (fast.span(), fast.group(1))) == (slow and (slow.span(), slow.group(1)))

@@ -81,10 +81,25 @@ def scan_objects(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def final_fence(text: str) -> re.Match[str] | None:
+    """_FINAL_FENCE.search(text) for a right-trimmed text, without trying every backtick run.
+
+    The closing backticks must be the text's last three characters, and from
+    the first opening backticks that leave room for them a match always exists,
+    so the leftmost match starts there.
+    """
+    if not text.endswith("```"):
+        return None
+    first = text.find("```")
+    if first + 6 > len(text):
+        return None
+    return _FINAL_FENCE.match(text, first)
+
+
 def final_block(response: str) -> str | None:
     """The final block of the right-trimmed response, or None."""
     text = response.rstrip()
-    m = _FINAL_FENCE.search(text)
+    m = final_fence(text)
     if m is not None and m.group(1).strip():
         return m.group(1)
     spans = scan_objects(text)
