@@ -200,3 +200,9 @@ def test_fake_machines_from_the_environment(monkeypatch):
 
     monkeypatch.setenv("TRACE_TUI_FAKE_NVML", "8xh100")
     assert probe().message == "8 GPUs"
+
+
+def test_disk_needs_add_up_over_the_steps():
+    c = checks("full", "8xh100", free_gib=22)
+    assert c["generate"].verdict == "pass"  # 20 GiB
+    assert c["score"].verdict == "fail" and "(25 GiB with the earlier steps)" in c["score"].reason

@@ -564,7 +564,8 @@ def step_scales(step: "Step", resolved: "ResolvedRecipe") -> list[str]:
 
 
 def check_step(step: "Step", resolved: "ResolvedRecipe", report: HardwareReport, *,
-               runtime: Literal["docker", "local"] = "docker") -> StepCheck:
+               runtime: Literal["docker", "local"] = "docker", earlier_disk_gib: float = 0) -> StepCheck:
+    """One step's verdict. ``earlier_disk_gib``: what the recipe's earlier steps write first (disk adds up)."""
     findings: list[tuple[Verdict, str]] = []
     needs = step.needs
     gpus = report.gpus
@@ -631,11 +632,13 @@ def check_step(step: "Step", resolved: "ResolvedRecipe", report: HardwareReport,
 
     # disk
     if needs.disk_gib:
-        if report.disk.free_bytes < needs.disk_gib * GIB:
-            findings.append(("fail", f"needs {needs.disk_gib:g} GiB free under {report.disk.path}; "
+        total = needs.disk_gib + earlier_disk_gib
+        with_earlier = f" ({total:g} GiB with the earlier steps)" if earlier_disk_gib else ""
+        if report.disk.free_bytes < total * GIB:
+            findings.append(("fail", f"needs {needs.disk_gib:g} GiB free under {report.disk.path}{with_earlier}; "
                                      f"{report.disk.free_gib:.1f} GiB free"))
         else:
-            findings.append(("pass", f"{report.disk.free_gib:.0f} GiB free >= {needs.disk_gib:g} GiB"))
+            findings.append(("pass", f"{report.disk.free_gib:.0f} GiB free >= {total:g} GiB"))
 
     if needs.network:
         findings.append(("pass", "needs network (or a bundle import: `trace-tui bundle import DIR`)"))
@@ -665,7 +668,11 @@ def _found(gpus: list[GpuInfo], cc: str | None) -> str:
 def check_recipe(resolved: "ResolvedRecipe", report: HardwareReport, *,
                  runtime: Literal["docker", "local"] = "docker") -> list[StepCheck]:
     """pass/warn/fail with a one-line reason for every step of a resolved recipe on this hardware."""
-    return [check_step(step, resolved, report, runtime=runtime) for step in resolved.recipe.steps]
+    out, written = [], 0.0
+    for step in resolved.recipe.steps:
+        out.append(check_step(step, resolved, report, runtime=runtime, earlier_disk_gib=written))
+        written += step.needs.disk_gib
+    return out
 
 
 def worst(checks: list[StepCheck]) -> Verdict:
