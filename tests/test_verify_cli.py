@@ -110,14 +110,16 @@ def test_verify_needs_something_to_verify(capsys) -> None:
     assert code == 2 and "nothing to verify" in err
 
 
-def test_campaign_without_campaign_support_is_a_usage_error(tmp_path: Path, capsys) -> None:
-    try:
-        import trace_tui.verify.campaign as campaign  # noqa: F401
-    except ModuleNotFoundError:
-        code, _, err = run(["verify", "--campaign", str(tmp_path)], capsys)
-        assert code == 2 and "campaign verification is unavailable" in err
-    else:
-        pytest.skip("campaign verification is installed; its own tests cover --campaign")
+def test_campaign_without_campaign_support_is_a_usage_error(tmp_path: Path, capsys, monkeypatch) -> None:
+    """An installation without trace_tui.verify.campaign: --campaign is a usage error, not a traceback."""
+    import sys as _sys
+
+    import trace_tui.verify as verify_pkg
+
+    monkeypatch.setitem(_sys.modules, "trace_tui.verify.campaign", None)  # makes the import fail
+    monkeypatch.delattr(verify_pkg, "campaign", raising=False)
+    code, _, err = run(["verify", "--campaign", str(tmp_path)], capsys)
+    assert code == 2 and "campaign verification is unavailable" in err
 
 
 def test_report_markdown(trace_release_dir: Path, capsys) -> None:

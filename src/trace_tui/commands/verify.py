@@ -49,24 +49,46 @@ def release_dir_arg(value: str | None, *, option: str = "--release-dir") -> Path
 def run(args: argparse.Namespace) -> int:
     from trace_tui.errors import UsageError
 
-    if not args.release_dir and not getattr(args, "campaign", None):
+    campaign_dir = getattr(args, "campaign", None)
+    if not args.release_dir and not campaign_dir:
         raise UsageError("nothing to verify", hint="give --release-dir DIR and/or --campaign DIR")
-    code = 0
-    if args.release_dir:
-        code = _verify_release(args)
-    if getattr(args, "campaign", None):
-        try:
-            from trace_tui.verify import campaign
-        except ModuleNotFoundError as exc:
-            if exc.name not in ("trace_tui.verify.campaign",):
-                raise
-            raise UsageError("campaign verification is unavailable in this installation",
-                             hint="trace_tui.verify.campaign is missing") from None
-        if not hasattr(campaign, "run_cli"):
-            raise UsageError("campaign verification is unavailable in this installation",
-                             hint="trace_tui.verify.campaign has no run_cli")
-        code = max(code, int(campaign.run_cli(args)))
-    return code
+    if not campaign_dir:
+        return _verify_release(args)
+    campaign = _campaign_module()
+    if not args.release_dir:
+        return int(campaign.run_cli(args))
+    # Both: the release is verified, and its published values are what the campaign is compared with.
+    if args.json:
+        import contextlib
+        import io
+
+        rel_out, camp_out = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(rel_out):
+            code = _verify_release(args)
+        with contextlib.redirect_stdout(camp_out):
+            code = max(code, int(campaign.run_cli(args)))
+        print(json.dumps({"release": json.loads(rel_out.getvalue()), "campaign": json.loads(camp_out.getvalue()),
+                          "exit_code": code}, indent=2))
+        return code
+    code = _verify_release(args)
+    print()
+    return max(code, int(campaign.run_cli(args)))
+
+
+def _campaign_module():
+    from trace_tui.errors import UsageError
+
+    try:
+        from trace_tui.verify import campaign
+    except ModuleNotFoundError as exc:
+        if exc.name != "trace_tui.verify.campaign":
+            raise
+        raise UsageError("campaign verification is unavailable in this installation",
+                         hint="trace_tui.verify.campaign is missing") from None
+    if not hasattr(campaign, "run_cli"):
+        raise UsageError("campaign verification is unavailable in this installation",
+                         hint="trace_tui.verify.campaign has no run_cli")
+    return campaign
 
 
 def _verify_release(args: argparse.Namespace) -> int:
