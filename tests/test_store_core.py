@@ -367,3 +367,24 @@ def test_a_lock_that_disagrees_with_the_receipt_is_refused(imported):
     lock = _lock_with_dataset({"data/validation/trace_rlvr_validation_iid_2000_all1000_seed1042.parquet": b"x"})
     with pytest.raises(CheckFailed, match="dataset_equivalence.v1.json: states 051d1441"):
         dataset_plan_checked(store, lock, "validation")
+
+
+def test_entries_copied_from_another_store_are_rechecked(tmp_path, imported):
+    """A bundle carries entry folders (manifest.json + files/); importing them re-verifies every file."""
+    _home, store = imported
+    bundle = tmp_path / "bundle" / "store"
+    for name in (RELEASE, "local:dataset/trace-sample"):
+        src = store.entry_dir(name)
+        shutil.copytree(src, bundle / src.relative_to(store.entries_dir))
+    other = Store(tmp_path / "other")
+    result = import_dir(other, LOCK, tmp_path / "bundle")
+    assert sorted(r.name for r in result.imported) == sorted([RELEASE, "local:dataset/trace-sample"])
+    assert other.record(RELEASE).sha256set == store.record(RELEASE).sha256set
+    assert not other.record("local:dataset/trace-sample").pinned
+
+    copied = bundle / store.entry_dir(RELEASE).relative_to(store.entries_dir) / "files/rlvr/source_map.v1.json"
+    _writable(copied)
+    copied.write_bytes(copied.read_bytes()[:-2])
+    other.remove(RELEASE)
+    result = import_dir(other, LOCK, tmp_path / "bundle", only=[RELEASE])
+    assert result.imported == [] and str(copied) in result.refused[0][1]

@@ -238,8 +238,19 @@ def _check_weight_index(files_dir: Path, src: Path) -> None:
 
 # -- store entries from another store (bundles) ---------------------------------------------
 
-def import_entry_dir(store: Store, entry_dir: Path) -> EntryRecord:
+def import_entry_dir(store: Store, entry_dir: Path, lock: "ReleaseLock | None" = None) -> EntryRecord:
+    """An entry folder from another store. Release, paper and dataset entries are checked through the
+    release lock's chain, as a fetch would; others against the record the exporting store verified."""
     rec = EntryRecord.model_validate_json((entry_dir / "manifest.json").read_bytes())
+    if lock is not None and rec.kind in ("release", "paper", "dataset"):
+        e = N.parse(rec.name)
+        if rec.kind == "release" and rec.name == N.release_entry(lock):
+            return import_release(store, lock, entry_dir / "files")
+        if rec.kind == "paper" and rec.name == N.paper_entry(lock):
+            return import_paper(store, lock, entry_dir / "files" / lock.published_hash("paper").path)
+        if rec.kind == "dataset" and rec.name == N.dataset_entry(lock, e.split or ""):
+            return import_dataset(store, lock, entry_dir / "files", e.split or "")
+        raise CheckFailed(f"{entry_dir / 'manifest.json'}: {rec.name} is not pinned by this release lock")
     with store.staging(rec.name) as st:
         for f in rec.files:
             exp = [Expected(algorithm="sha256", value=f.sha256, source=str(entry_dir / "manifest.json"))]
@@ -293,7 +304,10 @@ def import_dir(store: Store, lock: "ReleaseLock", root: Path, *, only: list[str]
         return want is None or name in want
 
     # A store entry folder (bundle) or a folder of them.
-    for manifest in sorted(list(root.glob("manifest.json")) + list(root.glob("entries/*/*/manifest.json"))):
+    # one entry folder; a store root (entries/...); a bundle (store/...); a store's entries/ folder
+    manifests = [m for pattern in ("manifest.json", "entries/*/*/manifest.json", "store/*/*/manifest.json",
+                                   "*/*/manifest.json") for m in root.glob(pattern)]
+    for manifest in sorted(set(manifests)):
         try:
             rec_name = EntryRecord.model_validate_json(manifest.read_bytes()).name
         except ValueError:
@@ -301,7 +315,7 @@ def import_dir(store: Store, lock: "ReleaseLock", root: Path, *, only: list[str]
             continue
         if wanted(rec_name):
             report(f"importing {rec_name} from {manifest.parent}")
-            result.add(lambda m=manifest: import_entry_dir(store, m.parent), rec_name)
+            result.add(lambda m=manifest: import_entry_dir(store, m.parent, lock), rec_name)
 
     release_root = root if (root / S.RELEASE_MANIFEST).is_file() else (
         root.parent if root.name == "rlvr" and (root / "release_files.v1.json").is_file() else None)
