@@ -82,3 +82,21 @@ def test_fetch_entry_with_jsonl_progress(hub, tmp_path, capsys):  # noqa: F811
 def test_fetch_local_entry_is_requirements_exit(tmp_path, capsys):
     assert main(["store", "fetch", "--entry", "local:model/tiny", "--home", str(tmp_path)]) == 3
     assert "trace-tui store import --local model/tiny PATH" in capsys.readouterr().out
+
+
+def test_fetch_for_a_recipe_gets_what_its_steps_read(hub, tmp_path, capsys, trace_release_dir):  # noqa: F811
+    from trace_tui.commands.store import recipe_entries
+
+    assert recipe_entries("verify") == [RELEASE]
+    commit = LOCK.upstream.commit
+    for p in (trace_release_dir / "rlvr").rglob("*"):
+        if p.is_file():
+            hub.raw[f"/maveryn/trace/{commit}/{p.relative_to(trace_release_dir).as_posix()}"] = p.read_bytes()
+    home = str(tmp_path / "home")
+    assert main(["store", "fetch", "--recipe", "verify", "--home", home]) == 0
+    out = capsys.readouterr().out
+    assert f"stored {RELEASE} (20 files" in out and "1 fetched, 0 already in the store" in out
+    assert "results.json  " in out and "verified" in out
+    from trace_tui.store import missing_entries
+
+    assert missing_entries(home, recipe_entries("verify")) == []
