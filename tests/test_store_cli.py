@@ -33,7 +33,7 @@ def test_import_list_verify(tmp_path, capsys, trace_release_dir, trace_sample_di
     listed = {e["name"]: e for e in json.loads(capsys.readouterr().out)}
     assert set(listed) == {RELEASE, "local:dataset/trace-sample"}
     assert "validation" in listed[RELEASE]["recipes"] and listed[RELEASE]["pinned"]
-    assert not listed["local:dataset/trace-sample"]["pinned"]
+    assert not listed["local:dataset/trace-sample"]["pinned"] and listed[RELEASE]["ok"]
 
     assert main(["store", "verify", "--deep", "--home", home]) == 0
     assert capsys.readouterr().out.count("rehashed") == 2

@@ -204,6 +204,7 @@ def _list(args: argparse.Namespace) -> int:
 
     store = _store(args)
     records = store.records()
+    state = {c.name: c for c in store.verify([r.name for r in records])}  # sizes and manifest, no rehash
     try:
         users = entries_by_recipe()
     except Exception:  # noqa: BLE001 - recipes unavailable: list the store anyway
@@ -212,7 +213,8 @@ def _list(args: argparse.Namespace) -> int:
         out = [{"name": r.name, "kind": r.kind, "pinned": r.pinned, "revision": r.revision,
                 "files": len(r.files), "bytes": r.bytes, "absent": r.absent, "sha256set": r.sha256set,
                 "source": r.source.model_dump(exclude_none=True), "path": store.relpath_of(r.name),
-                "recipes": users.get(r.name, []), "added_at": r.added_at} for r in records]
+                "recipes": users.get(r.name, []), "added_at": r.added_at, "ok": state[r.name].ok,
+                "problems": state[r.name].problems} for r in records]
         print(json.dumps(out, indent=2))
         return 0
     if not records:
@@ -222,8 +224,11 @@ def _list(args: argparse.Namespace) -> int:
         pin = "pinned" if r.pinned else "local, unpinned"
         absent = f", {len(r.absent)} absent" if r.absent else ""
         used = ", ".join(users.get(r.name, [])) or "-"
+        chk = state[r.name]
+        status = "ok" if chk.ok else f"FAILED: {chk.problems[0]}" + (
+            f" (+{len(chk.problems) - 1} more; run `trace-tui store verify`)" if len(chk.problems) > 1 else "")
         print(f"{r.name}\n    {pin}; {len(r.files)} files{absent}, {_size(r.bytes)}; recipes: {used}\n"
-              f"    {r.sha256set}")
+              f"    {r.sha256set}; {status}")
     return 0
 
 
