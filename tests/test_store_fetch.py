@@ -93,7 +93,9 @@ def _handler(hub: FakeHub, port_box: list[int]):
         def _range_body(self, data: bytes, head: bool, extra: dict):
             rng = self.headers.get("Range")
             m = re.match(r"bytes=(\d+)-$", rng or "")
-            if m:
+            if m and int(m.group(1)) >= len(data):
+                self._send(416, b"", {"Content-Range": f"bytes */{len(data)}"}, head)
+            elif m:
                 start = int(m.group(1))
                 body = data[start:]
                 self._send(206, body, {**extra, "Content-Range": f"bytes {start}-{len(data) - 1}/{len(data)}",
@@ -445,3 +447,18 @@ def test_import_of_a_local_dir_download_needs_the_entry_and_checks_the_commit(hu
     store.remove(name)
     result = import_dir(store, LOCK, folder, only=[name])
     assert str(folder / "config.json") in result.refused[0][1] and "git-sha1" in result.refused[0][1]
+
+
+def test_a_complete_partial_left_before_staging_is_verified_not_refetched(hub, tmp_path):
+    """Killed after the last byte but before the file was staged: the next run asks for the rest
+    (HTTP 416: there is none) and verifies what it has."""
+    tsv = b"index\tquestion\n0\tq\n"
+    hub.raw["/bench/MMStar.tsv"] = tsv
+    src = BenchmarkSource("mmstar", "url", url=f"{hub.base}/raw/bench/MMStar.tsv", md5=hashlib.md5(tsv).hexdigest())
+    store = Store(tmp_path / "store")
+    part = store.partial_path("benchmark:mmstar", "MMStar.tsv")
+    part.parent.mkdir(parents=True)
+    part.write_bytes(tsv)
+    rec = Fetcher(store, LOCK).fetch_benchmark("benchmark:mmstar", {"mmstar": src})
+    assert rec.files[0].size == len(tsv)
+    assert [r[2] for r in hub.requests] == [f"bytes={len(tsv)}-"]
