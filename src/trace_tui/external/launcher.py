@@ -1,0 +1,127 @@
+"""Command lines and environments for the release launcher (`run_trace_eval.sh`), as data.
+
+    bash rlvr/evaluation/scripts/run_trace_eval.sh --model SLUG LOCAL_PATH IMMUTABLE_REVISION
+        owner/repo@REVISION "LABEL" [--model ...] --seeds 42 43 44
+        [--delta LABEL=MINUEND_SLUG=SUBTRAHEND_SLUG] [--run-tag TAG] [--print-config]
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+LAUNCHER = "rlvr/evaluation/scripts/run_trace_eval.sh"
+VERIFIER = "rlvr/evaluation/scripts/verify_trace_eval.py"
+STATUS = "rlvr/evaluation/scripts/status_trace_eval.py"
+Phase = Literal["generate", "score"]
+
+# Which of the launcher's phases each of our steps turns on (EXTERNAL-SUITE.md, "Environment toggles").
+PHASE_TOGGLES: dict[str, dict[str, str]] = {
+    "generate": {"RUN_GENERATION": "1", "RUN_SCORING": "0", "RUN_SUMMARY": "0", "RUN_LOCAL_ARCHIVE": "0"},
+    "score": {"RUN_GENERATION": "0", "RUN_SCORING": "1", "RUN_SUMMARY": "0", "RUN_LOCAL_ARCHIVE": "0"},
+}
+
+
+class EvaluatorModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_id: str  # ours (results.json model_id, or a local model's id)
+    slug: str  # the evaluator's
+    path: str  # where the weights are inside the container (the read-only store)
+    revision: str  # the immutable revision (a commit, or sha256set: for local checkpoints)
+    source: str  # owner/repo@revision (or local/<name>@<revision>)
+    label: str
+
+
+class PrintedConfig(BaseModel):
+    """What `--print-config` says the launcher would run."""
+
+    suite: str | None = None
+    run_tag: str | None = None
+    seeds: list[int] = []
+    models: list[dict[str, str]] = []
+    deltas: list[str] = []
+
+
+def launcher_argv(models: list[EvaluatorModel], seeds: list[int], run_tag: str, *,
+                  deltas: list[tuple[str, str, str]] = (), print_config: bool = False) -> list[str]:
+    argv = ["bash", LAUNCHER]
+    for m in models:
+        argv += ["--model", m.slug, m.path, m.revision, m.source, m.label]
+    argv += ["--seeds", *(str(s) for s in seeds)]
+    for label, minuend, subtrahend in deltas:
+        argv += ["--delta", f"{label}={minuend}={subtrahend}"]
+    argv += ["--run-tag", run_tag]
+    if print_config:
+        argv.append("--print-config")
+    return argv
+
+
+def launcher_env(phase: Phase, gpu_groups: list[list[int]]) -> dict[str, str]:
+    """Phase toggles and GPU groups. Endpoints stay on the container's loopback (network none)."""
+    if phase not in PHASE_TOGGLES:
+        raise ValueError(f"unknown evaluator phase {phase!r}")
+    groups = " ".join(",".join(str(g) for g in group) for group in gpu_groups)
+    return {**PHASE_TOGGLES[phase], "GPU_GROUPS": groups}
+
+
+def verifier_argv(campaign_root: str, slugs: list[str], seeds: list[int]) -> list[str]:
+    return ["python", VERIFIER, "--campaign-root", campaign_root, "--phase", "score",
+            "--model-slug", *slugs, "--seeds", *(str(s) for s in seeds)]
+
+
+def deltas_for(models: list[EvaluatorModel], base_of: dict[str, str]) -> list[tuple[str, str, str]]:
+    """`--delta` for every trained model whose same-scale base is in the run (the paired change)."""
+    by_id = {m.model_id: m for m in models}
+    out = []
+    for m in models:
+        base = base_of.get(m.model_id)
+        if base and base in by_id:
+            out.append((f"{m.label} - {by_id[base].label}", m.slug, by_id[base].slug))
+    return out
+
+
+_KV = re.compile(r"(\w+)=(\"[^\"]*\"|'[^']*'|\S+)")
+
+
+def parse_print_config(text: str) -> PrintedConfig:
+    """`suite=`, `run_tag=`, `seeds=`, one `model=… path=… revision=… source=… label=…` line per model, `delta=`."""
+    cfg = PrintedConfig()
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("model="):
+            cfg.models.append({k: v.strip("\"'") for k, v in _KV.findall(line)})
+        elif line.startswith("suite="):
+            cfg.suite = line.split("=", 1)[1].strip()
+        elif line.startswith("run_tag="):
+            cfg.run_tag = line.split("=", 1)[1].strip()
+        elif line.startswith("seeds="):
+            cfg.seeds = [int(s) for s in re.findall(r"-?\d+", line.split("=", 1)[1])]
+        elif line.startswith("delta="):
+            cfg.deltas.append(line.split("=", 1)[1].strip())
+    return cfg
+
+
+def config_mismatches(printed: PrintedConfig, models: list[EvaluatorModel], seeds: list[int], run_tag: str,
+                      suite_id: str) -> list[str]:
+    """What the launcher would run that differs from what we asked (empty: it agrees)."""
+    problems = []
+    if printed.suite != suite_id:
+        problems.append(f"suite {printed.suite!r}, expected {suite_id!r}")
+    if printed.run_tag != run_tag:
+        problems.append(f"run_tag {printed.run_tag!r}, expected {run_tag!r}")
+    if printed.seeds != list(seeds):
+        problems.append(f"seeds {printed.seeds}, expected {list(seeds)}")
+    got = {m.get("model"): m for m in printed.models}
+    for m in models:
+        p = got.get(m.slug)
+        if p is None:
+            problems.append(f"model {m.slug} missing from the printed config")
+            continue
+        for key, want in (("path", m.path), ("revision", m.revision), ("source", m.source), ("label", m.label)):
+            if p.get(key) != want:
+                problems.append(f"model {m.slug}: {key} {p.get(key)!r}, expected {want!r}")
+    extra = set(got) - {m.slug for m in models}
+    problems += [f"model {s} printed but not asked for" for s in sorted(x for x in extra if x)]
+    return problems
