@@ -301,3 +301,41 @@ def test_requirements_exit_3_when_docker_is_unreachable(tmp_path: Path) -> None:
     assert out.returncode == 3, out.stderr
     assert "Docker engine is not reachable" in out.stderr and "--runtime local" in out.stderr
     assert not (tmp_path / "home/campaigns").exists()  # nothing was started or written
+
+
+def test_whole_step_job_tracks_resumes_and_invalidates_per_slice(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """One container works through the slice matrix (as the release evaluator does)."""
+    recipe = make_recipe([selftest_step("gen", "matrix", per_slice=False, image=None),
+                          selftest_step("agg", "whoami", per_slice=False, image=None)])
+    recipe = recipe.model_copy(update={"steps": [recipe.steps[0].model_copy(update={"stage": "infer"}),
+                                                 recipe.steps[1]]})
+    first = resolved_for(recipe, seeds=[42, 43], benchmarks={"t1": 5, "t2": 4})
+    monkeypatch.setenv("SELFTEST_FAIL_AT", "2")  # dies in the first slice
+    result, _ = run_campaign(tmp_path, first)
+    assert result.exit_code == 1
+    st = campaign_status(tmp_path / "c")
+    assert len(st["slices"]) == 4 and st["slices"][0]["done"] == 2
+    monkeypatch.delenv("SELFTEST_FAIL_AT")
+    result, events = run_campaign(tmp_path, first)
+    assert result.exit_code == 0, result.message
+    done = [e for e in events if isinstance(e, SliceState) and e.state == "completed" and e.model]
+    assert len(done) == 4 and all(e.score is not None for e in done)
+    st = campaign_status(tmp_path / "c")
+    assert st["complete"] and st["slices_completed"] == 4 and all(x["score"] is not None for x in st["slices"])
+    res = verify_campaign(tmp_path / "c")
+    assert res.ok and sum(1 for x in res.checks if x.id == "score" and x.status == "passed") == 4
+    # t2 changes: only its two slices are redone (and the step after, which reads them all)
+    changed = resolved_for(recipe, seeds=[42, 43], benchmarks={"t1": 5, "t2": 6})
+    result, events = run_campaign(tmp_path, changed)
+    assert result.exit_code == 0
+    inv = {(e.step, e.benchmark) for e in events if isinstance(e, SliceState) and e.state == "invalidated"}
+    assert inv == {("gen", "t2"), ("agg", None)}
+    started = {(e.model, e.seed, e.benchmark, e.done) for e in events
+               if isinstance(e, SliceState) and e.state in ("running", "resumed") and e.model}
+    assert started == {("tiny-a", 42, "t1", 5), ("tiny-a", 43, "t1", 5), ("tiny-a", 42, "t2", 0),
+                       ("tiny-a", 43, "t2", 0)}
+    clean, _ = run_campaign(tmp_path, changed, name="clean")
+    assert clean.exit_code == 0
+    assert content_of(tmp_path / "c") == content_of(tmp_path / "clean")
+    assert verify_campaign(tmp_path / "c").ok

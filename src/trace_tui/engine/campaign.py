@@ -53,7 +53,16 @@ CREATE TABLE IF NOT EXISTS jobs (
     message TEXT NOT NULL DEFAULT '', receipt TEXT, attempts INTEGER NOT NULL DEFAULT 0,
     expected INTEGER NOT NULL DEFAULT 1, started_at REAL, finished_at REAL, updated_at REAL,
     PRIMARY KEY (step, slice));
+CREATE TABLE IF NOT EXISTS slices (
+    step TEXT NOT NULL, slice TEXT NOT NULL, model TEXT, seed INTEGER, benchmark TEXT,
+    input_hash TEXT NOT NULL, inputs TEXT NOT NULL, state TEXT NOT NULL, phase TEXT NOT NULL DEFAULT '',
+    done INTEGER NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0, score REAL, rate REAL,
+    message TEXT NOT NULL DEFAULT '', expected INTEGER NOT NULL DEFAULT 1, updated_at REAL,
+    PRIMARY KEY (step, slice));
 """
+# ``jobs``: one row per job (a per-slice step's slice, or a whole step). ``slices``: the slices a
+# whole-step job works through (e.g. the release evaluator's model x seed x benchmark matrix), so
+# that status, resume and invalidation stay per slice when one container serves many slices.
 
 JOB_COLUMNS = ("step", "slice", "model", "seed", "benchmark", "input_hash", "inputs", "state", "phase", "done",
                "total", "score", "rate", "message", "receipt", "attempts", "expected", "started_at",
@@ -128,6 +137,45 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
         conn.execute("SELECT count(*) FROM jobs").fetchone()
         return conn
+
+
+SLICE_COLUMNS = ("step", "slice", "model", "seed", "benchmark", "input_hash", "inputs", "state", "phase", "done",
+                 "total", "score", "rate", "message", "expected", "updated_at")
+
+
+@dataclass(frozen=True)
+class SliceRecord:
+    step: str
+    slice: str
+    model: str | None
+    seed: int | None
+    benchmark: str | None
+    input_hash: str
+    inputs: dict[str, Any]
+    state: str
+    phase: str
+    done: int
+    total: int
+    score: float | None
+    rate: float | None
+    message: str
+    expected: bool
+    updated_at: float | None
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> SliceRecord:
+        d = dict(zip(SLICE_COLUMNS, row))
+        d["inputs"] = json.loads(d["inputs"])
+        d["expected"] = bool(d["expected"])
+        return cls(**d)
+
+
+def read_slices(conn: sqlite3.Connection) -> list[SliceRecord]:
+    try:
+        rows = conn.execute(f"SELECT {', '.join(SLICE_COLUMNS)} FROM slices").fetchall()
+    except sqlite3.OperationalError:  # a campaign from before sub-slices were tracked
+        return []
+    return [SliceRecord.from_row(r) for r in rows]
 
 
 def read_jobs(conn: sqlite3.Connection) -> list[JobRecord]:
@@ -294,6 +342,39 @@ class Campaign:
                 " updated_at=:now",
                 rows)
             self.db.execute("COMMIT")
+
+    def sub_slices(self) -> dict[tuple[str, str], SliceRecord]:
+        with self._mutex:
+            return {(r.step, r.slice): r for r in read_slices(self.db)}
+
+    def record_sub_slices(self, rows: list[dict[str, Any]]) -> None:
+        """Expected slices of whole-step jobs; a changed input hash resets the slice's record."""
+        with self._mutex:
+            self.db.execute("BEGIN")
+            self.db.execute("UPDATE slices SET expected=0")
+            self.db.executemany(
+                "INSERT INTO slices(step, slice, model, seed, benchmark, input_hash, inputs, state, total, message,"
+                " expected, updated_at) VALUES (:step, :slice, :model, :seed, :benchmark, :input_hash, :inputs,"
+                " 'pending', :total, :message, 1, :now) ON CONFLICT(step, slice) DO UPDATE SET expected=1,"
+                " input_hash=:input_hash, inputs=:inputs,"
+                " state=CASE WHEN slices.input_hash=:input_hash THEN slices.state ELSE 'pending' END,"
+                " total=CASE WHEN slices.input_hash=:input_hash THEN slices.total ELSE :total END,"
+                " done=CASE WHEN slices.input_hash=:input_hash THEN slices.done ELSE 0 END,"
+                " score=CASE WHEN slices.input_hash=:input_hash THEN slices.score ELSE NULL END,"
+                " message=CASE WHEN slices.input_hash=:input_hash THEN slices.message ELSE :message END,"
+                " updated_at=:now", rows)
+            self.db.execute("COMMIT")
+
+    def update_slice(self, step: str, slice_: str, **fields: Any) -> None:
+        fields["updated_at"] = time.time()
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self._mutex:
+            self.db.execute(f"UPDATE slices SET {cols} WHERE step=? AND slice=?", (*fields.values(), step, slice_))
+
+    def complete_sub_slices(self, step: str) -> None:
+        with self._mutex:
+            self.db.execute("UPDATE slices SET state='completed', rate=NULL, updated_at=?"
+                            " WHERE step=? AND expected=1", (time.time(), step))
 
     def update_job(self, step: str, slice_: str, **fields: Any) -> None:
         fields["updated_at"] = time.time()

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import queue
+import shutil
 import socket
 import threading
 import time
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from trace_tui.engine.campaign import STEP_SLICE, Campaign, JobRecord, slice_name
+from trace_tui.engine.campaign import STEP_SLICE, Campaign, JobRecord, slice_name, slice_path
 from trace_tui.engine.events import (Artifact, Log, Metric, Progress, RunState, SliceState, Status, StepState,
                                      parse_stage_line)
 from trace_tui.errors import ExitCode, RequirementsError
@@ -91,6 +92,9 @@ class PlannedJob:
     action: str = "run"  # run | resume | skip | invalidate
     reason: str = ""
     done: int = 0
+    # A whole-step job that works through the slice matrix in one container: its slices, each with
+    # its own pinned inputs, so resume and invalidation stay per slice.
+    subs: list[PlannedJob] = field(default_factory=list)
 
 
 @dataclass
@@ -101,18 +105,31 @@ class Plan:
         return sum(1 for j in self.jobs if j.action == action)
 
     def summary(self) -> str:
-        return (f"{len(self.jobs)} jobs: {self.count('skip')} complete, {self.count('resume')} to resume, "
+        text = (f"{len(self.jobs)} jobs: {self.count('skip')} complete, {self.count('resume')} to resume, "
                 f"{self.count('invalidate')} invalidated, {self.count('run')} to run")
+        subs = [x for j in self.jobs for x in j.subs]
+        if subs:
+            n = lambda a: sum(1 for x in subs if x.action == a)  # noqa: E731
+            text += (f"; {len(subs)} slices in whole-step jobs: {n('skip')} complete, {n('resume')} partial, "
+                     f"{n('invalidate')} invalidated, {n('run')} to run")
+        return text
 
 
-def decide(job: PlannedJob, record: JobRecord | None) -> PlannedJob:
-    """The resume decision for one job (pure)."""
+def decide(job: PlannedJob, record: Any, sub_records: dict[str, Any] | None = None) -> PlannedJob:
+    """The resume decision for one job and its slices (pure)."""
+    for sub in job.subs:
+        decide(sub, (sub_records or {}).get(sub.slice))
     if record is None:
         job.action, job.reason = "run", "new"
     elif record.input_hash != job.input_hash:
         changes = diff_inputs(record.inputs, job.inputs)
         job.action, job.reason = "invalidate", "pinned inputs changed: " + "; ".join(changes[:4])
-    elif record.state == "completed" and record.receipt:
+    elif job.subs and any(x.action != "skip" for x in job.subs):
+        todo = [x for x in job.subs if x.action != "skip"]
+        inv = [x for x in todo if x.action == "invalidate"]
+        job.action, job.done = "resume", record.done
+        job.reason = f"{len(todo)} of {len(job.subs)} slices to do" + (f", {len(inv)} invalidated" if inv else "")
+    elif record.state == "completed" and getattr(record, "receipt", "slice"):
         job.action, job.reason, job.done = "skip", "complete", record.done
     elif record.done > 0 or record.state in ("running", "failed", "cancelled"):
         job.action, job.reason, job.done = "resume", f"partial ({record.done}/{record.total})", record.done
@@ -133,24 +150,46 @@ class RunResult:
     seconds: float = 0.0
 
 
-class _JobContext:
-    """Live state of one running job (touched only by the thread that runs it)."""
+class _Live:
+    """Rows, rate and the last database write of a job or of one slice of a whole-step job."""
 
-    __slots__ = ("job", "done", "total", "phase", "score", "artifacts", "status", "last_db", "rate",
-                 "win_t", "win_done", "started")
+    __slots__ = ("job", "done", "total", "phase", "score", "last_db", "rate", "win_t", "win_done", "announced",
+                 "finished", "emitted")
 
-    def __init__(self, job: PlannedJob) -> None:
+    def __init__(self, job: PlannedJob, score: float | None = None) -> None:
         self.job = job
         self.done = job.done
         self.total = job.total
         self.phase = ""
-        self.score: float | None = None
-        self.artifacts: dict[str, str] = {}
-        self.status: Status | None = None
+        self.score = score
         self.last_db = 0.0
         self.rate: float | None = None
-        self.started = self.win_t = time.monotonic()
+        self.win_t = time.monotonic()
         self.win_done = job.done
+        self.announced = False
+        self.finished = False  # all its rows are done
+        self.emitted = False  # its "completed" event went out (after its score, when one comes)
+
+    def tick(self, now: float) -> None:
+        if now - self.win_t >= RATE_WINDOW_S:
+            inst = (self.done - self.win_done) / (now - self.win_t)
+            self.rate = inst if self.rate is None else 0.5 * self.rate + 0.5 * inst
+            self.win_t, self.win_done = now, self.done
+
+
+class _JobContext(_Live):
+    """Live state of one running job (touched only by the thread that runs it)."""
+
+    __slots__ = ("artifacts", "status", "started", "subs")
+
+    def __init__(self, job: PlannedJob, sub_scores: dict[str, float | None] | None = None) -> None:
+        super().__init__(job)
+        self.artifacts: dict[str, str] = {}
+        self.status: Status | None = None
+        self.started = time.monotonic()
+        self.subs = {(x.model, x.seed, x.benchmark): _Live(x, (sub_scores or {}).get(x.slice)) for x in job.subs}
+        if self.subs:
+            self.done = self.win_done = sum(x.done for x in self.subs.values())
 
 
 class Runner:
@@ -183,6 +222,11 @@ class Runner:
     def _runtime_for(self, step: Any) -> Runtime:
         return self.runtime if step.image else self.host_runtime
 
+    @staticmethod
+    def tracks_slices(step: Any) -> bool:
+        """Whether a whole-step job works through the slice matrix (generation and scoring do)."""
+        return not step.per_slice and step.stage in ("infer", "score")
+
     def expected_jobs(self) -> list[PlannedJob]:
         r = self.resolved
         settings = _dump(_get(r, "settings", {}) or {})
@@ -192,7 +236,7 @@ class Runner:
         slices = [(_get(s, "model"), int(_get(s, "seed")), _get(s, "benchmark")) for s in _get(r, "slices", [])]
         image_ids: dict[Any, str] = {}
         jobs: list[PlannedJob] = []
-        prev: dict[str, str] | None = None  # slice -> input hash of the previous step
+        prev: dict[str, str] | None = None  # slice (or _step) -> input hash in the previous step
         prev_step: str | None = None
         for pos, step in enumerate(self.recipe.steps):
             if step.image not in image_ids:
@@ -200,16 +244,30 @@ class Runner:
             base = {"step": {"id": step.id, "run": list(step.run), "stage": step.stage},
                     "image_id": image_ids[step.image], "settings_sha256": settings_sha}
             here: dict[str, str] = {}
+
+            def slice_job(model: str, seed: int, bench: str) -> PlannedJob:
+                name = slice_name(model, seed, bench)
+                inputs = dict(base, model=models.get(model, {"id": model}), seed=seed,
+                              benchmark=benches.get(bench, {"key": bench}))
+                if prev is not None:
+                    inputs["upstream"] = {prev_step: prev.get(name) or prev.get(STEP_SLICE)}
+                total = int((benches.get(bench) or {}).get("rows") or 0)
+                return PlannedJob(step, pos, name, model, seed, bench, inputs, sha256_json(inputs), total)
+
             if step.per_slice:
                 for model, seed, bench in slices:
-                    name = slice_name(model, seed, bench)
-                    inputs = dict(base, model=models.get(model, {"id": model}), seed=seed,
-                                  benchmark=benches.get(bench, {"key": bench}))
-                    if prev is not None:
-                        inputs["upstream"] = {prev_step: prev.get(name) or prev.get(STEP_SLICE)}
-                    total = int((benches.get(bench) or {}).get("rows") or 0)
-                    jobs.append(PlannedJob(step, pos, name, model, seed, bench, inputs, sha256_json(inputs), total))
-                    here[name] = jobs[-1].input_hash
+                    jobs.append(slice_job(model, seed, bench))
+                    here[jobs[-1].slice] = jobs[-1].input_hash
+            elif self.tracks_slices(step) and slices:
+                inputs = dict(base)
+                if prev is not None and STEP_SLICE in prev:
+                    inputs["upstream"] = {prev_step: prev[STEP_SLICE]}
+                subs = [slice_job(*sl) for sl in slices]
+                job = PlannedJob(step, pos, STEP_SLICE, None, None, None, inputs, sha256_json(inputs),
+                                 sum(x.total for x in subs), subs=subs)
+                jobs.append(job)
+                here.update({x.slice: x.input_hash for x in subs})
+                here[STEP_SLICE] = job.input_hash
             else:
                 inputs = dict(base, models=sorted(models.values(), key=lambda m: str(m.get("id"))),
                               seeds=sorted({s for _, s, _ in slices}), benchmarks=sorted(benches))
@@ -222,7 +280,12 @@ class Runner:
 
     def plan(self) -> Plan:
         records = self.campaign.jobs()
-        return Plan([decide(j, records.get((j.step.id, j.slice))) for j in self.expected_jobs()])
+        subs = self.campaign.sub_slices()
+        plan = []
+        for j in self.expected_jobs():
+            sub_records = {x.slice: subs.get((j.step.id, x.slice)) for x in j.subs}
+            plan.append(decide(j, records.get((j.step.id, j.slice)), sub_records))
+        return Plan(plan)
 
     def preflight(self) -> None:
         """Everything that must hold before the first container starts (exit 3 otherwise)."""
@@ -277,17 +340,29 @@ class Runner:
                         "benchmark": j.benchmark, "input_hash": j.input_hash, "inputs": canonical_json(j.inputs),
                         "state": "pending", "total": j.total, "message": j.reason if j.action == "invalidate" else "",
                         "now": time.time()} for j in plan.jobs])
+        sub_rows = []
+        for j in plan.jobs:
+            for x in j.subs:
+                if x.action == "invalidate" and j.action != "invalidate":
+                    # Convention for whole-step workers: a slice's outputs live in OUTPUT_DIR/slices/SLICE.
+                    shutil.rmtree(c.path / c.output_rel(j.step.id, j.slice) / "slices" / slice_path(x.slice),
+                                  ignore_errors=True)
+                sub_rows.append({"step": j.step.id, "slice": x.slice, "model": x.model, "seed": x.seed,
+                                 "benchmark": x.benchmark, "input_hash": x.input_hash,
+                                 "inputs": canonical_json(x.inputs), "total": x.total,
+                                 "message": x.reason if x.action == "invalidate" else "", "now": time.time()})
+        c.record_sub_slices(sub_rows)
         stale = self.runtime.cleanup(c.id)
         rows_total = sum(j.total for j in plan.jobs)
         self._emit(RunState(state="planned", message=plan.summary(), campaign=str(c.path),
                             jobs_total=len(plan.jobs), jobs_done=plan.count("skip"), rows_total=rows_total,
-                            rows_done=sum(j.done for j in plan.jobs)))
+                            rows_done=sum(sum(x.done for x in j.subs) if j.subs else j.done for j in plan.jobs)))
         if stale:
             self._log(f"removed {stale} container(s) left by an earlier run of this campaign", "warning")
         for j in plan.jobs:
-            if j.action == "invalidate":
-                self._emit(SliceState(step=j.step.id, model=j.model, seed=j.seed, benchmark=j.benchmark,
-                                      state="invalidated", message=j.reason, total=j.total))
+            for x in ([j] if j.action == "invalidate" else []) + [x for x in j.subs if x.action == "invalidate"]:
+                self._emit(SliceState(step=j.step.id, model=x.model, seed=x.seed, benchmark=x.benchmark,
+                                      state="invalidated", message=x.reason, total=x.total))
         if self.offline and self.runtime.name == "local":
             self._log("--offline with the local runtime: steps run without network isolation", "warning")
 
@@ -439,6 +514,13 @@ class Runner:
             spec["benchmarks"] = [_dump(b) for b in (_get(r, "benchmarks", []) or [])]
             spec["slices"] = [{"model": _get(s, "model"), "seed": _get(s, "seed"), "benchmark": _get(s, "benchmark")}
                               for s in _get(r, "slices", [])]
+            if job.subs:
+                # Per slice: its pinned-input hash, what the engine knows of it, and whether it must be redone
+                # from scratch (invalidated: its outputs under OUTPUT_DIR/slices/SLICE were removed).
+                spec["slices"] = [{"model": x.model, "seed": x.seed, "benchmark": x.benchmark, "id": x.slice,
+                                   "input_hash": x.input_hash, "total": x.total, "state": x.action}
+                                  for x in job.subs]
+                spec["invalidated_slices"] = [x.slice for x in job.subs if x.action == "invalidate"]
         if job.position > 0:
             prev = self.recipe.steps[job.position - 1]
             spec["upstream_outputs"] = {prev.id: self.campaign.output_rel(
@@ -470,7 +552,8 @@ class Runner:
                         env=dict(getattr(step, "env", {}) or {}), output_dir=out_dir)
         if self._cancel.is_set():
             return None
-        ctx = _JobContext(job)
+        known = self.campaign.sub_slices() if job.subs else {}
+        ctx = _JobContext(job, {x.slice: getattr(known.get((step.id, x.slice)), "score", None) for x in job.subs})
         handle = self._runtime_for(step).start(launch)
         with self._handles_lock:
             self._handles.add(handle)
@@ -489,12 +572,15 @@ class Runner:
         """The hot path: one parsed stage event."""
         job = ctx.job
         if isinstance(ev, Progress):
-            ctx.done, ctx.total, ctx.phase = ev.done, ev.total or ctx.total, ev.phase
             now = time.monotonic()
-            if now - ctx.win_t >= RATE_WINDOW_S:
-                inst = (ctx.done - ctx.win_done) / (now - ctx.win_t)
-                ctx.rate = inst if ctx.rate is None else 0.5 * ctx.rate + 0.5 * inst
-                ctx.win_t, ctx.win_done = now, ctx.done
+            sub = ctx.subs.get((ev.model, ev.seed, ev.benchmark)) if ctx.subs else None
+            if sub is not None:
+                ctx.done += ev.done - sub.done
+                self._sub_progress(ctx, sub, ev, now)
+            elif not ctx.subs:
+                ctx.done, ctx.total = ev.done, ev.total or ctx.total
+            ctx.phase = ev.phase
+            ctx.tick(now)
             if now - ctx.last_db >= DB_INTERVAL_S:
                 ctx.last_db = now
                 self.campaign.update_job(job.step.id, job.slice, done=ctx.done, total=ctx.total, phase=ctx.phase,
@@ -505,10 +591,59 @@ class Runner:
             ctx.artifacts[ev.path] = ev.sha256
         elif isinstance(ev, Metric):
             if ev.name == "score":
-                ctx.score = ev.value
+                sub = ctx.subs.get((ev.model, ev.seed, ev.benchmark)) if ctx.subs else None
+                if sub is not None:
+                    sub.score = ev.value
+                    self.campaign.update_slice(job.step.id, sub.job.slice, score=ev.value)
+                    if sub.finished:
+                        self._emit(ev)
+                        self._emit_sub_done(ctx, sub)
+                        return
+                else:
+                    ctx.score = ev.value
         elif isinstance(ev, Status):
             ctx.status = ev
         self._emit(ev)
+
+    def _sub_progress(self, ctx: _JobContext, sub: _Live, ev: Progress, now: float) -> None:
+        step, x = ctx.job.step, sub.job
+        if not sub.announced:
+            for other in ctx.subs.values():  # a finished slice that never got a score is done now
+                if other.finished and not other.emitted:
+                    self._emit_sub_done(ctx, other)
+            sub.announced = True
+            resumed = ev.done > 0
+            self._emit(SliceState(step=step.id, model=x.model, seed=x.seed, benchmark=x.benchmark,
+                                  state="resumed" if resumed else "running", done=ev.done, total=ev.total or x.total))
+        sub.done, sub.total, sub.phase = ev.done, ev.total or sub.total, ev.phase
+        sub.tick(now)
+        if sub.total and sub.done >= sub.total and not sub.finished:
+            sub.finished = True
+            self.campaign.update_slice(step.id, x.slice, done=sub.done, total=sub.total, phase=sub.phase,
+                                       rate=None, state="completed")
+        elif now - sub.last_db >= DB_INTERVAL_S:
+            sub.last_db = now
+            self.campaign.update_slice(step.id, x.slice, done=sub.done, total=sub.total, phase=sub.phase,
+                                       rate=sub.rate, state="running")
+
+    def _emit_sub_done(self, ctx: _JobContext, sub: _Live) -> None:
+        sub.emitted = True
+        x = sub.job
+        self._emit(SliceState(step=ctx.job.step.id, model=x.model, seed=x.seed, benchmark=x.benchmark,
+                              state="completed", done=sub.done, total=sub.total, score=sub.score))
+
+    def _flush_subs(self, ctx: _JobContext, outcome: str) -> None:
+        step = ctx.job.step
+        for sub in ctx.subs.values():
+            if not sub.announced:
+                continue
+            state = "completed" if (outcome == "completed" or sub.finished) else outcome
+            self.campaign.update_slice(step.id, sub.job.slice, done=sub.done, total=sub.total, phase=sub.phase,
+                                       rate=None, score=sub.score, state=state)
+            if (outcome == "completed" or sub.finished) and not sub.emitted:
+                self._emit_sub_done(ctx, sub)
+        if outcome == "completed":
+            self.campaign.complete_sub_slices(step.id)
 
     def _finish_job(self, job: PlannedJob, ctx: _JobContext, info: ExitInfo, started_wall: float,
                     gpus: list[int]) -> str | None:
@@ -516,6 +651,7 @@ class Runner:
         fields: dict[str, Any] = dict(done=ctx.done, total=ctx.total, phase=ctx.phase, rate=ctx.rate)
         ident = dict(step=step.id, model=job.model, seed=job.seed, benchmark=job.benchmark)
         if self._cancel.is_set() or info.stopped:
+            self._flush_subs(ctx, "cancelled")
             c.update_job(step.id, job.slice, state="cancelled", message="interrupted", **fields)
             self._emit(SliceState(state="cancelled", done=ctx.done, total=ctx.total, message="interrupted", **ident))
             return None
@@ -536,9 +672,11 @@ class Runner:
                     + (f"; last log lines: {last}" if last else "")
                     + f"; log: {c.log_path(step.id, job.slice)}; fix the cause and run the same command again "
                       "to resume")
+            self._flush_subs(ctx, "failed")
             c.update_job(step.id, job.slice, state="failed", message=line[:2000], finished_at=time.time(), **fields)
             self._emit(SliceState(state="failed", done=ctx.done, total=ctx.total, message=line, **ident))
             return line
+        self._flush_subs(ctx, "completed")
         c.update_job(step.id, job.slice, state="completed", score=ctx.score, receipt=receipt,
                      finished_at=time.time(), message="", **fields)
         self._emit(SliceState(state="completed", done=ctx.done, total=ctx.total, score=ctx.score, **ident))
@@ -569,6 +707,10 @@ class Runner:
                    "model": job.model, "seed": job.seed, "benchmark": job.benchmark, "input_hash": job.input_hash,
                    "inputs": job.inputs, "rows": ctx.done, "total": ctx.total, "score": ctx.score,
                    "outputs": outputs}
+        if ctx.subs:
+            content["slices"] = {x.job.slice: {"model": x.job.model, "seed": x.job.seed, "benchmark": x.job.benchmark,
+                                               "input_hash": x.job.input_hash, "rows": x.done, "total": x.total,
+                                               "score": x.score} for x in ctx.subs.values()}
         finished = time.time()
         circumstance = {"started_at": started_wall, "finished_at": finished,
                         "duration_s": round(finished - started_wall, 3), "host": socket.gethostname(),

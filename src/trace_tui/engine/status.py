@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trace_tui.engine.campaign import STEP_SLICE, connect_readonly, read_jobs, read_meta, read_steps
+from trace_tui.engine.campaign import STEP_SLICE, connect_readonly, read_jobs, read_meta, read_slices, read_steps
 
 STALE_S = 30.0  # a running job whose record has not moved for this long shows no rate/ETA
 
@@ -36,6 +36,7 @@ def campaign_status(path: Path | str, *, now: float | None = None) -> dict[str, 
         meta = read_meta(conn)
         steps = read_steps(conn)
         jobs = [j for j in read_jobs(conn) if j.expected]
+        subs = [x for x in read_slices(conn) if x.expected]
     finally:
         conn.close()
     now = time.time() if now is None else now
@@ -48,14 +49,16 @@ def campaign_status(path: Path | str, *, now: float | None = None) -> dict[str, 
         out_steps.append({"step": s["step"], "title": s["title"], "state": s["state"], "message": s["message"],
                           "jobs": len(mine), "completed": sum(1 for j in mine if j.state == "completed"),
                           "failed": sum(1 for j in mine if j.state == "failed"),
+                          "failures": [j.message for j in mine if j.state == "failed"],
                           "rows_done": sum(j.done for j in mine), "rows_total": sum(j.total for j in mine)})
     slices = []
-    for j in jobs:
+    subs.sort(key=lambda j: (pos.get(j.step, 1 << 30), j.model or "", j.seed or 0, j.benchmark or ""))
+    for j in [j for j in jobs if j.slice != STEP_SLICE] + subs:  # per-slice jobs, then slices of whole-step jobs
         running = j.state == "running" and active
         fresh = j.updated_at is not None and now - j.updated_at < STALE_S
         rate = j.rate if running and fresh else None
         eta = (j.total - j.done) / rate if rate and j.total else None
-        slices.append({"step": j.step, "slice": None if j.slice == STEP_SLICE else j.slice, "model": j.model,
+        slices.append({"step": j.step, "slice": j.slice, "model": j.model,
                        "seed": j.seed, "benchmark": j.benchmark, "state": j.state if (active or j.state != "running")
                        else "interrupted", "phase": j.phase, "done": j.done, "total": j.total, "score": j.score,
                        "rate": rate, "eta_s": eta, "message": j.message})
@@ -65,6 +68,7 @@ def campaign_status(path: Path | str, *, now: float | None = None) -> dict[str, 
             "last_run_state": meta.get("last_run_state"),
             "jobs": len(jobs), "jobs_completed": sum(1 for j in jobs if j.state == "completed"),
             "rows_done": sum(j.done for j in jobs), "rows_total": sum(j.total for j in jobs),
+            "slices_total": len(slices), "slices_completed": sum(1 for x in slices if x["state"] == "completed"),
             "steps": out_steps, "slices": slices}
 
 
@@ -79,7 +83,7 @@ def render_status(st: dict[str, Any]) -> str:
     for s in st["steps"]:
         lines.append(f"{s['step']:<20} {s['state']:<10} {s['completed']:>4}/{s['jobs']:<4} "
                      f"{s['rows_done']:>8}/{s['rows_total']:<8}" + (f"  {s['message']}" if s["message"] else ""))
-    rows = [x for x in st["slices"] if x["slice"]]
+    rows = st["slices"]
     if rows:
         lines.append("")
         lines.append(f"{'step':<14} {'model':<28} {'seed':>5} {'benchmark':<22} {'state':<11} {'phase':<10} "
@@ -91,7 +95,8 @@ def render_status(st: dict[str, Any]) -> str:
             lines.append(f"{x['step']:<14} {x['model'] or '':<28} {x['seed'] if x['seed'] is not None else '':>5} "
                          f"{x['benchmark'] or '':<22} {x['state']:<11} {x['phase'] or '':<10} {x['done']:>7} "
                          f"{x['total']:>7} {score:>7} {rate:>7} {eta:>7}")
-    failed = [x for x in st["slices"] if x["state"] == "failed"]
-    for x in failed:
-        lines.append(f"failed: {x['message']}")
+    for s in st["steps"]:
+        if s["state"] == "failed" and s.get("failures"):
+            for msg in s["failures"]:
+                lines.append(f"failed: {msg}")
     return "\n".join(lines)

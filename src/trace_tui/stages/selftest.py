@@ -3,6 +3,7 @@
     python -m trace_tui.stages.selftest MODE [--delay S] [--rows N] [--events N] [--mib N] [--fail-at N]
 
 Modes:
+  matrix        `rows` for every slice of a whole-step job, under OUTPUT_DIR/slices/MODEL/SEED/BENCHMARK
   rows          write one row per slice row (per-row seeds), resumable at the first missing row,
                 then score.json; the score is the share of rows whose value is below 0.5
   fail          print a few log lines on stderr and exit 3
@@ -82,17 +83,20 @@ def score_rows(rows: list[dict]) -> float:
 
 
 def recompute_score(campaign: Path, receipt_content: dict) -> float:
-    """How `trace-tui verify --campaign` recomputes this worker's score from its per-row results."""
-    rows_path = next(campaign / p for p in receipt_content["outputs"] if p.endswith("/rows.jsonl"))
+    """How `trace-tui verify --campaign` recomputes this worker's score from its per-row results.
+
+    For a whole-step receipt, verify passes the slice it asks about as ``receipt_content["slice"]``.
+    """
+    sl = receipt_content.get("slice") or ""
+    suffix = f"/slices/{sl}/rows.jsonl" if sl.count("/") == 2 and receipt_content.get("slices") else "/rows.jsonl"
+    rows_path = next(campaign / p for p in receipt_content["outputs"] if p.endswith(suffix))
     rows, _ = read_rows(rows_path)
     return score_rows(rows)
 
 
-def mode_rows(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
-    sl = job.get("slice") or {"model": "none", "seed": 0, "benchmark": "none"}
-    model, seed, bench = str(sl["model"]), int(sl["seed"]), str(sl["benchmark"])
-    total = opts.rows if opts.rows is not None else int(job.get("total") or 10)
-    out = campaign / job["output_dir"]
+def write_slice(out: Path, campaign: Path, model: str, seed: int, bench: str, total: int,
+                opts: argparse.Namespace, fail_at: int | None) -> float | None:
+    """Rows of one slice into out/rows.jsonl, resuming at the first missing row; then score.json."""
     out.mkdir(parents=True, exist_ok=True)
     rows_path = out / "rows.jsonl"
     rows, good = read_rows(rows_path)
@@ -102,17 +106,15 @@ def mode_rows(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
             fh.flush()
             os.fsync(fh.fileno())
     start = len(rows)
-    fail_at = opts.fail_at if opts.fail_at is not None else (
-        int(os.environ["SELFTEST_FAIL_AT"]) if os.environ.get("SELFTEST_FAIL_AT") else None)
-    if start:
-        protocol.log(f"resuming at row {start} of {total}")
     where = {"model": model, "seed": seed, "benchmark": bench}
+    if start:
+        protocol.log(f"{model}/{seed}/{bench}: resuming at row {start} of {total}")
     protocol.progress(phase="generate", done=start, total=total, **where)
     with open(rows_path, "ab") as fh:
         for i in range(start, total):
             if fail_at is not None and i == fail_at:
                 print(f"selftest: failing at row {i} as asked", file=sys.stderr)
-                return 4
+                return None
             if opts.delay:
                 time.sleep(opts.delay)
             row = make_row(seed, model, bench, i)
@@ -126,7 +128,36 @@ def mode_rows(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
     protocol.artifact(rows_path, campaign)
     protocol.artifact(out / "score.json", campaign)
     metric("score", score, **where)
-    protocol.status("completed", f"{len(rows)} rows")
+    return score
+
+
+def _fail_at(opts: argparse.Namespace) -> int | None:
+    if opts.fail_at is not None:
+        return opts.fail_at
+    return int(os.environ["SELFTEST_FAIL_AT"]) if os.environ.get("SELFTEST_FAIL_AT") else None
+
+
+def mode_rows(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+    sl = job.get("slice") or {"model": "none", "seed": 0, "benchmark": "none"}
+    total = opts.rows if opts.rows is not None else int(job.get("total") or 10)
+    score = write_slice(campaign / job["output_dir"], campaign, str(sl["model"]), int(sl["seed"]),
+                        str(sl["benchmark"]), total, opts, _fail_at(opts))
+    if score is None:
+        return 4
+    protocol.status("completed", f"{total} rows")
+    return 0
+
+
+def mode_matrix(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+    """A whole-step job over the slice matrix (as the release evaluator works): OUTPUT_DIR/slices/M/S/B."""
+    out = campaign / job["output_dir"]
+    fail_at = _fail_at(opts)
+    for sl in job.get("slices") or []:
+        total = opts.rows if opts.rows is not None else int(sl.get("total") or 10)
+        if write_slice(out / "slices" / sl["model"] / str(sl["seed"]) / sl["benchmark"], campaign, sl["model"],
+                       int(sl["seed"]), sl["benchmark"], total, opts, fail_at) is None:
+            return 4
+    protocol.status("completed", f"{len(job.get('slices') or [])} slices")
     return 0
 
 
@@ -235,7 +266,8 @@ def mode_fail(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
 
 MODES = {"rows": mode_rows, "fail": mode_fail, "oom": mode_oom, "network": mode_network,
          "store-write": mode_store_write, "whoami": mode_whoami, "events": mode_events, "sleep": mode_sleep,
-         "noisy": mode_noisy}
+         "noisy": mode_noisy,
+         "matrix": mode_matrix}
 
 
 def main(argv: list[str] | None = None) -> int:

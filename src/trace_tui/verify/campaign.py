@@ -180,7 +180,8 @@ def _is_self_verify(run: list[str]) -> bool:
 def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                     published: dict[tuple[str, int | None, str], tuple[float, float]] | None = None,
                     published_source: str | None = None) -> CampaignVerification:
-    from trace_tui.engine.campaign import STEP_SLICE, connect_readonly, read_jobs, read_meta, read_steps
+    from trace_tui.engine.campaign import (STEP_SLICE, connect_readonly, read_jobs, read_meta, read_slices,
+                                           read_steps)
     from trace_tui.engine.runner import sha256_json
     from trace_tui.stages.protocol import sha256_file
 
@@ -192,6 +193,7 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
         meta = read_meta(conn)
         steps = read_steps(conn)
         jobs = [j for j in read_jobs(conn) if j.expected]
+        subs = [x for x in read_slices(conn) if x.expected]
     finally:
         conn.close()
     res = CampaignVerification(campaign=str(root), recipe=meta.get("recipe"), run_tag=meta.get("run_tag"),
@@ -212,6 +214,17 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
             if (sid, name) not in have:
                 add(Check(id="complete", status="failed", subject=f"{sid} {name}",
                           message="expected by the recipe but never planned in this campaign"))
+    have_subs = {(x.step, x.slice) for x in subs}
+    for sid, step in recipe_steps.items():
+        if not step.get("per_slice") and step.get("stage") in ("infer", "score") and slices:
+            missing = [n for n in slices if (sid, n) not in have_subs]
+            for name in missing:
+                add(Check(id="complete", status="failed", subject=f"{sid} {name}",
+                          message="slice expected by the recipe but never planned in this campaign"))
+    for x in subs:
+        if x.state != "completed":
+            add(Check(id="complete", status="failed", subject=f"{x.step} {x.slice}",
+                      message=f"slice not complete ({x.state}, {x.done}/{x.total} rows)"))
     by_step_kind = {s["step"]: s["kind"] for s in steps}
     for j in jobs:
         subject = f"{j.step} {j.slice}"
@@ -287,6 +300,33 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                               expected=recorded, actual=again))
             if published and j.model is not None and j.benchmark is not None:
                 cmp_ = compare(j.step, j.model, j.seed, j.benchmark, float(recorded), published)
+                if cmp_ is not None:
+                    res.comparisons.append(cmp_)
+
+        for name, sub in sorted((content.get("slices") or {}).items()):
+            if sub.get("score") is None:
+                continue
+            kind = content.get("kind") or by_step_kind.get(j.step, "")
+            fn = recomputer_for(kind)
+            where = f"{j.step} {name}"
+            if fn is None:
+                add(Check(id="score", status="info", subject=where,
+                          message=f"score {sub['score']} not recomputed: no recomputer for {kind}"))
+            else:
+                try:
+                    again = fn(root, {**content, "slice": name, "model": sub.get("model"), "seed": sub.get("seed"),
+                                      "benchmark": sub.get("benchmark")})
+                except Exception as exc:  # noqa: BLE001
+                    add(Check(id="score", status="failed", subject=where,
+                              message=f"cannot recompute the score: {type(exc).__name__}: {exc}"))
+                else:
+                    ok = again is not None and abs(float(again) - float(sub["score"])) <= SCORE_TOLERANCE
+                    add(Check(id="score", status="passed" if ok else "failed", subject=where,
+                              message="score recomputed from per-row results" if ok
+                              else "score does not recompute from per-row results",
+                              expected=sub["score"], actual=again))
+            if published and sub.get("model") is not None:
+                cmp_ = compare(j.step, sub["model"], sub.get("seed"), sub["benchmark"], float(sub["score"]), published)
                 if cmp_ is not None:
                     res.comparisons.append(cmp_)
 
