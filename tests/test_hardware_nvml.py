@@ -189,9 +189,9 @@ def test_local_runtime_skips_image_checks():
 
 
 def test_disk_against_the_recipe():
-    c = checks("eval-setup", "8xh100", free_gib=100)["fetch"]
+    c = checks("eval-setup", "8xh100", free_gib=100)["fetch-eval"]
     assert c.verdict == "fail" and c.reason == "needs 250 GiB free under /srv/trace-tui; 100.0 GiB free"
-    assert checks("eval-setup", "8xh100", free_gib=300)["fetch"].verdict == "pass"
+    assert checks("eval-setup", "8xh100", free_gib=300)["fetch-eval"].verdict == "pass"
 
 
 def test_fake_machines_from_the_environment(monkeypatch):

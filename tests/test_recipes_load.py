@@ -40,6 +40,7 @@ steps:
     needs:
       gpu_profile: generate
       store: [models, benchmarks]
+      gpus: 1
 """
 
 
@@ -237,3 +238,23 @@ def test_demo_settings_are_checked_against_the_generation_fields():
     text = (recipes_dir() / "demo.yaml").read_text().replace("  max_tokens: 32", "  max_token: 32")
     line = _err(text)
     assert re.match(r"my\.yaml:\d+: settings\.max_token: unknown setting; allowed values: seed, temperature", line)
+
+
+def test_a_gpu_profile_needs_at_least_one_gpu():
+    line = _err(VALID.replace("      gpus: 1\n", ""))
+    assert line.startswith("my.yaml:16: steps.0.needs: gpu_profile 'generate' runs on GPUs: set gpus to at least 1")
+
+
+def test_gpu_steps_name_their_gpu_count_for_the_engine():
+    """The engine starts a GPU step on needs.gpus GPUs (or the plan's groups): never 0 for a GPU profile."""
+    for name in known_recipes():
+        for step in load_recipe(name).steps:
+            assert (step.needs.gpus > 0) == (step.needs.gpu_profile is not None), (name, step.id)
+    assert load_recipe("smoke-7b").steps[0].needs.gpus == 2
+
+
+def test_eval_setup_fetches_what_full_and_validation_read():
+    steps = load_recipe("eval-setup").steps
+    assert [s.run[:5] for s in steps] == [["trace_tui", "store", "fetch", "--recipe", "full"],
+                                         ["trace_tui", "store", "fetch", "--recipe", "validation"]]
+    assert all(s.needs.network and not s.needs.store for s in steps)

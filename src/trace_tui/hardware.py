@@ -572,7 +572,9 @@ def check_step(step: "Step", resolved: "ResolvedRecipe", report: HardwareReport,
     scales = step_scales(step, resolved)
 
     # GPUs
-    explicit = needs.gpus > 0
+    # Without a profile, gpus/gpu_memory_gib are the requirement; with one, the profile's table is
+    # (the step's gpus is then the floor the engine starts with, always covered by the table).
+    explicit = needs.gpus > 0 and not needs.gpu_profile
     if scales or explicit:
         if report.gpu.status != "ok":
             what = (describe_requirement(needs.gpu_profile, scales[0]) if scales

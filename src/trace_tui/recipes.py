@@ -70,6 +70,13 @@ class StepNeeds(_Strict):
     network: bool = False
     store: list[str] = Field(default_factory=list, description="store entries the step reads (SYMBOLIC_NEEDS or full names)")
 
+    @model_validator(mode="after")
+    def _profile_uses_gpus(self) -> "StepNeeds":
+        if self.gpu_profile is not None and self.gpus < 1:
+            raise ValueError(f"gpu_profile {self.gpu_profile!r} runs on GPUs: set gpus to at least 1 "
+                             "(GPUs per endpoint; the hardware check raises it per model size)")
+        return self
+
     @field_validator("store")
     @classmethod
     def _known_needs(cls, store: list[str]) -> list[str]:
