@@ -37,14 +37,14 @@ class ScoreRecord(NamedTuple):
 class Summary(BaseModel):
     """mean ± sample standard deviation over seeds; ``stddev`` is None with fewer than 2 seeds."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
     mean: float
     stddev: float | None
     n: int
 
 
 class PairedDelta(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
     mean: float
     stddev: float | None
     seed_values: dict[int, float]
@@ -54,9 +54,10 @@ def as_records(rows: Iterable[Any]) -> list[ScoreRecord]:
     """Normalize mappings or objects with the four fields into ScoreRecords."""
     out: list[ScoreRecord] = []
     for r in rows:
-        if isinstance(r, ScoreRecord):
+        t = type(r)
+        if t is ScoreRecord:  # exact-type tests first: an ABC isinstance per record is the slow part
             out.append(r)
-        elif isinstance(r, Mapping):
+        elif t is dict or (not hasattr(r, "model_id") and isinstance(r, Mapping)):
             out.append(ScoreRecord(str(r["model_id"]), int(r["seed"]), str(r["benchmark_id"]), float(r["score"])))
         else:
             out.append(ScoreRecord(str(r.model_id), int(r.seed), str(r.benchmark_id), float(r.score)))
@@ -79,7 +80,8 @@ def sample_std(values: Sequence[float]) -> float | None:
 
 
 def summarize(values: Sequence[float]) -> Summary:
-    return Summary(mean=mean(values), stddev=sample_std(values), n=len(values))
+    # model_construct: computed here, already typed; validating thousands of them costs more than computing
+    return Summary.model_construct(mean=mean(values), stddev=sample_std(values), n=len(values))
 
 
 def index(records: Iterable[Any]) -> dict[tuple[str, int, str], float]:
@@ -153,7 +155,7 @@ def paired(values: Mapping[int, float], base: Mapping[int, float]) -> PairedDelt
         raise ValueError("no seed in common between the model and its base")
     d = {s: values[s] - base[s] for s in seeds}
     ds = [d[s] for s in seeds]
-    return PairedDelta(mean=mean(ds), stddev=sample_std(ds), seed_values=d)
+    return PairedDelta.model_construct(mean=mean(ds), stddev=sample_std(ds), seed_values=d)
 
 
 def overall_delta(records: Iterable[Any], model: str, base: str, benchmarks: Sequence[str] | None = None) -> PairedDelta:

@@ -736,7 +736,7 @@ class _Compare:
 def _aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: ReleaseLock):
     from trace_tui.verify import aggregate as agg
 
-    records = res.scores.benchmark_scores
+    records = agg.as_records(res.scores.benchmark_scores)  # once, not in every aggregation call
     keys = [(x.model_id, x.seed, x.benchmark_id) for x in records]
     if len(set(keys)) != len(keys):
         return "", [_Problem("cannot recompute: duplicate benchmark scores (see results.complete)")]
