@@ -212,17 +212,50 @@ def _image_processor_cls():
     return Qwen2VLImageProcessorPil
 
 
+_PROCESSOR_CLS: Any = None
+
+
 def _processor_cls():
-    """Qwen2_5_VLProcessor without a video processor (which would need torchvision)."""
-    from transformers import Qwen2_5_VLProcessor
+    """Qwen2_5_VLProcessor without a video processor (which would need torchvision).
 
-    class ImageOnlyQwen25VLProcessor(Qwen2_5_VLProcessor):
-        # The signature decides the processor's sub-processors: no video_processor here.
+    The subclass keeps the stock class name on purpose: a processor saves its
+    class name into processor_config.json / tokenizer_config.json, and other
+    tools (AutoProcessor with torchvision, vLLM) must find the stock class
+    there when they load a checkpoint this code saved.
+    """
+    global _PROCESSOR_CLS
+    if _PROCESSOR_CLS is None:
+        from transformers import Qwen2_5_VLProcessor
+
         def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
-            super().__init__(image_processor=image_processor, tokenizer=tokenizer, video_processor=None,
-                             chat_template=chat_template, **kwargs)
+            Qwen2_5_VLProcessor.__init__(self, image_processor=image_processor, tokenizer=tokenizer,
+                                         video_processor=None, chat_template=chat_template, **kwargs)
 
-    return ImageOnlyQwen25VLProcessor
+        # The __init__ signature decides the sub-processors: no video_processor.
+        _PROCESSOR_CLS = type("Qwen2_5_VLProcessor", (Qwen2_5_VLProcessor,),
+                              {"__init__": __init__, "__module__": __name__,
+                               "__doc__": "Qwen2.5-VL processor for images and text only."})
+    return _PROCESSOR_CLS
+
+
+def _load_image_processor(path: Path, kwargs: dict[str, int]):
+    cls = _image_processor_cls()
+    if (path / "preprocessor_config.json").is_file():
+        return cls.from_pretrained(str(path), local_files_only=True, **kwargs)
+    # A checkpoint saved by a processor holds its image processor inside processor_config.json.
+    merged = path / "processor_config.json"
+    if merged.is_file():
+        cfg = json.loads(merged.read_text(encoding="utf-8")).get("image_processor")
+        if isinstance(cfg, dict):
+            cfg = {k: v for k, v in cfg.items() if k not in ("image_processor_type", "processor_class")}
+            if "size" in cfg and ("min_pixels" in kwargs or "max_pixels" in kwargs):
+                cfg["size"] = dict(cfg["size"])
+            cfg.update(kwargs)
+            return cls(**cfg)
+    from trace_tui.errors import UsageError
+
+    raise UsageError(f"{path}: no preprocessor_config.json or processor_config.json",
+                     hint="point at a Qwen2.5-VL checkpoint directory")
 
 
 def _read_chat_template(path: Path, tokenizer: Any) -> str | None:
@@ -252,7 +285,7 @@ def load_processor(path: str | Path, *, min_pixels: int | None = None, max_pixel
         kwargs["min_pixels"] = int(min_pixels)
     if max_pixels is not None:
         kwargs["max_pixels"] = int(max_pixels)
-    image_processor = _image_processor_cls().from_pretrained(str(path), local_files_only=True, **kwargs)
+    image_processor = _load_image_processor(path, kwargs)
     template = _read_chat_template(path, tokenizer)
     if template is not None and not getattr(tokenizer, "chat_template", None):
         tokenizer.chat_template = template
@@ -309,6 +342,57 @@ def build_tiny_qwen25vl(out_dir: Path, seed: int = 0) -> Path:
         cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     for f in out_dir.iterdir():
         f.chmod(0o644)  # a stage container may read the store under another uid
+    return out_dir
+
+
+def supervised_warm_up(model_dir: Path, out_dir: Path, examples: list[dict[str, Any]], *, steps: int = 40,
+                       lr: float = 3e-3, seed: int = 0, min_pixels: int | None = None,
+                       max_pixels: int | None = None) -> Path:
+    """A few supervised steps on (prompt, target) pairs, saved as a new checkpoint in ``out_dir``.
+
+    A random tiny model never ends a reply in a JSON answer object, so a strict
+    reward is always 0 and a GRPO step on it learns nothing. Teaching it first,
+    with plain next-token cross-entropy on the assistant turn only, to answer
+    ``{"answer": ...}`` makes its sampled replies vary in reward honestly.
+
+    ``examples``: dicts with ``messages`` (chat messages without the assistant
+    turn; an image part as ``{"type": "image"}``), ``images`` (PIL images) and
+    ``target`` (the assistant text).
+    """
+    import torch
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    processor = load_processor(model_dir, min_pixels=min_pixels, max_pixels=max_pixels)
+    torch.manual_seed(seed)
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(model_dir), dtype=torch.float32)
+    model.train()
+    batches = []
+    for ex in examples:
+        prompt = processor.apply_chat_template(ex["messages"], add_generation_prompt=True, tokenize=False)
+        full = prompt + ex["target"] + "<|im_end|>\n"
+        images = ex.get("images") or None
+        enc = processor(text=[full], images=images, return_tensors="pt")
+        n_prompt = processor(text=[prompt], images=images, return_tensors="pt")["input_ids"].shape[1]
+        labels = enc["input_ids"].clone()
+        labels[:, :n_prompt] = -100  # learn the reply only
+        enc["labels"] = labels
+        batches.append(enc)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    for step in range(steps):
+        batch = batches[step % len(batches)]
+        loss = model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out_dir), safe_serialization=True)
+    for f in Path(model_dir).iterdir():
+        if f.is_file() and f.suffix in (".json", ".jinja") and f.name not in ("config.json", "generation_config.json"):
+            (out_dir / f.name).write_bytes(f.read_bytes())
+    for f in out_dir.iterdir():
+        f.chmod(0o644)
     return out_dir
 
 

@@ -1,0 +1,590 @@
+"""The train stage worker: one GRPO step with the release training profile, on TRL (`python -m trace_tui.stages.train_smoke`).
+
+Stage contract (SPEC section 3): the job spec comes from ``TRACE_TUI_JOB``,
+the campaign directory from ``TRACE_TUI_CAMPAIGN``, the store from
+``TRACE_TUI_STORE``; progress, log, artifact and status lines go to stdout
+(trace_tui.stages.protocol). Nothing is fetched: the model, the profile, the
+system prompt and the data shards are files named in the job spec (relative
+paths are inside the store), and the Hugging Face libraries run offline.
+
+Job spec (JSON)::
+
+    {
+      "step": "train-smoke",                       # also the output folder in the campaign
+      "recipe": "smoke-3b" | "smoke-7b" | "demo",
+      "slice": {"model": "...", "seed": 1, "benchmark": "train-smoke"} | null,
+      "inputs": {
+        "model": "models/Qwen--Qwen2.5-VL-3B-Instruct/66285546...",   # checkpoint directory
+        "model_id": "Qwen/Qwen2.5-VL-3B-Instruct", "model_revision": "66285546...",   # optional, recorded
+        "profile": "release/rlvr/configs/trace-qwen2.5-vl-3b.yaml",
+        "system_prompt": "release/rlvr/examples/prompts/trace_vero_json_system_prompt_answer.txt",
+        "train_files": ["datasets/maveryn--trace/4e5b5436.../data/train/...-00000-of-00016.parquet", ...]
+      },
+      "settings": {                                # all optional
+        "device": "auto" | "cpu" | "cuda",
+        "cpu_threads": 1,
+        "prompts_per_step": 2, "num_generations": 4, "max_response_length": 64,
+        "min_pixels": 3136, "max_pixels": 50176, "per_device_train_batch_size": 1, "learning_rate": 1e-6
+      },
+      "output": "train-smoke"                      # optional; defaults to "step"
+    }
+
+Outputs in ``<campaign>/<output>/``: ``run_receipt.json`` (written atomically,
+``status: launching`` first, then ``completed`` or ``failed``),
+``checkpoint-1/`` (weights, config, processor; trainer state beside them) and
+``resolved_config.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import random
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trace_tui.stages import protocol
+from trace_tui.stages.train_profile import Hardware, Overrides, ResolvedTraining
+
+RECEIPT_SCHEMA = "trace-tui-train-smoke-receipt-v1"
+SMOKE_STEPS = 1
+IMAGE_PLACEHOLDER = "<image>"
+# What identifies a checkpoint: its weights and its config, never trainer state
+# (optimizer, scheduler, RNG, trainer_state.json, training_args.bin) or timing.
+CHECKPOINT_CONTENT_SUFFIXES = (".safetensors",)
+CHECKPOINT_CONTENT_NAMES = ("config.json", "generation_config.json", "model.safetensors.index.json")
+
+
+class SliceSpec(BaseModel):
+    model: str | None = None
+    seed: int | None = None
+    benchmark: str | None = None
+
+
+class TrainInputs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    profile: str
+    system_prompt: str
+    train_files: list[str] = Field(min_length=1)
+    model_id: str | None = None
+    model_revision: str | None = None
+
+
+class TrainSettings(Overrides):
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    cpu_threads: int | None = 1
+
+
+class TrainJob(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    step: str = "train-smoke"
+    recipe: str | None = None
+    slice: SliceSpec | None = None
+    inputs: TrainInputs
+    settings: TrainSettings = TrainSettings()
+    output: str | None = None
+
+
+# ---------------------------------------------------------------------------
+# Pure helpers
+# ---------------------------------------------------------------------------
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256set(files: dict[str, str]) -> str:
+    """`sha256set:` over {relative path: file sha256} (SPEC section 4)."""
+    return "sha256set:" + hashlib.sha256(canonical_json(files).encode("utf-8")).hexdigest()
+
+
+def checkpoint_content_files(ckpt: Path) -> list[Path]:
+    return sorted(p for p in ckpt.iterdir()
+                  if p.is_file() and (p.suffix in CHECKPOINT_CONTENT_SUFFIXES or p.name in CHECKPOINT_CONTENT_NAMES))
+
+
+def checkpoint_sha256set(ckpt: Path) -> tuple[str, dict[str, str]]:
+    files = {p.name: protocol.sha256_file(p)[0] for p in checkpoint_content_files(ckpt)}
+    return sha256set(files), files
+
+
+def split_prompt(text: str, n_images: int) -> list[dict[str, Any]]:
+    """The user turn as content parts: each ``<image>`` placeholder becomes an image part, in place."""
+    pieces = text.split(IMAGE_PLACEHOLDER)
+    if len(pieces) - 1 != n_images:
+        raise ValueError(f"{len(pieces) - 1} '<image>' placeholder(s) for {n_images} image(s)")
+    parts: list[dict[str, Any]] = []
+    for i, piece in enumerate(pieces):
+        if i:
+            parts.append({"type": "image", "text": None})
+        if piece:
+            parts.append({"type": "text", "text": piece})
+    return parts
+
+
+def pick_rows(total: int, k: int, *, shuffle: bool, seed: int) -> list[int]:
+    """The step's rows: a seeded draw without replacement (profile: shuffle with data.seed), else the first k."""
+    if k > total:
+        from trace_tui.errors import UsageError
+
+        raise UsageError(f"train data: {total} row(s) for {k} prompts per step",
+                         hint="name more train files or lower settings.prompts_per_step")
+    return sorted(random.Random(seed).sample(range(total), k)) if shuffle else list(range(k))
+
+
+def reward_stats(rewards: list[float]) -> tuple[float, float]:
+    """Mean and population standard deviation of every rollout reward of the step."""
+    n = len(rewards)
+    mean = sum(rewards) / n
+    return mean, (sum((r - mean) ** 2 for r in rewards) / n) ** 0.5
+
+
+# ---------------------------------------------------------------------------
+# I/O edges
+# ---------------------------------------------------------------------------
+
+
+def _resolve(path: str, store: Path) -> Path:
+    p = Path(path)
+    return p if p.is_absolute() else store / p
+
+
+def _must_exist(path: Path, what: str, is_dir: bool = False) -> Path:
+    from trace_tui.errors import RequirementsError
+
+    ok = path.is_dir() if is_dir else path.is_file()
+    if not ok:
+        raise RequirementsError(f"{what} not found: {path}", hint="run eval-setup (or import a bundle) first")
+    return path
+
+
+def _hash_dir(path: Path) -> dict[str, str]:
+    return {p.relative_to(path).as_posix(): protocol.sha256_file(p)[0]
+            for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def read_rows(files: list[Path], indices: list[int], columns: list[str]) -> list[dict[str, Any]]:
+    """Rows at global ``indices`` over the concatenated files, reading only the row groups that hold them."""
+    import pyarrow.parquet as pq
+
+    wanted = sorted(indices)
+    out: dict[int, dict[str, Any]] = {}
+    base = 0
+    for f in files:
+        pf = pq.ParquetFile(str(f))
+        rg_start = base
+        for rg in range(pf.num_row_groups):
+            n = pf.metadata.row_group(rg).num_rows
+            local = [i - rg_start for i in wanted if rg_start <= i < rg_start + n]
+            if local:
+                table = pf.read_row_group(rg, columns=columns)
+                for li in local:
+                    row = table.slice(li, 1).to_pylist()[0]
+                    row["_file"], row["_row"] = f.name, li + rg_start - base
+                    out[rg_start + li] = row
+            rg_start += n
+        base += pf.metadata.num_rows
+    return [out[i] for i in indices]
+
+
+def parquet_rows(files: list[Path], columns: list[str]) -> int:
+    import pyarrow.parquet as pq
+
+    from trace_tui.errors import UsageError
+
+    total = 0
+    for f in files:
+        pf = pq.ParquetFile(str(f))
+        missing = [c for c in columns if c not in pf.schema_arrow.names]
+        if missing:
+            raise UsageError(f"{f}: missing column(s) {', '.join(missing)}",
+                             hint="use the TRACE training shards (release.dataset.train_files)")
+        total += pf.metadata.num_rows
+    return total
+
+
+def _hardware(settings: TrainSettings) -> Hardware:
+    import torch
+
+    from trace_tui.errors import RequirementsError
+
+    want = settings.device
+    if want == "cuda" and not torch.cuda.is_available():
+        raise RequirementsError("settings.device is 'cuda' but torch sees no CUDA GPU",
+                                hint="run on a GPU machine with the NVIDIA runtime, or use device 'cpu'")
+    if want == "cuda" or (want == "auto" and torch.cuda.is_available()):
+        props = torch.cuda.get_device_properties(0)
+        return Hardware(device="cuda", devices=1, device_name=props.name, memory_gib=props.total_memory / 2**30)
+    return Hardware(device="cpu", devices=1, device_name=platform.processor() or platform.machine())
+
+
+def _check_gpu_memory(model_dir: Path, hardware: Hardware, resolved: ResolvedTraining) -> dict[str, Any] | None:
+    """Refuse a GPU run that cannot fit, before minutes of loading (same estimate as smoke_requirement)."""
+    from trace_tui.errors import RequirementsError
+    from trace_tui.stages.train_profile import ACTIVATION_GIB, BYTES_PER_PARAM_TRAINING
+
+    if hardware.device != "cuda":
+        return None
+    cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    text = cfg.get("text_config", cfg)
+    stored = sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
+    dtype = str(text.get("dtype") or cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
+    params = stored / (4 if "32" in dtype else 2)
+    heads = int(text.get("num_attention_heads", 1))
+    head_dim = int(text.get("head_dim") or int(text.get("hidden_size", 0)) // max(heads, 1))
+    kv_per_token = int(text.get("num_hidden_layers", 0)) * int(text.get("num_key_value_heads", heads)) * head_dim * 4
+    tokens = resolved.stage["max_prompt_length"] + resolved.trl["max_completion_length"]
+    kv = kv_per_token * resolved.scaling.completions_per_step["run"] * tokens / 2**30
+    need = params * BYTES_PER_PARAM_TRAINING / 2**30 + kv + (ACTIVATION_GIB if params > 1e8 else 0.5)
+    estimate = {"parameters": int(params), "need_gib": round(need, 1), "have_gib": round(hardware.memory_gib or 0, 1)}
+    if hardware.memory_gib is not None and need > hardware.memory_gib:
+        raise RequirementsError(
+            f"one smoke step needs about {need:.0f} GiB on one GPU ({params / 1e9:.2f}B parameters x 16 bytes for "
+            f"AdamW training + {kv:.0f} GiB rollout cache); {hardware.device_name} has {hardware.memory_gib:.0f} GiB",
+            hint="use a larger GPU, or lower settings.prompts_per_step")
+    return estimate
+
+
+def _versions() -> dict[str, str]:
+    import datasets
+    import torch
+    import transformers
+    import trl
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+            "trl": trl.__version__, "datasets": datasets.__version__}
+
+
+def _trace_reward():
+    try:
+        from trace_tui.scoring import trace_reward
+    except ImportError as exc:  # pragma: no cover - the scoring library ships with the package
+        from trace_tui.errors import RequirementsError
+
+        raise RequirementsError(f"trace_tui.scoring.trace_reward unavailable ({exc})",
+                                hint="install the trace-tui package completely") from None
+    return trace_reward
+
+
+def make_reward_func(answer_key: str, sink: list[float]):
+    """TRL reward function over the TRACE training reward (CONTRACTS.md section 3); every value goes to ``sink``."""
+    trace_reward = _trace_reward()
+
+    def trace_training_reward(prompts, completions, **kwargs) -> list[float]:
+        out = []
+        for completion, gt in zip(completions, kwargs[answer_key], strict=True):
+            if isinstance(completion, list):  # conversational: the assistant message
+                content = completion[-1]["content"]
+                text = content if isinstance(content, str) else "".join(
+                    p.get("text") or "" for p in content if isinstance(p, dict))
+            else:
+                text = completion
+            answer_gt = json.loads(gt) if isinstance(gt, str) else gt
+            out.append(float(trace_reward(text, answer_gt)))
+        sink.extend(out)
+        return out
+
+    return trace_training_reward
+
+
+# ---------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------
+
+
+class _Run:
+    def __init__(self, job: TrainJob, campaign: Path, store: Path) -> None:
+        self.job = job
+        self.campaign = campaign
+        self.store = store
+        self.out = campaign / (job.output or job.step)
+        self.receipt_path = self.out / "run_receipt.json"
+        self.started = time.time()
+        self.receipt: dict[str, Any] = {
+            "schema": RECEIPT_SCHEMA,
+            "status": "launching",
+            "exit_code": None,
+            "mode": "smoke",
+            "step": job.step,
+            "recipe": job.recipe,
+            "slice": job.slice.model_dump() if job.slice else None,
+            "circumstance": {"started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                             "host": socket.gethostname()},
+        }
+
+    def _progress(self, phase: str, done: int, total: int) -> None:
+        s = self.job.slice or SliceSpec()
+        protocol.progress(phase=phase, done=done, total=total, model=s.model, seed=s.seed, benchmark=s.benchmark)
+
+    def write_receipt(self) -> None:
+        protocol.atomic_write_json(self.receipt_path, self.receipt)
+
+    def finish(self, status: str, exit_code: int, message: str = "") -> None:
+        ended = time.time()
+        self.receipt["status"] = status
+        self.receipt["exit_code"] = exit_code
+        if message:
+            self.receipt["message"] = message
+        self.receipt["circumstance"].update({
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "wall_time_s": round(ended - self.started, 3)})
+        self.receipt["wall_time_s"] = round(ended - self.started, 3)
+        self.write_receipt()
+        protocol.artifact(self.receipt_path, self.campaign)
+
+    def run(self) -> None:
+        job, store = self.job, self.store
+        from trace_tui.errors import UsageError
+        from trace_tui.stages.train_profile import load_profile, resolve_training
+
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.write_receipt()  # status: launching
+        inputs = job.inputs
+        model_dir = _must_exist(_resolve(inputs.model, store), "model checkpoint directory", is_dir=True)
+        profile_path = _must_exist(_resolve(inputs.profile, store), "training profile")
+        prompt_path = _must_exist(_resolve(inputs.system_prompt, store), "system prompt file")
+        train_files = [_must_exist(_resolve(f, store), "train data file") for f in inputs.train_files]
+
+        # Hash every input file first: the receipt names exactly what was trained on.
+        self._progress("hash-inputs", 0, 3 + len(train_files))
+        model_files = _hash_dir(model_dir)
+        self._progress("hash-inputs", 1, 3 + len(train_files))
+        profile_sha = protocol.sha256_file(profile_path)[0]
+        prompt_bytes = prompt_path.read_bytes()
+        prompt_sha = hashlib.sha256(prompt_bytes).hexdigest()
+        file_records = []
+        for i, f in enumerate(train_files):
+            file_records.append({"path": inputs.train_files[i], "sha256": protocol.sha256_file(f)[0]})
+            self._progress("hash-inputs", 3 + i, 3 + len(train_files))
+        self._progress("hash-inputs", 3 + len(train_files), 3 + len(train_files))
+
+        profile = load_profile(profile_path)
+        want_prompt_sha = (((profile.get("release") or {}).get("prompt") or {}).get("sha256"))
+        if want_prompt_sha and want_prompt_sha != prompt_sha:
+            raise UsageError(f"{prompt_path}: sha256 {prompt_sha} differs from the profile's release.prompt.sha256 "
+                             f"{want_prompt_sha}", hint="use the release's system prompt file unchanged")
+        hardware = _hardware(job.settings)
+        overrides = Overrides(**job.settings.model_dump(include=set(Overrides.model_fields)))
+        resolved = resolve_training(profile, hardware, overrides, smoke_steps=SMOKE_STEPS)
+        memory = _check_gpu_memory(model_dir, hardware, resolved)
+        self.receipt["inputs"] = {
+            "model": {"path": inputs.model, "model_id": inputs.model_id, "revision": inputs.model_revision,
+                      "sha256set": sha256set(model_files), "files": model_files},
+            "profile": {"path": inputs.profile, "sha256": profile_sha, "config_id": resolved.config_id},
+            "system_prompt": {"path": inputs.system_prompt, "sha256": prompt_sha},
+            "train_files": file_records,
+        }
+        resolved_doc = {"profile_config_id": resolved.config_id, "trl": resolved.trl, "stage": resolved.stage,
+                        "scaling": resolved.scaling.model_dump(), "overrides": resolved.overrides,
+                        "device_adaptations": resolved.device_adaptations,
+                        "inputs": {"model": sha256set(model_files), "profile": profile_sha, "system_prompt": prompt_sha,
+                                   "train_files": [r["sha256"] for r in file_records]}}
+        resolved_path = self.out / "resolved_config.json"
+        protocol.atomic_write_json(resolved_path, resolved_doc)
+        self.receipt.update({
+            "resolved_config": resolved_doc,
+            "resolved_config_sha256": hashlib.sha256(canonical_json(resolved_doc).encode("utf-8")).hexdigest(),
+            "profile_mapping": {"mapped": resolved.mapped, "unmappable": resolved.unmappable},
+            "scaling": resolved.scaling.model_dump(),
+            "overrides": resolved.overrides,
+            "device_adaptations": resolved.device_adaptations,
+            "hardware": {**hardware.model_dump(), "cpu_count": os.cpu_count(), "memory_estimate": memory,
+                         "cpu_threads": job.settings.cpu_threads if hardware.device == "cpu" else None},
+            "versions": _versions(),
+        })
+        self.write_receipt()
+        protocol.artifact(resolved_path, self.campaign)
+        self._train(model_dir, train_files, prompt_bytes.decode("utf-8"), resolved, hardware)
+
+    def _train(self, model_dir: Path, train_files: list[Path], system_prompt: str, resolved: ResolvedTraining,
+               hardware: Hardware) -> None:
+        import datasets
+        import torch
+        from transformers import Qwen2_5_VLForConditionalGeneration, TrainerCallback
+        from trl import GRPOConfig, GRPOTrainer
+
+        from trace_tui.errors import UsageError
+        from trace_tui.stages.tiny_model import load_processor
+
+        st = resolved.stage
+        if hardware.device == "cpu" and self.job.settings.cpu_threads:
+            # Small CPU models run fastest (and reproducibly) on one thread; more
+            # threads only fight over shared cores.
+            torch.set_num_threads(self.job.settings.cpu_threads)
+        columns = [st["prompt_key"], st["image_key"], st["answer_key"], "instance_id"]
+        total = parquet_rows(train_files, columns)
+        indices = pick_rows(total, st["prompts_per_step"], shuffle=st["shuffle"], seed=st["data_seed"])
+        rows = read_rows(train_files, indices, columns)
+
+        processor = load_processor(model_dir, min_pixels=st["min_pixels"], max_pixels=st["max_pixels"])
+        from PIL import Image
+        import io
+
+        examples, used, prompt_tokens = [], [], []
+        for gi, row in zip(indices, rows, strict=True):
+            images = [Image.open(io.BytesIO(im["bytes"])) if isinstance(im, dict) else im
+                      for im in (row[st["image_key"]] or [])]
+            try:
+                parts = split_prompt(row[st["prompt_key"]], len(images))
+            except ValueError as exc:
+                raise UsageError(f"{row['_file']}: row {row['_row']}: {exc}",
+                                 hint="prompt_answer must carry one '<image>' per image") from None
+            messages = [{"role": "system", "content": [{"type": "text", "text": system_prompt}]},
+                        {"role": "user", "content": parts}]
+            text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            n_tok = int(processor(text=[text], images=images or None, return_tensors="pt")["input_ids"].shape[1])
+            prompt_tokens.append(n_tok)
+            answer = row[st["answer_key"]]
+            examples.append({"prompt": messages, "images": images,
+                             st["answer_key"]: answer if isinstance(answer, str) else json.dumps(answer)})
+            used.append({"file": row["_file"], "row": row["_row"], "index": gi, "instance_id": row["instance_id"],
+                         "prompt_tokens": n_tok})
+        features = datasets.Features({
+            "prompt": [{"role": datasets.Value("string"),
+                        "content": [{"type": datasets.Value("string"), "text": datasets.Value("string")}]}],
+            "images": datasets.Sequence(datasets.Image()),
+            st["answer_key"]: datasets.Value("string"),
+        })
+        train_ds = datasets.Dataset.from_list(examples, features=features)
+        overlong = sum(1 for n in prompt_tokens if n > st["max_prompt_length"])
+        self.receipt["data"] = {"rows_total": total, "rows_used": used, "prompt_tokens_max": max(prompt_tokens),
+                                "max_prompt_length": st["max_prompt_length"], "overlong_prompts": overlong}
+        if overlong:
+            protocol.log(f"{overlong} prompt(s) longer than max_prompt_length {st['max_prompt_length']} "
+                         f"(kept whole, as filter_overlong_prompts is false)", level="warning")
+        self.write_receipt()
+
+        protocol.log(f"loading {model_dir.name} on {hardware.device}")
+        model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(model_dir), dtype=torch.float32,
+                                                                   local_files_only=True)
+        for p in model.parameters():  # freeze_vision_tower: false -> every weight trains
+            p.requires_grad_(True)
+
+        rewards: list[float] = []
+        step_logs: list[dict[str, float]] = []
+        run = self
+
+        class _Events(TrainerCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if logs:
+                    step_logs.append(dict(logs))
+
+            def on_step_end(self, args, state, control, **kwargs):
+                run._progress("train", state.global_step, SMOKE_STEPS)
+
+        trainer_dir = self.out
+        args = GRPOConfig(output_dir=str(trainer_dir), use_cpu=hardware.device == "cpu", disable_tqdm=True,
+                          dataloader_num_workers=0, remove_unused_columns=False, **resolved.trl)
+        trainer = GRPOTrainer(model=model, reward_funcs=[make_reward_func(st["answer_key"], rewards)], args=args,
+                              train_dataset=train_ds, processing_class=processor, callbacks=[_Events()])
+        self._progress("train", 0, SMOKE_STEPS)
+        t0 = time.time()
+        if hardware.device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        trainer.train()
+        step_time = time.time() - t0
+        ckpt = trainer_dir / f"checkpoint-{SMOKE_STEPS}"
+        if not ckpt.is_dir():
+            raise RuntimeError(f"TRL saved no checkpoint at {ckpt}")
+        step_log = next((entry for entry in step_logs if "grad_norm" in entry), {})
+        if not rewards:
+            raise RuntimeError("the step computed no rewards")
+        mean, std = reward_stats(rewards)
+        ckpt_set, ckpt_files = checkpoint_sha256set(ckpt)
+        self.receipt.update({
+            "reward_mean": mean,
+            "reward_std": std,
+            "grad_norm": float(step_log.get("grad_norm", float("nan"))),
+            "rewards": rewards,
+            "trl_metrics": {k: v for k, v in step_log.items() if isinstance(v, (int, float))},
+            "checkpoint": {"path": ckpt.relative_to(self.campaign).as_posix(), "step": SMOKE_STEPS,
+                           "sha256set": ckpt_set, "files": ckpt_files},
+        })
+        self.receipt["circumstance"]["train_time_s"] = round(step_time, 3)
+        if hardware.device == "cuda":
+            self.receipt["circumstance"]["peak_gpu_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+        for name in ckpt_files:
+            protocol.artifact(ckpt / name, self.campaign)
+        protocol.log(f"step 1: reward mean {mean:.4f} std {std:.4f}, grad norm {self.receipt['grad_norm']:.4g}; "
+                     f"checkpoint {ckpt_set}")
+
+
+def _offline_env() -> None:
+    # Never reach a hub at run time: every input is a file named in the job spec.
+    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        os.environ[key] = "1"
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    if "HF_HOME" not in os.environ:
+        os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="trace-tui-hf-")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from trace_tui.errors import ExitCode, TraceTuiError, UsageError
+
+    _offline_env()
+    campaign = Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
+    store = Path(os.environ.get("TRACE_TUI_STORE", "/store"))
+    job_path = os.environ.get("TRACE_TUI_JOB", "/job/job.json")
+    try:
+        try:
+            raw = protocol.load_job(job_path)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UsageError(f"{job_path}: cannot read the job spec ({exc})", hint="pass a JSON job spec") from None
+        try:
+            job = TrainJob.model_validate(raw)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"])
+            raise UsageError(f"{job_path}: field '{field}': {err['msg']} (got {str(err.get('input'))[:80]!r})",
+                             hint="see the job spec format in trace_tui/stages/train_smoke.py") from None
+    except TraceTuiError as exc:
+        protocol.status("failed", exc.line(), exc.exit_code)
+        return exc.exit_code
+
+    run = _Run(job, campaign, store)
+    # Library chatter (progress bars, printed dicts) must not mix with the
+    # protocol's JSON lines: protocol keeps the real stdout, everything else
+    # printing to sys.stdout goes to stderr.
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        run.run()
+    except TraceTuiError as exc:
+        run.finish("failed", exc.exit_code, exc.line())
+        protocol.status("failed", exc.line(), exc.exit_code)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        run.finish("failed", ExitCode.INTERRUPTED, "interrupted")
+        protocol.status("failed", "interrupted", ExitCode.INTERRUPTED)
+        return ExitCode.INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - any failure must end in a failed receipt and status
+        for line in traceback.format_exc().rstrip().splitlines():
+            protocol.log(line, level="debug")
+        message = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        run.finish("failed", ExitCode.FAILED, message)
+        protocol.status("failed", message, ExitCode.FAILED)
+        return ExitCode.FAILED
+    finally:
+        sys.stdout = real_stdout
+    run.finish("completed", ExitCode.OK)
+    protocol.status("completed", f"checkpoint {run.receipt['checkpoint']['sha256set']}", ExitCode.OK)
+    return ExitCode.OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
