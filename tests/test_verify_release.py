@@ -256,3 +256,12 @@ def test_a_duplicate_score_row_fails_completeness(release_copy: Path) -> None:
     assert result.failed_files == [RESULTS]
     complete = next(c for c in result.failed if c.id == "results.complete")
     assert "missing score" in complete.message and "duplicate" in " ".join(complete.details)
+
+
+def test_a_directory_in_place_of_a_file_fails_it(release_copy: Path) -> None:
+    rel = "rlvr/evaluation/trace_validation/reproducibility_patches.v1.json"
+    (release_copy / rel).unlink()
+    (release_copy / rel).mkdir()
+    result = verify_release(release_copy)
+    assert result.failed_files == [rel]
+    assert any("not a regular file" in c.message for c in result.failed)

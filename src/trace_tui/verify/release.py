@@ -174,15 +174,27 @@ class _Release:
         self._bytes: dict[str, bytes | None] = {}
         self._raw: dict[str, tuple[Any, str | None]] = {}
         self._docs: dict[tuple[str, type], tuple[Any, str | None]] = {}
+        self.unreadable: dict[str, str] = {}
 
     def data(self, path: str) -> bytes | None:
         if path not in self._bytes:
             p = self.root / path
-            try:
-                self._bytes[path] = p.read_bytes() if p.is_file() else None
-            except OSError:
+            if not os.path.lexists(p):
                 self._bytes[path] = None
+            else:
+                # Present but not a readable regular file: it cannot match any hash, and it is
+                # not absent either. Empty bytes make every check on it fail, with the reason noted.
+                try:
+                    self._bytes[path] = p.read_bytes() if p.is_file() else b""
+                    if not p.is_file():
+                        self.unreadable[path] = "not a regular file"
+                except OSError as exc:
+                    self._bytes[path] = b""
+                    self.unreadable[path] = f"cannot read: {exc.strerror or exc}"
         return self._bytes[path]
+
+    def why(self, path: str) -> str:
+        return f" ({self.unreadable[path]})" if path in self.unreadable else ""
 
     def present(self, path: str) -> bool:
         return self.data(path) is not None
@@ -376,7 +388,7 @@ class _Verifier:
             elif actual == h.sha256:
                 st, msg = "passed", f"sha256 matches the published {h.role} hash"
             else:
-                st, msg = "failed", f"bytes differ from the published {h.role} hash"
+                st, msg = "failed", f"bytes differ from the published {h.role} hash{self.rel.why(h.path)}"
                 self.hash_failed.add(h.path)
             self.checks.append(_check(id=f"lock:{h.path}", group="lock", title=f"published {h.role} hash",
                                      file=h.path, status=st, expected=h.sha256, actual=actual, message=msg,
@@ -401,7 +413,8 @@ class _Verifier:
         if trust is not None and (trust.decl == decl or actual != trust.sha256):
             self.hash_failed.add(decl.target)
             return _check(**base, file=decl.target, status="failed",
-                         message=f"{decl.target}: bytes differ from the trusted hash ({_src(trust.decl)})")
+                         message=f"{decl.target}: bytes differ from the trusted hash ({_src(trust.decl)})"
+                                 f"{self.rel.why(decl.target)}")
         why = (f"states {_short(decl.sha256)} for {decl.target}, whose bytes match the trusted hash "
                f"({_src(trust.decl)})" if trust is not None else
                f"states {_short(decl.sha256)} for {decl.target}, which no trusted hash covers")
