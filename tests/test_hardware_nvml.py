@@ -206,3 +206,10 @@ def test_disk_needs_add_up_over_the_steps():
     c = checks("full", "8xh100", free_gib=22)
     assert c["generate"].verdict == "pass"  # 20 GiB
     assert c["score"].verdict == "fail" and "(25 GiB with the earlier steps)" in c["score"].reason
+
+
+def test_disk_probe_does_not_create_home(tmp_path):
+    from trace_tui.hardware import probe_disk
+
+    d = probe_disk(tmp_path / "not" / "yet")
+    assert d.free_bytes > 0 and d.path == str(tmp_path / "not" / "yet") and not (tmp_path / "not").exists()

@@ -517,7 +517,10 @@ def probe_disk(home: Path) -> DiskStatus:
     probe = home
     while not probe.exists() and probe.parent != probe:
         probe = probe.parent
-    usage = shutil.disk_usage(probe)
+    try:
+        usage = shutil.disk_usage(probe)
+    except OSError:  # e.g. a parent we may not read: report no free space rather than fail the whole check
+        return DiskStatus(path=str(home), free_bytes=0, total_bytes=0)
     return DiskStatus(path=str(home), free_bytes=usage.free, total_bytes=usage.total)
 
 
