@@ -171,3 +171,13 @@ def test_subprocess_never_a_traceback(release_copy: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "FAIL rlvr/configs/trace-qwen2.5-vl-7b.yaml: document:rlvr/configs/trace-qwen2.5-vl-7b.yaml: not valid YAML" in proc.stdout
+
+
+def test_verify_writes_no_log_unless_asked(release_copy: Path, tmp_path: Path, capsys) -> None:
+    (release_copy / RESULTS).write_text("[]")
+    log_file = tmp_path / "logs" / "verify.jsonl"
+    code, _, _ = run(["verify", "--release-dir", str(release_copy), "--log-file", str(log_file)], capsys)
+    assert code == 1
+    events = [json.loads(x) for x in log_file.read_text().splitlines()]
+    assert events[-1]["event"] == "verify.release" and events[-1]["exit_code"] == 1
+    assert {e["file"] for e in events if e["event"] == "verify.check_failed"} == {RESULTS}

@@ -25,6 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="also fail when any release file is absent")
     p.add_argument("--json", action="store_true", help="print the checklist as JSON")
     p.add_argument("--report-dir", metavar="OUT", help="also write OUT/report.json and OUT/report.md")
+    p.epilog = ("exit status: 0 nothing present failed and every file the checks need is present; "
+                "1 a check failed or a needed file is absent (with --strict: any file absent); 2 usage error "
+                "or DIR missing / not a release layout")
 
 
 def release_dir_arg(value: str | None, *, option: str = "--release-dir") -> Path:
@@ -97,6 +100,8 @@ def _verify_release(args: argparse.Namespace) -> int:
 
     result = verify_release(root)
     code = result.exit_code(args.strict)
+    if getattr(args, "log_file", None):
+        _log(result, args, code)
     if args.report_dir:
         write_report(result, Path(args.report_dir), strict=args.strict, root=root)
     if args.json:
@@ -106,6 +111,22 @@ def _verify_release(args: argparse.Namespace) -> int:
     else:
         print(render_text(result, strict=args.strict))
     return code
+
+
+def _log(result: Any, args: argparse.Namespace, code: int) -> None:
+    """With --log-file only (a command that only looks writes nothing by default): the outcome as log events."""
+    from trace_tui import logs
+
+    # The terminal already gets the checklist; log lines go to the file (and stderr only for json).
+    logs.configure(args.log_format, log_file=Path(args.log_file),
+                   stream=sys.stderr if args.log_format == "json" else open(os.devnull, "w"))  # noqa: SIM115
+    log = logs.get_logger()
+    for c in result.failed:
+        log.error("verify.check_failed", file=c.file, check=c.id, expected=c.expected, actual=c.actual,
+                  message=c.message)
+    for p in result.needed_absent:
+        log.error("verify.needed_file_absent", file=p)
+    log.info("verify.release", release_dir=result.release_dir, exit_code=code, strict=args.strict, **result.counts())
 
 
 # ---- rendering (pure: verification -> text / data) ------------------------------------------------
