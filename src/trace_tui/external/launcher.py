@@ -66,8 +66,8 @@ def launcher_env(phase: Phase, gpu_groups: list[list[int]]) -> dict[str, str]:
     return {**PHASE_TOGGLES[phase], "GPU_GROUPS": groups}
 
 
-def verifier_argv(campaign_root: str, slugs: list[str], seeds: list[int]) -> list[str]:
-    return ["python", VERIFIER, "--campaign-root", campaign_root, "--phase", "score",
+def verifier_argv(campaign_root: str, slugs: list[str], seeds: list[int], python: str = "python") -> list[str]:
+    return [python, VERIFIER, "--campaign-root", campaign_root, "--phase", "score",
             "--model-slug", *slugs, "--seeds", *(str(s) for s in seeds)]
 
 

@@ -1,0 +1,209 @@
+"""Stage worker: the release's own evaluator (trace_eval_v1), run unchanged inside the GPU images.
+
+    python -m trace_tui.stages.release_eval --phase generate|score
+
+It asks the launcher for `--print-config` first and keeps that output in the
+campaign as the proof of what was asked (refusing to start when it disagrees
+with the job), then runs the launcher with only this step's phase switched on,
+turns the evaluator's campaign layout into progress events while it runs,
+and, for scoring, requires the evaluator's own verification (`--phase score`)
+to pass. The evaluator's campaign lives in the campaign directory (the image
+links `rlvr/evaluation/.work` there), so an interrupted run resumes through
+the evaluator's own resume when the step runs again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from trace_tui.stages import protocol
+
+POLL_S = 2.0
+
+
+def evaluator_models(job: dict[str, Any], lock: Any, store: Path) -> list[Any]:
+    """The evaluator's `--model` arguments for the job's models: weights from the read-only store."""
+    from trace_tui.external.launcher import EvaluatorModel
+    from trace_tui.store import Store, model_entry
+
+    st = Store(store)
+    ids = list(dict.fromkeys(s["model"] for s in job.get("slices") or []))
+    described = {m.get("id"): m for m in job.get("models") or [] if isinstance(m, dict)}
+    out = []
+    for model_id in ids:
+        pin = next((m for m in lock.models if m.id == model_id), None)
+        if pin is not None:
+            entry = model_entry(pin.repo_id, pin.revision)
+            out.append(EvaluatorModel(model_id=pin.id, slug=pin.evaluator_slug, path=str(st.path_of(entry)),
+                                      revision=pin.revision, source=pin.ref, label=pin.label))
+            continue
+        local = described.get(model_id) or {}
+        entry = local.get("store_entry")
+        if not entry:
+            raise SystemExit(f"model {model_id!r} is neither a release model nor a local store entry")
+        record = st.record(entry)
+        revision = local.get("revision") or (record.sha256set if record else "unknown")
+        out.append(EvaluatorModel(model_id=model_id, slug=model_id, path=str(st.path_of(entry)), revision=revision,
+                                  source=f"local/{model_id}@{revision}", label=local.get("label") or model_id))
+    return out
+
+
+def gpu_groups(gpus: list[int], tensor_parallel: int = 1) -> list[list[int]]:
+    """GPU groups of `tensor_parallel` devices each (the launcher starts one endpoint per group)."""
+    groups = [gpus[i:i + tensor_parallel] for i in range(0, len(gpus), tensor_parallel)]
+    return [g for g in groups if len(g) == tensor_parallel] or [list(gpus)]
+
+
+def link_campaign_root(evaluator: Path, campaign: Path, run_tag: str) -> Path:
+    """The evaluator writes under `rlvr/evaluation/.work/<run tag>`; make that the campaign's `evaluator/<run tag>`.
+
+    The image links .work's other writable folders to /campaign/evaluator at build time.
+    """
+    mine = campaign / "evaluator"
+    for d in ("LMUData", "models", "results", "logs", run_tag):
+        (mine / d).mkdir(parents=True, exist_ok=True)
+    work = evaluator / "rlvr" / "evaluation" / ".work"
+    work.mkdir(parents=True, exist_ok=True)
+    link = work / run_tag
+    if not link.is_symlink() and not link.exists():
+        link.symlink_to(mine / run_tag, target_is_directory=True)
+    return link
+
+
+class _Tail:
+    """The launcher's output as log events, keeping the last lines for a failure message."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.last: collections.deque[str] = collections.deque(maxlen=20)
+        self.thread = threading.Thread(target=self._pump, args=(proc,), daemon=True)
+        self.thread.start()
+
+    def _pump(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip()
+            self.last.append(line)
+            protocol.log(line, level="output")
+
+
+def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator: Path) -> int:
+    from trace_tui.external import launcher, layout
+    from trace_tui.release import release_lock
+
+    lock = release_lock()
+    suite_keys = [b.key for b in lock.trace_eval.benchmarks]
+    asked = list(dict.fromkeys(s["benchmark"] for s in job.get("slices") or []))
+    if sorted(asked) != sorted(suite_keys):
+        protocol.status("failed", "the release launcher runs the whole suite (it takes no benchmark filter); "
+                        "run `full` without --benchmarks", exit_code=2)
+        return 2
+    models = evaluator_models(job, lock, store)
+    seeds = sorted({int(s["seed"]) for s in job["slices"]})
+    run_tag = job["run_tag"]
+    out_dir = campaign / job["output_dir"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    root = link_campaign_root(evaluator, campaign, run_tag)
+    base_of = {m.id: m.base_model_id for m in lock.models if m.base_model_id}
+    deltas = launcher.deltas_for(models, base_of)
+
+    printed = subprocess.run(launcher.launcher_argv(models, seeds, run_tag, deltas=deltas, print_config=True),
+                             cwd=evaluator, capture_output=True, text=True)
+    protocol.atomic_write_bytes(out_dir / "print-config.txt", printed.stdout.encode())
+    protocol.artifact(out_dir / "print-config.txt", campaign)
+    if printed.returncode != 0:
+        protocol.status("failed", f"--print-config exited {printed.returncode}: {printed.stderr.strip()[-400:]}",
+                        exit_code=printed.returncode)
+        return 1
+    problems = launcher.config_mismatches(launcher.parse_print_config(printed.stdout), models, seeds, run_tag,
+                                          lock.trace_eval.suite_id)
+    if problems:
+        protocol.status("failed", "the launcher would run something else: " + "; ".join(problems), exit_code=1)
+        return 1
+
+    env = {**os.environ, **launcher.launcher_env(phase, gpu_groups(list(job.get("gpus") or [0])))}
+    proc = subprocess.Popen(launcher.launcher_argv(models, seeds, run_tag, deltas=deltas), cwd=evaluator, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    tail = _Tail(proc)
+    rows = {k: r for k, r in ((b.key, b.rows) for b in lock.trace_eval.benchmarks)}
+    slug_to_id = {m.slug: m.model_id for m in models}
+    seen: dict[tuple[str, int, str], tuple[int, str]] = {}
+
+    def report() -> list[Any]:
+        slices = layout.scan_campaign(root, slugs=list(slug_to_id), seeds=seeds, rows=rows)
+        for s in slices:
+            key = (s.slug, s.seed, s.benchmark)
+            state = (s.rows_done, s.phase)
+            if seen.get(key) != state:
+                seen[key] = state
+                protocol.progress(model=slug_to_id[s.slug], seed=s.seed, benchmark=s.benchmark, phase=s.phase,
+                                  done=s.rows_done if phase == "generate" else int(s.score is not None) * s.rows_expected,
+                                  total=s.rows_expected)
+        return slices
+
+    try:
+        while proc.poll() is None:
+            report()
+            time.sleep(POLL_S)
+    except KeyboardInterrupt:
+        proc.terminate()
+        raise
+    tail.thread.join(timeout=5)
+    slices = report()
+    if proc.returncode != 0:
+        protocol.status("failed", f"run_trace_eval.sh exited {proc.returncode}; last lines: "
+                        + " | ".join(list(tail.last)[-5:]), exit_code=proc.returncode)
+        return 1
+    if phase == "score":
+        checked = subprocess.run(launcher.verifier_argv(str(root), list(slug_to_id), seeds, sys.executable), cwd=evaluator,
+                                 capture_output=True, text=True)
+        protocol.atomic_write_bytes(out_dir / "verification.json", checked.stdout.encode())
+        protocol.artifact(out_dir / "verification.json", campaign)
+        if checked.returncode != 0:
+            protocol.status("failed", "the evaluator's verification (--phase score) did not pass: "
+                            + checked.stdout.strip()[-400:], exit_code=checked.returncode)
+            return 1
+        problems = layout.receipt_problems(root, slices, seeds)
+        if problems:
+            protocol.status("failed", problems[0], exit_code=1)
+            return 1
+        scores = [dict(s.model_dump(), model=slug_to_id[s.slug]) for s in slices]
+        protocol.atomic_write_json(out_dir / "scores.json", {"campaign_root": f"evaluator/{run_tag}",
+                                                              "slices": scores})
+        protocol.artifact(out_dir / "scores.json", campaign)
+    protocol.status("completed", f"{phase}: {sum(1 for s in slices if s.phase != 'generating')} of "
+                    f"{len(slices)} slices done")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="release_eval")
+    parser.add_argument("--phase", choices=("generate", "score"), required=True)
+    args = parser.parse_args(argv)
+    job = protocol.load_job()
+    campaign = Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
+    store = Path(os.environ.get("TRACE_TUI_STORE", "/store"))
+    evaluator = Path(os.environ.get("TRACE_TUI_EVALUATOR", "/opt/trace"))
+    if not (evaluator / "rlvr" / "evaluation" / "scripts" / "run_trace_eval.sh").is_file():
+        protocol.status("failed", f"no release evaluator at {evaluator} (the GPU flavour of the infer and score "
+                        "images carries it; build it with `make appliance FLAVOR=gpu`)", exit_code=3)
+        return 3
+    from trace_tui.errors import TraceTuiError
+
+    try:
+        return run(args.phase, job, campaign, store, evaluator)
+    except TraceTuiError as exc:  # e.g. a model missing from the store: one line, not a traceback
+        protocol.status("failed", exc.line(), exit_code=exc.exit_code)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
