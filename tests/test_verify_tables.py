@@ -84,3 +84,16 @@ def test_partial_scores_give_partial_tables() -> None:
     assert t.improvements[0].improved == 2 and t.improvements[0].total == 2
     assert t.overall[1].cells[4] == "+2.00 ± 0.00"
     assert fmt_pm(1.0, None) == "1.00"
+
+
+def test_verification_offers_the_tables_to_the_tui(trace_release_dir: Path) -> None:
+    from trace_tui.tui.views import verify_view
+    from trace_tui.verify.release import verify_release
+
+    view = verify_view(verify_release(trace_release_dir), target="release")
+    assert view.ok
+    titles = [t.title for t in view.tables]
+    assert titles[0].startswith("Overall") and titles[-1] == "TRACE validation"
+    overall = view.tables[0]
+    assert overall.columns[3] == "Overall"
+    assert ("3B", "TRACE Qwen2.5-VL 3B", "TRACE (synthetic)", "42.85 ± 0.39", "+3.51 ± 0.25") in overall.rows

@@ -128,6 +128,23 @@ class ReleaseVerification(BaseModel):
     def exit_code(self, strict: bool = False) -> int:
         return 0 if self.ok(strict) else 1
 
+    @property
+    def tables(self) -> list[Any]:
+        """The release page's tables (verify.tables.SimpleTable), for the TUI's Tables tab.
+
+        Computed on demand, never on the CLI's timed path; empty unless results.json passed
+        its completeness and aggregate checks (tables from a broken results file would mislead).
+        """
+        if any(c.status != "passed" for c in self.checks if c.group in ("results", "aggregates")):
+            return []
+        try:
+            from trace_tui.commands.report import release_tables
+            from trace_tui.verify.tables import as_simple_tables
+
+            return as_simple_tables(release_tables(Path(self.release_dir)))
+        except Exception:  # noqa: BLE001 - a view extra; the checklist already says what is wrong
+            return []
+
 
 def _check(**fields: Any) -> Check:
     # Built from our own values: skip validation (hundreds per run; the CLI path is timed).

@@ -155,6 +155,31 @@ class ReleaseTables(BaseModel):
         return "\n".join(out) + "\n"
 
 
+class SimpleTable(BaseModel):
+    """A titled grid of rendered cells: what a screen needs to draw one of the release tables."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+
+
+def as_simple_tables(t: ReleaseTables) -> list[SimpleTable]:
+    out = [SimpleTable(title="Overall" + (f" ({t.suite_id})" if t.suite_id else ""),
+                       columns=["Scale", "Model", "Post-training data", "Overall", "Paired change"],
+                       rows=[r.cells for r in t.overall])]
+    if t.columns:
+        rows: list[list[str]] = []
+        for g in t.categories:
+            rows.append([g.category.upper()] + [""] * len(t.columns))
+            rows += [[r.display] + [DASH if c is None else c.text for c in r.cells] for r in g.rows]
+        out.append(SimpleTable(title="Per benchmark — " + t.improvement_sentence,
+                               columns=["Benchmark"] + [c.header for c in t.columns], rows=rows))
+    if t.validation:
+        out.append(SimpleTable(title="TRACE validation", columns=["Model", "Accuracy", "Change from base"],
+                               rows=[r.cells for r in t.validation]))
+    return out
+
+
 def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
