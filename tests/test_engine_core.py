@@ -68,6 +68,8 @@ def test_malformed_lines_are_log_text() -> None:
         assert isinstance(ev, Log) and ev.message == line and ev.step == "s"
     ev = parse_stage_line('{"type":"metric","name":"score","value":1.5}', step="s")
     assert ev.type == "metric" and ev.value == 1.5
+    ev = parse_stage_line('{"type":"progress","phase":"p","done":1,"total":2,"step":"other"}\n', step="s")
+    assert ev.step == "s"  # the runner says which step spoke, not the stage
 
 
 def test_printer_throttles_progress_and_prints_slice_lines() -> None:

@@ -296,10 +296,10 @@ class Runner:
             raise RequirementsError("this machine cannot run the recipe: " + "; ".join(problems))
 
     # -- events -------------------------------------------------------------------
-    def _emit(self, event: Any) -> None:
-        line = event.model_dump_json(exclude_none=True)
+    def _emit(self, event: Any, log: bool = True) -> None:
         with self._emit_lock:
-            self.campaign.append_event(line)
+            if log:
+                self.campaign.append_event(event.model_dump_json(exclude_none=True))
             self._sink(event)
 
     def _log(self, message: str, level: str = "info", step: str | None = None) -> None:
@@ -581,12 +581,17 @@ class Runner:
                 ctx.done, ctx.total = ev.done, ev.total or ctx.total
             ctx.phase = ev.phase
             ctx.tick(now)
-            if now - ctx.last_db >= DB_INTERVAL_S:
+            # Progress reaches the database and the event log at most every DB_INTERVAL_S per job:
+            # the latest numbers are what status needs; every other event is logged in full.
+            logged = now - ctx.last_db >= DB_INTERVAL_S
+            if logged:
                 ctx.last_db = now
                 self.campaign.update_job(job.step.id, job.slice, done=ctx.done, total=ctx.total, phase=ctx.phase,
                                          rate=ctx.rate)
             if ev.model is None and job.model is not None:
                 ev = ev.model_copy(update={"model": job.model, "seed": job.seed, "benchmark": job.benchmark})
+            self._emit(ev, log=logged)
+            return
         elif isinstance(ev, Artifact):
             ctx.artifacts[ev.path] = ev.sha256
         elif isinstance(ev, Metric):
