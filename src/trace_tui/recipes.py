@@ -176,13 +176,13 @@ class Recipe(_Strict):
                              "release recipes take their generation settings from the release lock")
         if (self.local_models or self.demo_tasks) and not demo:
             raise ValueError("'local_models' and 'demo_tasks' are for suite 'demo' only")
-        if demo and self.selection.models not in ([],):
+        if demo and self.selection.models != []:
             raise ValueError("suite 'demo' uses 'local_models', not release 'models'")
         return self
 
     @property
     def generates(self) -> bool:
-        """Whether the recipe produces per-slice rows (then it has slices)."""
+        """Whether a step generates responses (an infer step). Slices exist whenever a suite is selected."""
         return any(s.stage == "infer" for s in self.steps)
 
 
