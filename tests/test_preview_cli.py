@@ -133,3 +133,14 @@ def test_hw_json_and_exit_codes(tmp_path):
     out = cli("hw", "--recipe", "demo", "--runtime", "local", home=tmp_path / "h", machine="none")
     assert out.returncode == 0
     assert not (tmp_path / "h").exists()
+
+
+def test_command_modules_import_only_the_stdlib():
+    """`trace-tui --help` builds every subparser: ours must not pull in pydantic, docker or NVML."""
+    code = ("import sys, argparse; import trace_tui.commands.hw as a, trace_tui.commands.recipes_cmd as b, "
+            "trace_tui.commands.preview as c\n"
+            "for m in (a, b, c): m.add_arguments(argparse.ArgumentParser())\n"
+            "heavy = [n for n in ('pydantic', 'docker', 'pynvml', 'yaml') if n in sys.modules]\n"
+            "assert not heavy, heavy")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
