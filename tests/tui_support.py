@@ -29,6 +29,8 @@ from trace_tui import hardware  # noqa: E402
 from trace_tui import recipes as recipes_mod  # noqa: E402
 from trace_tui.tui.backends import Backends, GpuSample, OwnedRunner, default_preview, read_campaign  # noqa: E402
 
+# (what `trace-tui preview` shows is tested by its owner; here it is the same function, fed the injected report)
+
 # A fixed, absent home: the hardware screen shows the store path, which must not be a temp path in snapshots.
 SNAPSHOT_HOME = Path("/home/researcher/.local/share/trace-tui")
 FIXED_CLOCK = lambda: 1000.0  # noqa: E731 - rates and ETAs show "—" in snapshots
@@ -129,6 +131,14 @@ def make_backends(tmp: Path, *, machine: str = "none", release_dir: Path | None 
     def check(resolved: Any, report: Any) -> list[Any]:
         return hardware.check_recipe(resolved, report, runtime=runtime)
 
+    campaigns = (SNAPSHOT_HOME if snapshot else tmp) / "campaigns"
+
+    def campaign_dir_for(resolved: Any) -> Path:
+        return campaigns / resolved.run_tag
+
+    def preview(resolved: Any, report: Any) -> Any:
+        return default_preview(resolved, report, home=home, campaign_dir=campaign_dir_for(resolved), runtime=runtime)
+
     def verify_release(path: Path) -> Any:
         from trace_tui.verify.release import verify_release as verify
 
@@ -143,8 +153,8 @@ def make_backends(tmp: Path, *, machine: str = "none", release_dir: Path | None 
         hardware_probe=probe,
         gpu_sampler=(lambda: gpu_samples(machine)) if machine in fake_nvml.MACHINES and fake_nvml.MACHINES[machine].gpus else (lambda: []),
         known_recipes=known, load_recipe=load, resolve_recipe=resolve, check_recipe=check,
-        preview=default_preview, runner_factory=local_runner_factory(tmp / "home"),
-        campaign_dir_for=lambda resolved: tmp / "campaigns" / resolved.run_tag,
+        preview=preview, runner_factory=local_runner_factory(tmp / "home"),
+        campaign_dir_for=campaign_dir_for,
         open_campaign=read_campaign, verify_release=verify_release, verify_campaign=verify_campaign,
         release_dir=release_dir, home=home, clock=FIXED_CLOCK if snapshot else time.monotonic,
     )

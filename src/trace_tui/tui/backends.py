@@ -34,8 +34,8 @@ class Backends:
     resolve_recipe: Callable[[Any], Any]
     # (resolved, report) -> list[StepCheck]
     check_recipe: Callable[[Any, Any], list[Any]]
-    # resolved -> configuration-only preview (data with lines/fields)
-    preview: Callable[[Any], Any]
+    # (resolved, hardware report or None) -> the configuration-only preview (trace_tui.preview.Preview)
+    preview: Callable[[Any, Any], Any]
     # (resolved, campaign_dir, skip_steps) -> an object with run(on_event) and cancel()
     runner_factory: Callable[..., Any]
     campaign_dir_for: Callable[[Any], Path]
@@ -257,24 +257,21 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
 
     return Backends(
         hardware_probe=hardware_probe, gpu_sampler=nvml_sampler(), known_recipes=known,
-        load_recipe=load, resolve_recipe=resolve, check_recipe=check, preview=default_preview,
+        load_recipe=load, resolve_recipe=resolve, check_recipe=check,
+        preview=lambda resolved, report: default_preview(resolved, report, home=home,
+                                                         campaign_dir=campaign_dir_for(resolved),
+                                                         runtime=runtime_name()),
         runner_factory=runner_factory, campaign_dir_for=campaign_dir_for, open_campaign=read_campaign,
         verify_release=verify_release, verify_campaign=verify_campaign,
         release_dir=Path(release).expanduser().resolve() if release else None, home=home,
     )
 
 
-def default_preview(resolved: Any) -> Any:
-    """The configuration-only preview (trace_tui.preview), or the resolved configuration itself."""
-    try:
-        from trace_tui import preview
-    except ImportError:
-        return resolved.to_data()
-    for name in ("build_preview", "preview", "preview_recipe", "make_preview"):
-        fn = getattr(preview, name, None)
-        if callable(fn):
-            return fn(resolved)
-    return resolved.to_data()
+def default_preview(resolved: Any, report: Any, *, home: Path, campaign_dir: Path, runtime: str = "docker") -> Any:
+    """The configuration-only preview: the same object `trace-tui preview NAME` prints."""
+    from trace_tui.preview import build_preview
+
+    return build_preview(resolved, report, home=home, campaign_dir=campaign_dir, runtime=runtime)
 
 
 def _accepts(fn: Any, name: str) -> bool:

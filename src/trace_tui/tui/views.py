@@ -148,12 +148,19 @@ class StepView:
 def needs_lines(needs: Any) -> tuple[str, ...]:
     lines = []
     gpus = _get(needs, "gpus", default=0)
-    lines.append(f"GPUs: {gpus}" + (f" x {_get(needs, 'gpu_memory_gib')} GiB" if _get(needs, "gpu_memory_gib") else "")
-                 if gpus else "GPUs: none (CPU)")
+    profile = _get(needs, "gpu_profile")
+    if profile:
+        # The memory per GPU depends on the model size: trace_tui.hardware derives it (see the check below).
+        lines.append(f"GPUs: {profile} endpoint sized per model")
+    elif gpus:
+        mem = _get(needs, "gpu_memory_gib")
+        lines.append(f"GPUs: {gpus}" + (f" x {mem:g} GiB" if mem else ""))
+    else:
+        lines.append("GPUs: none (CPU)")
     if _get(needs, "compute_capability"):
         lines.append(f"compute capability >= {_get(needs, 'compute_capability')}")
     if _get(needs, "disk_gib"):
-        lines.append(f"disk: {_get(needs, 'disk_gib')} GiB")
+        lines.append(f"disk: {_get(needs, 'disk_gib'):g} GiB")
     lines.append("network: " + ("yes" if _get(needs, "network", default=False) else "no"))
     store = _get(needs, "store", default=[]) or []
     if store:

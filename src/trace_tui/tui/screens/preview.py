@@ -41,8 +41,8 @@ class PreviewScreen(Screen):
         try:
             recipe = backends.load_recipe(self.recipe_name)
             resolved = backends.resolve_recipe(recipe)
-            lines = preview_lines(backends.preview(resolved))
             report = self.app.hardware_report
+            lines = preview_lines(backends.preview(resolved, report))
             checks = backends.check_recipe(resolved, report) if report is not None else []
         except Exception as exc:  # noqa: BLE001 - a bad recipe is one line on screen
             line = exc.line() if hasattr(exc, "line") else f"{type(exc).__name__}: {exc}"
@@ -57,9 +57,7 @@ class PreviewScreen(Screen):
             return
         self.resolved, self.checks = message.resolved, message.checks
         recipe = message.resolved.recipe
-        head = [recipe.title, recipe.purpose.strip(), ""]
-        if not recipe.canonical:
-            head.insert(1, "(noncanonical: does not reproduce a published number)")
+        head = [] if message.preview_lines else [recipe.title, recipe.purpose.strip(), ""]
         foot = ["", f"{len(recipe.steps)} step(s) · enter: walk the steps · esc: back"]
         text.update("\n".join(head + message.preview_lines + foot))
 

@@ -17,9 +17,10 @@ def gpu_text(samples: Sequence[GpuSample] | None) -> str:
         return "GPUs: none (no NVIDIA driver or no GPU) — steps run on CPU"
     parts = []
     for s in samples:
-        util = "  n/a" if s.utilization is None else f"{bar(s.utilization, 100, 5)} {s.utilization:3d}%"
-        parts.append(f"GPU{s.index} {util} {s.memory_used_gib:.0f}/{s.memory_total_gib:.0f}G")
-    return "  ".join(parts)
+        util = "       n/a" if s.utilization is None else f"{bar(s.utilization, 100, 5)} {s.utilization:3d}%"
+        # Fixed width per GPU so that the panel wraps into aligned columns on narrow terminals.
+        parts.append(f"GPU{s.index:<2}{util} {s.memory_used_gib:3.0f}/{s.memory_total_gib:.0f}G".ljust(28))
+    return "".join(parts).rstrip()
 
 
 class GpuPanel(Static):

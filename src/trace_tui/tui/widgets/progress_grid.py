@@ -9,7 +9,7 @@ from textual.widgets import DataTable, Input, Static, Tab, Tabs
 
 from trace_tui.tui.progress import ProgressModel, SliceProgress, format_duration, format_rate
 
-BAR_WIDTH = 8
+BAR_WIDTH = 6
 
 
 def bar(done: int, total: int, width: int = BAR_WIDTH) -> str:

@@ -1,0 +1,110 @@
+"""Snapshots of every screen at 80x24 and 160x48, on no GPU and on 8x H100.
+
+The hardware is injected the way the hardware tests do it (tests/fake_nvml.py
+machines through the real trace_tui.hardware probe); Docker and the free disk
+are fixed for the snapshots (tests/tui_support.py), the clock is fixed (rates
+and ETAs show "—"), and the release copy is reached through a fixed path, so
+nothing on screen depends on the host, the time or a temp directory.
+Regenerate with `pytest tests/test_tui_snapshots.py --snapshot-update`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tui_support import FIXED_CLOCK, make_backends
+
+from trace_tui.engine.events import Log, Progress, SliceState, StepState
+from trace_tui.tui.app import TraceTuiApp
+from trace_tui.tui.progress import ProgressModel
+from trace_tui.tui.screens.run import RunScreen, seed_model
+
+SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
+MACHINES = ("none", "8xh100")
+SCREENS = ("hardware", "recipes", "preview", "steps", "run", "verify", "help")
+FIXED_RELEASE = Path("/tmp/trace-tui-snapshots/trace-release")
+
+
+@pytest.fixture(scope="module")
+def fixed_release(trace_release_dir: Path) -> Path:
+    """The release copy under a fixed path (a symlink), so the path on the verify screen never changes."""
+    FIXED_RELEASE.parent.mkdir(parents=True, exist_ok=True)
+    if FIXED_RELEASE.is_symlink() and os.readlink(FIXED_RELEASE) != str(trace_release_dir):
+        FIXED_RELEASE.unlink()
+    if not FIXED_RELEASE.exists():
+        FIXED_RELEASE.symlink_to(trace_release_dir)
+    return FIXED_RELEASE
+
+
+def campaign_model(resolved) -> ProgressModel:
+    """A campaign part-way through, as the engine's events describe it (deterministic)."""
+    model = ProgressModel(clock=FIXED_CLOCK)
+    seed_model(model, resolved)
+    first = resolved.recipe.steps[0].id
+    gen = next((s.id for s in resolved.recipe.steps if s.per_slice), first)
+    for step in resolved.recipe.steps:
+        if step.id == gen:
+            break
+        model.apply(StepState(step=step.id, state="completed"))
+    model.apply(StepState(step=gen, state="running"))
+    for i, s in enumerate(resolved.slices[:40]):
+        total = next(b.rows for b in resolved.benchmarks if b.key == s.benchmark)
+        if i % 3 == 0:
+            model.apply(SliceState(step=gen, model=s.model, seed=s.seed, benchmark=s.benchmark, state="completed",
+                                   done=total, total=total))
+        else:
+            model.apply(Progress(step=gen, model=s.model, seed=s.seed, benchmark=s.benchmark, phase="generate",
+                                 done=(i * 37) % max(total, 1), total=total))
+    for line in ("starting worker trace_tui.stages.generate", "loaded model (bf16) in 41.2 s",
+                 "generating 500 rows, seed per row"):
+        model.apply(Log(step=gen, message=line))
+    return model
+
+
+async def goto(pilot, screen: str, release: Path) -> None:
+    app = pilot.app
+    await pilot.wait_for_scheduled_animations()
+    for _ in range(400):  # the hardware probe runs in a worker
+        if getattr(app.screen, "view", None) is not None:
+            break
+        await pilot.pause(0.05)
+    if screen == "recipes":
+        await pilot.press("r")
+    elif screen in ("preview", "steps"):
+        app.open_recipe("validation")
+        for _ in range(400):
+            if getattr(app.screen, "resolved", None) is not None:
+                break
+            await pilot.pause(0.05)
+        if screen == "steps":
+            await pilot.press("enter")
+    elif screen == "run":
+        resolved = app.backends.resolve_recipe(app.backends.load_recipe("full"))
+        run = RunScreen(resolved, Path("/campaigns") / resolved.run_tag, start=False,
+                        model=campaign_model(resolved), note="interrupted campaign · r: resume · v: verify",
+                        clock=FIXED_CLOCK)
+        await app.push_screen(run)
+    elif screen in ("verify", "help"):
+        app.show_verify("release", release)
+        for _ in range(400):
+            if getattr(app.screen, "view", None) is not None:
+                break
+            await pilot.pause(0.05)
+        if screen == "help":
+            await pilot.press("question_mark")
+    await pilot.pause(0.3)
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("machine", MACHINES)
+@pytest.mark.parametrize("screen", SCREENS)
+def test_screen_snapshot(snap_compare, tmp_path: Path, fixed_release: Path, screen: str, machine: str, size: str):
+    app = TraceTuiApp(make_backends(tmp_path, machine=machine, snapshot=True, release_dir=fixed_release))
+
+    async def run_before(pilot) -> None:
+        await goto(pilot, screen, fixed_release)
+
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=run_before)
