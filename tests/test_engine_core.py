@@ -341,3 +341,19 @@ def test_whole_step_job_tracks_resumes_and_invalidates_per_slice(tmp_path: Path,
     assert clean.exit_code == 0
     assert content_of(tmp_path / "c") == content_of(tmp_path / "clean")
     assert verify_campaign(tmp_path / "c").ok
+
+
+def test_slices_are_spread_over_gpu_groups(tmp_path: Path) -> None:
+    """GPU ids are only labels here (local runtime: CUDA_VISIBLE_DEVICES); the scheduling is real."""
+    step = selftest_step("gen", "whoami", image="infer", gpus=1)
+    resolved = resolved_for(make_recipe([step]), seeds=[1, 2, 3, 4], benchmarks={"t1": 1, "t2": 1})
+    dealt = {s.id: (0 if s.seed <= 2 else 1) for s in resolved.slices}
+    result, events = run_campaign(tmp_path, resolved, gpu_groups=[[2], [5]], slice_groups=dealt)
+    assert result.exit_code == 0, result.message
+    seen: dict[str, set] = {}
+    for job in (tmp_path / "c/jobs/gen").rglob("job.json"):
+        spec = json.loads(job.read_text())
+        who = json.loads((tmp_path / "c" / spec["output_dir"] / "whoami.json").read_text())
+        assert spec["gpus"] == [0] and who["gpus_env"] == str(spec["host_gpus"][0])
+        seen.setdefault(who["gpus_env"], set()).add(spec["slice"]["seed"])
+    assert set(seen) == {"2", "5"} and len(seen["2"] | seen["5"]) == 4

@@ -19,21 +19,28 @@ def campaign_path(args: argparse.Namespace, resolved: Any) -> Path:
     return paths.campaigns_dir(paths.home(getattr(args, "home", None))) / resolved.run_tag
 
 
-def requirement_problems(resolved: Any, runtime: Any, home: Path) -> list[str]:
+def probe_hardware(home: Path) -> Any:
+    try:
+        from trace_tui.hardware import hardware_report
+    except ImportError:  # pragma: no cover - a build without the hardware module
+        return None
+    return hardware_report(home)
+
+
+def requirement_problems(resolved: Any, runtime: Any, home: Path, report: Any) -> list[str]:
     """What this machine or the store lacks for the recipe, each with the command that provides it.
 
     The runtime's own check is authoritative for Docker and images (it honours image overrides);
     the hardware check adds GPUs and disk; the store check adds missing entries that no step of
     the recipe produces itself.
     """
+    from trace_tui.engine.runner import needs_gpus
+
     problems = list(runtime.check({s.image for s in resolved.recipe.steps if s.image},
-                                  gpus=any(s.needs.gpus > 0 and s.image for s in resolved.recipe.steps)))
-    try:
-        from trace_tui.hardware import check_recipe, hardware_report
-    except ImportError:  # pragma: no cover - a build without the hardware module
-        check_recipe = None
-    if check_recipe is not None:
-        report = hardware_report(home)
+                                  gpus=any(needs_gpus(s) for s in resolved.recipe.steps)))
+    if report is not None:
+        from trace_tui.hardware import check_recipe
+
         for chk in check_recipe(resolved, report, runtime=runtime.name):
             for note in chk.notes:
                 verdict, _, text = note.partition(": ")
@@ -53,6 +60,26 @@ def requirement_problems(resolved: Any, runtime: Any, home: Path) -> list[str]:
     return problems
 
 
+def gpu_assignment(resolved: Any, report: Any) -> tuple[list[list[int]], dict[str, int]]:
+    """GPU groups and the slice -> group deal of trace_tui.plan.gpu_plan (empty when nothing needs GPUs)."""
+    from trace_tui.engine.runner import needs_gpus
+
+    if report is None or not any(needs_gpus(s) for s in resolved.recipe.steps):
+        return [], {}
+    try:
+        from trace_tui.plan import gpu_plan
+    except ImportError:  # pragma: no cover
+        return [], {}
+    groups: list[list[int]] = []
+    dealt: dict[str, int] = {}
+    for g in gpu_plan(resolved, report):
+        if g.gpus:
+            for s in g.slices:
+                dealt[s.id] = len(groups)
+            groups.append(list(g.gpus))
+    return groups, dealt
+
+
 def run_headless(args: argparse.Namespace, resolved: Any) -> int:
     from trace_tui import logs, paths
     from trace_tui.engine.campaign import Campaign
@@ -63,7 +90,8 @@ def run_headless(args: argparse.Namespace, resolved: Any) -> int:
     home = paths.home(getattr(args, "home", None))
     flavour = getattr(resolved.recipe, "image_flavor", None) or getattr(resolved.recipe, "image_flavour", "cuda")
     runtime = make_runtime(getattr(args, "runtime", None), flavour=flavour)
-    problems = requirement_problems(resolved, runtime, home)
+    report = probe_hardware(home)
+    problems = requirement_problems(resolved, runtime, home, report)
     if problems:
         raise RequirementsError(f"recipe {resolved.recipe.name} cannot run here: " + "; ".join(problems))
     path = campaign_path(args, resolved)
@@ -72,8 +100,9 @@ def run_headless(args: argparse.Namespace, resolved: Any) -> int:
     log = logs.get_logger("trace-tui.run")
     printer = HeadlessPrinter(sys.stdout, fmt=fmt)
     with Campaign(path) as campaign:
+        groups, dealt = gpu_assignment(resolved, report)
         runner = Runner(resolved, campaign, runtime, store=paths.store_dir(home),
-                        offline=bool(getattr(args, "offline", False)))
+                        offline=bool(getattr(args, "offline", False)), gpu_groups=groups, slice_groups=dealt)
         log.info("run starting", recipe=resolved.recipe.name, campaign=str(path), runtime=runtime.name,
                  run_tag=resolved.run_tag)
 

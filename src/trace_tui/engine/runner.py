@@ -12,10 +12,10 @@ key changed is invalidated (outputs removed, the reason published) and rerun.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
-import queue
 import shutil
 import socket
 import threading
@@ -33,6 +33,11 @@ from trace_tui.runtime.base import LABEL_CAMPAIGN, ExitInfo, Handle, Launch, Run
 EventSink = Callable[[Any], None]
 DB_INTERVAL_S = 0.5  # progress reaches SQLite at most this often per job (status reads it)
 RATE_WINDOW_S = 2.0
+
+
+def needs_gpus(step: Any) -> bool:
+    """A step that runs in an image and needs GPUs (a count, or a profile whose count depends on the model)."""
+    return bool(step.image) and (step.needs.gpus > 0 or getattr(step.needs, "gpu_profile", None) is not None)
 
 
 def canonical_json(obj: Any) -> str:
@@ -195,6 +200,7 @@ class _JobContext(_Live):
 class Runner:
     def __init__(self, resolved: Any, campaign: Campaign, runtime: Runtime, *, store: Path | None = None,
                  offline: bool = False, gpu_groups: list[list[int]] | None = None,
+                 slice_groups: dict[str, int] | None = None,
                  host_runtime: Runtime | None = None, mem_limit: str | None = None,
                  extra_inputs: Callable[[Any, PlannedJob, Any], dict[str, Any]] | None = None) -> None:
         self.resolved = resolved
@@ -208,7 +214,10 @@ class Runner:
         self.host_runtime = host_runtime
         self.store = Path(store) if store else campaign.path.parent / "store"
         self.offline = offline
-        self.gpu_groups = gpu_groups
+        # GPU groups (one model endpoint each) and which group each slice was dealt to
+        # (trace_tui.plan.gpu_plan); a group that runs out of its own slices takes others' (work stealing).
+        self.gpu_groups = [list(g) for g in (gpu_groups or []) if g]
+        self.slice_groups = slice_groups or {}
         self.mem_limit = mem_limit
         self.extra_inputs = extra_inputs
         self._cancel = threading.Event()
@@ -290,7 +299,7 @@ class Runner:
     def preflight(self) -> None:
         """Everything that must hold before the first container starts (exit 3 otherwise)."""
         kinds = {s.image for s in self.recipe.steps if s.image}
-        gpus = any(s.needs.gpus > 0 and s.image for s in self.recipe.steps)
+        gpus = any(needs_gpus(s) for s in self.recipe.steps)
         problems = self.runtime.check(kinds, gpus=gpus) if kinds else []
         if problems:
             raise RequirementsError("this machine cannot run the recipe: " + "; ".join(problems))
@@ -422,11 +431,13 @@ class Runner:
         return result
 
     def _groups_for(self, step: Any) -> list[list[int]]:
-        if step.needs.gpus <= 0 or not step.image:
+        if not needs_gpus(step):
             return [[]]
         if self.gpu_groups:
-            return [g for g in self.gpu_groups if g] or [list(range(step.needs.gpus))]
-        return [list(range(step.needs.gpus))]
+            if not step.per_slice:  # one container serves every group (e.g. the release evaluator's GPU_GROUPS)
+                return [sorted({g for grp in self.gpu_groups for g in grp})]
+            return self.gpu_groups
+        return [list(range(max(1, step.needs.gpus)))]
 
     def _run_step(self, step: Any, todo: list[PlannedJob]) -> list[str]:
         groups = self._groups_for(step)
@@ -439,29 +450,44 @@ class Runner:
                 if err:
                     failed.append(err)
             return failed
-        work: queue.Queue[PlannedJob] = queue.Queue()
-        for j in todo:
-            work.put(j)
+        queues: list[collections.deque[PlannedJob]] = [collections.deque() for _ in groups]
+        for i, j in enumerate(todo):
+            g = self.slice_groups.get(j.slice)
+            queues[g if g is not None and 0 <= g < len(groups) else i % len(groups)].append(j)
         lock = threading.Lock()
 
-        def worker(gpus: list[int]) -> None:
+        def next_job(me: int) -> PlannedJob | None:
+            with lock:
+                if queues[me]:
+                    return queues[me].popleft()
+                other = max(range(len(queues)), key=lambda k: len(queues[k]))
+                return queues[other].pop() if queues[other] else None
+
+        def worker(me: int) -> None:
             while not self._cancel.is_set():
-                try:
-                    j = work.get_nowait()
-                except queue.Empty:
+                j = next_job(me)
+                if j is None:
                     return
-                err = self._run_job(j, gpus)
+                err = self._run_job(j, groups[me])
                 if err:
                     with lock:
                         failed.append(err)
 
-        threads = [threading.Thread(target=worker, args=(g,), name=f"gpu-group-{'-'.join(map(str, g))}")
-                   for g in groups]
+        threads = [threading.Thread(target=worker, args=(i,), name=f"gpu-group-{'-'.join(map(str, g))}")
+                   for i, g in enumerate(groups)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         return failed
+
+    def _visible_groups(self, step: Any, gpus: list[int]) -> list[list[int]]:
+        index = {g: i for i, g in enumerate(gpus)}
+        if not gpus:
+            return []
+        if step.per_slice or not self.gpu_groups:
+            return [list(range(len(gpus)))]
+        return [[index[g] for g in grp] for grp in self.gpu_groups if all(g in index for g in grp)]
 
     def job_inputs(self, step: Any, job: PlannedJob) -> dict[str, Any]:
         """Named inputs in the workers' input form ({"entry": store entry} / {"campaign": path}).
@@ -500,7 +526,10 @@ class Runner:
             "store_entries": list((_get(r, "store_entries", {}) or {}).get(step.id, [])),
             "args": list(step.run[1:]),
             "output_dir": self.campaign.output_rel(step.id, job.slice),
-            "gpus": gpus,
+            # Inside the container (or under CUDA_VISIBLE_DEVICES) the given GPUs are numbered 0..n-1.
+            "gpus": list(range(len(gpus))),
+            "host_gpus": gpus,
+            "gpu_groups": self._visible_groups(step, gpus),
             "offline": self.offline or not step.needs.network,
             "upstream_outputs": {},
         }

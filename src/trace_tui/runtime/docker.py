@@ -170,7 +170,7 @@ class DockerRuntime:
         key = kind if self.flavour == "cuda" else f"{kind}-{self.flavour}"
         env = os.environ.get(f"TRACE_TUI_IMAGE_{kind.upper()}")
         lock = _images_lock()
-        return env or self._images.get(kind) or lock.get(key) or f"trace-tui/{key}:latest"
+        return env or self._images.get(kind) or lock.get(key) or lock.get(kind) or f"trace-tui/{key}:latest"
 
     def image_id(self, kind: str | None) -> str:
         if kind is None:
