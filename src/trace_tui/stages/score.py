@@ -32,7 +32,7 @@ from trace_tui.stages.jobs import (
 
 STEP_KIND = "trace_tui.stages.score"
 SCORE_FILE = "score.json"
-Z95 = 1.959963984540054  # two-sided 95% normal quantile
+Z95 = 1.96  # two-sided 95% normal quantile, as `verify --campaign` uses it
 
 
 def row_correct(row: dict[str, Any]) -> bool:
@@ -205,12 +205,29 @@ def check_score(campaign: Path, score_path: Path) -> list[str]:
             for k in rec if rec[k] != new[k]]
 
 
+def recompute_score(campaign: Path, receipt_content: dict[str, Any]) -> float:
+    """The recomputer ``verify --campaign`` calls with a score job's receipt: the accuracy again from
+    the extract rows. Any disagreement with the recorded file (rows changed, breakdowns differ)
+    raises, which verify reports as this score's failure."""
+    outputs = receipt_content.get("outputs") or {}
+    rel = next((k for k in sorted(outputs) if k.rsplit("/", 1)[-1] == SCORE_FILE), None)
+    if rel is None:
+        raise ValueError(f"the receipt lists no {SCORE_FILE}")
+    problems = check_score(Path(campaign), Path(campaign) / rel)
+    if problems:
+        raise ValueError(problems[0])
+    return float(recompute(Path(campaign), Path(campaign) / rel)[1]["accuracy"])
+
+
 def _register() -> None:
     try:
         from trace_tui.verify.campaign import register_score_recomputer
     except ImportError:  # the verify package is not in this image: nothing to register with
         return
-    register_score_recomputer(STEP_KIND, check_score)
+    register_score_recomputer(STEP_KIND, recompute_score)
+
+
+_register()
 
 
 def main() -> int:
