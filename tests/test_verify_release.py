@@ -265,3 +265,14 @@ def test_a_directory_in_place_of_a_file_fails_it(release_copy: Path) -> None:
     result = verify_release(release_copy)
     assert result.failed_files == [rel]
     assert any("not a regular file" in c.message for c in result.failed)
+
+
+def test_a_declared_path_outside_the_release_is_the_declarer_failure(release_copy: Path) -> None:
+    path = release_copy / RELEASE_RECEIPTS
+    data = json.loads(path.read_text())
+    data["canonical_files"][0]["path"] = "../../../etc/passwd"
+    path.write_text(json.dumps(data))
+    result = verify_release(release_copy)
+    assert result.failed_files == [RELEASE_RECEIPTS]
+    assert any("outside the release" in c.message for c in result.failed)
+    assert not any("passwd" in f.path for f in result.files)

@@ -19,11 +19,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--release-dir", metavar="DIR", required=False,
                    help="a release directory laid out like the upstream repository (rlvr/...)")
     p.add_argument("--format", choices=("markdown", "json"), default="markdown", help="output format")
+    p.add_argument("--campaign", metavar="DIR", help="a `full` campaign: its reproduced scores beside the published "
+                   "ones (results.json from --release-dir DIR, else from the store) and its release tables")
 
 
 def run(args: argparse.Namespace) -> int:
     from trace_tui.commands.verify import release_dir_arg
 
+    if getattr(args, "campaign", None):
+        from trace_tui.external.summary import run_report
+
+        return run_report(args)
     root = release_dir_arg(args.release_dir)
     tables = release_tables(root, warn=lambda line: print(f"trace-tui: warning: {line}", file=sys.stderr))
     if args.format == "json":
@@ -82,6 +88,12 @@ def release_tables(root: Path, *, warn=None, lock=None):
         dups = len(keys) - len(set(keys))
         raise CheckFailed(f"{te.results_path}: results.complete: {len(keys)} scores, expected {len(want)} "
                           f"({missing} missing, {extra} unexpected, {dups} duplicated)")
+    import math
+
+    for x in res.scores.benchmark_scores:
+        if not (math.isfinite(x.score) and 0.0 <= x.score <= 100.0):
+            raise CheckFailed(f"{te.results_path}: results.complete: score {x.model_id}/{x.seed}/{x.benchmark_id} "
+                              f"= {x.score!r} is not a percentage")
     validation = None
     if (root / tv.results_path).is_file():
         vres: d.ValidationResultsDoc = _load(root, tv.results_path, d.ValidationResultsDoc, "report")

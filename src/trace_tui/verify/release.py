@@ -257,6 +257,12 @@ class _Release:
         return self._docs[key]
 
 
+def _safe_relpath(path: str) -> bool:
+    parts = path.replace("\\", "/").split("/")
+    return not path.startswith("/") and all(x not in ("", ".", "..") for x in parts) \
+        and ":" not in parts[0] and "\x00" not in path
+
+
 def _rlvr(path: str) -> str:
     return path if path.startswith("rlvr/") else f"rlvr/{path}"
 
@@ -368,13 +374,17 @@ class _Verifier:
         self.trusted: dict[str, _Trust] = {}
         self.decls: dict[str, list[Declaration]] = {}  # declarer -> its declarations (when readable)
         self.hash_failed: set[str] = set()
+        self.bad_paths: list[Declaration] = []
 
     # ---- trust chain ----------------------------------------------------------------------
     def _collect(self) -> None:
         for dec in self.declarers:
             doc, err = self.rel.doc(dec.path, dec.schema)
             if doc is not None:
-                self.decls[dec.path] = [Declaration(dec.path, loc, t, h) for loc, t, h in dec.extract(doc)]
+                decls = [Declaration(dec.path, loc, t, h) for loc, t, h in dec.extract(doc)]
+                # A declared path must stay inside the release: never read outside DIR on a file's say-so.
+                self.bad_paths += [x for x in decls if not _safe_relpath(x.target)]
+                self.decls[dec.path] = [x for x in decls if _safe_relpath(x.target)]
 
     def _intact(self, path: str) -> bool:
         t = self.trusted.get(path)
@@ -412,6 +422,13 @@ class _Verifier:
                                      source=LOCK))
 
     def _declared_checks(self) -> None:
+        for decl in self.bad_paths:
+            self.hash_failed.add(decl.declarer)
+            self.checks.append(_check(
+                id=f"declared:{decl.declarer}#{decl.location}", group="declared",
+                title=f"hash declared in {decl.declarer}", file=decl.declarer, status="failed",
+                expected="a path inside the release", actual=decl.target, source=_src(decl),
+                message=f"declares a hash for {decl.target!r}, a path outside the release"))
         for dec in self.declarers:
             for decl in self.decls.get(dec.path, []):
                 self.checks.append(self._declared(decl))
