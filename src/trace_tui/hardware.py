@@ -378,15 +378,9 @@ def _default_nvml() -> Any:
 
 def image_lock_path(home: Path | None = None) -> Path:
     """The generated image lock: $TRACE_TUI_IMAGES_LOCK, the checkout's appliance/, or HOME/appliance/ (bundles)."""
-    env = os.environ.get("TRACE_TUI_IMAGES_LOCK")
-    if env:
-        return Path(env)
-    from trace_tui.resources import recipes_dir
+    from trace_tui.images import images_lock_path
 
-    checkout = recipes_dir().parent / "appliance" / "images.lock.json"
-    if checkout.exists() or home is None:
-        return checkout
-    return home / "appliance" / "images.lock.json"
+    return images_lock_path(home)
 
 
 def read_image_lock(path: Path) -> tuple[Literal["ok", "missing", "unreadable"], dict[str, dict[str, Any]], str,

@@ -30,9 +30,19 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def images_lock_path() -> Path:
+def images_lock_path(home: Path | None = None) -> Path:
+    """The generated image lock: $TRACE_TUI_IMAGES_LOCK; in a checkout, its appliance/images.lock.json
+    (where `make appliance` writes it); in an installed trace-tui (an air-gapped site that installed
+    from a bundle's wheelhouse), HOME/images.lock.json, where `bundle import` writes it."""
     env = os.environ.get("TRACE_TUI_IMAGES_LOCK")
-    return Path(env) if env else repo_root() / "appliance" / "images.lock.json"
+    if env:
+        return Path(env)
+    appliance = repo_root() / "appliance"
+    if appliance.is_dir():
+        return appliance / "images.lock.json"
+    from trace_tui.paths import home as trace_home
+
+    return (home or trace_home()) / "images.lock.json"
 
 
 class LockedImage(BaseModel):

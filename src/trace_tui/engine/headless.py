@@ -88,7 +88,7 @@ def run_headless(args: argparse.Namespace, resolved: Any) -> int:
     from trace_tui.runtime import make_runtime
 
     home = paths.home(getattr(args, "home", None))
-    flavour = getattr(resolved.recipe, "image_flavor", None) or getattr(resolved.recipe, "image_flavour", "cuda")
+    flavour = resolved.recipe.image_flavor
     runtime = make_runtime(getattr(args, "runtime", None), flavour=flavour)
     report = probe_hardware(home)
     problems = requirement_problems(resolved, runtime, home, report)

@@ -65,8 +65,9 @@ def _short(exc: BaseException) -> str:
 
 def _images_lock() -> dict[str, str]:
     """Image names from appliance/images.lock.json (written by `make appliance`), if there is one."""
-    path = Path(os.environ.get("TRACE_TUI_IMAGES_LOCK") or Path(__file__).resolve().parents[3] / "appliance"
-                / "images.lock.json")
+    from trace_tui.images import images_lock_path
+
+    path = images_lock_path()
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -150,7 +151,7 @@ class DockerRuntime:
     name = "docker"
 
     def __init__(self, *, images: dict[str, str] | None = None, client: Any = None, mem_limit: str | None = None,
-                 user: tuple[int, int] | None = None, flavour: str = "cuda", **_: object) -> None:
+                 user: tuple[int, int] | None = None, flavour: str = "gpu", **_: object) -> None:
         self._client = client
         self.flavour = flavour
         self._images = images or {}
@@ -166,11 +167,11 @@ class DockerRuntime:
         return self._client
 
     def image_name(self, kind: str) -> str:
-        # The image lock names the CPU build of an image KIND-cpu (trace_tui.hardware.image_key).
-        key = kind if self.flavour == "cuda" else f"{kind}-{self.flavour}"
+        # The image lock holds one flavour's images under their kind (train, infer, score).
         env = os.environ.get(f"TRACE_TUI_IMAGE_{kind.upper()}")
-        lock = _images_lock()
-        return env or self._images.get(kind) or lock.get(key) or lock.get(kind) or f"trace-tui/{key}:latest"
+        from trace_tui.images import image_tag
+
+        return env or self._images.get(kind) or _images_lock().get(kind) or image_tag(kind, self.flavour)
 
     def image_id(self, kind: str | None) -> str:
         if kind is None:
