@@ -181,3 +181,10 @@ def test_verify_writes_no_log_unless_asked(release_copy: Path, tmp_path: Path, c
     events = [json.loads(x) for x in log_file.read_text().splitlines()]
     assert events[-1]["event"] == "verify.release" and events[-1]["exit_code"] == 1
     assert {e["file"] for e in events if e["event"] == "verify.check_failed"} == {RESULTS}
+
+
+def test_report_without_validation_results_leaves_that_table_out(release_copy: Path, capsys) -> None:
+    (release_copy / "rlvr/evaluation/trace_validation/results.v1.json").unlink()
+    code, out, err = run(["report", "--release-dir", str(release_copy)], capsys)
+    assert code == 0 and "## Overall" in out and "TRACE validation" not in out
+    assert "the TRACE validation table is left out" in err
