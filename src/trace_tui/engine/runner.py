@@ -496,7 +496,15 @@ class Runner:
         Stage-specific inputs (dataset, system prompt) are added by ``self.extra_inputs``.
         """
         out: dict[str, Any] = {}
-        model = job.inputs.get("model") if step.per_slice else None
+        model = job.inputs.get("model") if (step.per_slice or job.subs) and job.model else None
+        if model is None and not step.per_slice:
+            # A whole-step job of a one-model recipe (demo, smoke): that model; a smoke run: its base model.
+            training = _get(self.resolved, "training")
+            models = job.inputs.get("models") or []
+            if training is not None and _get(training, "base"):
+                out["model"] = {"entry": f"model/{_get(training, 'base')}"}
+            elif len(models) == 1:
+                model = models[0]
         if isinstance(model, dict):
             if model.get("store_entry"):
                 out["model"] = {"entry": model["store_entry"]}
@@ -692,6 +700,8 @@ class Runner:
         reason = None
         if info.exit_code != 0 or info.oom_killed:
             reason = info.describe()
+            if ctx.status is not None and ctx.status.state == "failed" and ctx.status.message:
+                reason += f": {ctx.status.message}"
         elif ctx.status is not None and ctx.status.state != "completed":
             # A worker that exits 0 without a status line (e.g. `trace_tui verify`) is judged by its exit code.
             reason = ctx.status.message or "the worker reported failure"
