@@ -33,7 +33,7 @@ QUIT_GRACE_S = 30.0
 
 
 class TraceTuiApp(App[int]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses (tests, bench) live elsewhere
     TITLE = "trace-tui"
     BINDINGS = [
         Binding("question_mark", "help", "Help", key_display="?"),

@@ -1,0 +1,76 @@
+"""End to end in a real terminal: tmux runs the installed `trace-tui`, keys navigate to verify.
+
+The app is the real one (default backends); only NVML is replaced, by the
+"none" machine of tests/fake_nvml.py (this machine's real behaviour: no driver),
+through TRACE_TUI_FAKE_NVML, the hook trace_tui.hardware offers to processes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TRACE_TUI = Path(sys.executable).parent / "trace-tui"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
+
+
+def tmux(*args: str, check: bool = True) -> str:
+    out = subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=30)
+    if check and out.returncode != 0:
+        raise AssertionError(f"tmux {' '.join(args)}: {out.stderr.strip()}")
+    return out.stdout
+
+
+def wait_for_text(target: str, text: str, timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = tmux("capture-pane", "-p", "-t", target)
+        if text in screen:
+            return screen
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} did not appear; the screen was:\n{screen}")
+
+
+def test_tmux_navigates_to_verify_on_the_release(tmp_path: Path, trace_release_dir: Path) -> None:
+    assert TRACE_TUI.exists(), f"{TRACE_TUI} is not installed (make install)"
+    session = f"trace-tui-e2e-{os.getpid()}"
+    env = {
+        "TRACE_RELEASE_DIR": str(trace_release_dir),
+        "TRACE_TUI_HOME": str(tmp_path / "home"),
+        "TRACE_TUI_FAKE_NVML": "none",
+        "PYTHONPATH": str(REPO / "tests"),
+        "TERM": "xterm-256color",
+    }
+    command = " ".join(f"{k}={v}" for k, v in env.items()) + f" {TRACE_TUI}; echo EXITED=$?; sleep 30"
+    tmux("-f", "/dev/null", "new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
+    target = f"{session}:0.0"
+    try:
+        wait_for_text(target, "Recipes on this machine")  # first paint
+        wait_for_text(target, "No GPU")  # the probe says it plainly
+        wait_for_text(target, "can run")  # the probe and the per-recipe checks finished
+        tmux("send-keys", "-t", target, "v")
+        screen = wait_for_text(target, "VERIFIED")
+        assert "passed" in screen and "absent" in screen and "failed" not in screen.split("VERIFIED")[1].split("\n")[0]
+        assert "rlvr/evaluation/trace_eval/results.json" in screen
+        tmux("send-keys", "-t", target, "?")
+        wait_for_text(target, "Keys — Verify")
+        tmux("send-keys", "-t", target, "Escape")
+        deadline = time.monotonic() + 10  # a lone ESC is told from an escape sequence by a short wait
+        while "Keys — Verify" in tmux("capture-pane", "-p", "-t", target) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        tmux("send-keys", "-t", target, "q")
+        wait_for_text(target, "EXITED=0")
+    finally:
+        tmux("kill-session", "-t", session, check=False)
