@@ -50,8 +50,8 @@ def _step(mode: str, *args: str, image: str | None = None) -> Any:
 
 def bench_events(n: int = 200_000) -> list[str]:
     from trace_tui.engine.campaign import Campaign
-    from trace_tui.engine.runner import PlannedJob, Runner, _JobContext
     from trace_tui.engine.events import parse_stage_line
+    from trace_tui.engine.runner import Runner, _JobContext
     from trace_tui.runtime.local import LocalRuntime
 
     lines = ['{"type":"progress","phase":"bench","model":"m","seed":1,"benchmark":"b","done":%d,"total":%d}'
@@ -104,32 +104,31 @@ def bench_planning() -> list[str]:
 
     resolved = resolve_recipe(load_recipe("full"))
     out = []
-    with tempfile.TemporaryDirectory() as tmp:
-        with Campaign(Path(tmp) / "c") as c:
-            runner = Runner(resolved, c, LocalRuntime())
-            jobs = runner.expected_jobs()
-            now = time.time()
-            c.record_plan([{"step": j.step.id, "slice": j.slice, "model": j.model, "seed": j.seed,
-                            "benchmark": j.benchmark, "input_hash": j.input_hash, "inputs": canonical_json(j.inputs),
-                            "state": "completed", "total": j.total, "message": "", "now": now} for j in jobs])
-            c.db.execute("UPDATE jobs SET done=total, receipt='receipts/x.json'")
-            subs = [(j, x) for j in jobs for x in j.subs]
-            c.record_sub_slices([{"step": j.step.id, "slice": x.slice, "model": x.model, "seed": x.seed,
-                                  "benchmark": x.benchmark, "input_hash": x.input_hash,
-                                  "inputs": canonical_json(x.inputs), "total": x.total, "message": "", "now": now}
-                                 for j, x in subs])
-            c.db.execute("UPDATE slices SET done=total, state='completed'")
-            first_step = jobs[0].step.id
-            rows = c.db.execute("SELECT sum(done), count(*) FROM slices WHERE step=?", (first_step,)).fetchone()
-            # one model's slices partial, to plan a real resume as well
-            c.db.execute("UPDATE slices SET done=done/2, state='running' WHERE model=? AND step=?",
-                         (resolved.slices[0].model, first_step))
-            times = []
-            for _ in range(5):
-                t0 = time.perf_counter()
-                plan = runner.plan()
-                times.append(time.perf_counter() - t0)
-            best = min(times)
+    with tempfile.TemporaryDirectory() as tmp, Campaign(Path(tmp) / "c") as c:
+        runner = Runner(resolved, c, LocalRuntime())
+        jobs = runner.expected_jobs()
+        now = time.time()
+        c.record_plan([{"step": j.step.id, "slice": j.slice, "model": j.model, "seed": j.seed,
+                        "benchmark": j.benchmark, "input_hash": j.input_hash, "inputs": canonical_json(j.inputs),
+                        "state": "completed", "total": j.total, "message": "", "now": now} for j in jobs])
+        c.db.execute("UPDATE jobs SET done=total, receipt='receipts/x.json'")
+        subs = [(j, x) for j in jobs for x in j.subs]
+        c.record_sub_slices([{"step": j.step.id, "slice": x.slice, "model": x.model, "seed": x.seed,
+                              "benchmark": x.benchmark, "input_hash": x.input_hash,
+                              "inputs": canonical_json(x.inputs), "total": x.total, "message": "", "now": now}
+                             for j, x in subs])
+        c.db.execute("UPDATE slices SET done=total, state='completed'")
+        first_step = jobs[0].step.id
+        rows = c.db.execute("SELECT sum(done), count(*) FROM slices WHERE step=?", (first_step,)).fetchone()
+        # one model's slices partial, to plan a real resume as well
+        c.db.execute("UPDATE slices SET done=done/2, state='running' WHERE model=? AND step=?",
+                     (resolved.slices[0].model, first_step))
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            plan = runner.plan()
+            times.append(time.perf_counter() - t0)
+        best = min(times)
     subs_total = sum(len(j.subs) for j in plan.jobs)
     out.append(f"resume planning, full matrix ({rows[1]} slices, {rows[0]:,} rows recorded; {len(plan.jobs)} jobs, "
                f"{subs_total} slice records): {best * 1000:.1f} ms (median {statistics.median(times) * 1000:.1f} ms; "
@@ -159,24 +158,23 @@ def bench_container_start() -> list[str]:
 
     runtime = DockerRuntime(images={"infer": TEST_IMAGE}, client=client)
     ours, base = [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        with Campaign(Path(tmp) / "c") as c:
-            job_dir = c.path / "jobs/s/_step"
-            atomic_write_json(job_dir / "job.json", {"step": "s", "output_dir": "outputs/s/_step", "slice": None})
-            (job_dir / "job.json").chmod(0o644)
-            for i in range(5):
-                launch = Launch(step="s", slice="_step", module="trace_tui.stages.selftest",
-                                args=["events", "--events", "1"], job_dir=job_dir, campaign=c.path,
-                                store=Path(tmp) / "store", log_path=c.path / f"logs/s{i}.log", image="infer",
-                                labels={"org.trace-tui.campaign": c.id}, output_dir=c.path / "outputs/s/_step")
-                t0 = time.perf_counter()
-                handle = runtime.start(launch)
-                next(iter(handle.lines()))
-                ours.append(time.perf_counter() - t0)
-                handle.wait()
-                t0 = time.perf_counter()
-                subprocess.run(["docker", "run", "--rm", TEST_IMAGE, "true"], check=True, capture_output=True)
-                base.append(time.perf_counter() - t0)
+    with tempfile.TemporaryDirectory() as tmp, Campaign(Path(tmp) / "c") as c:
+        job_dir = c.path / "jobs/s/_step"
+        atomic_write_json(job_dir / "job.json", {"step": "s", "output_dir": "outputs/s/_step", "slice": None})
+        (job_dir / "job.json").chmod(0o644)
+        for i in range(5):
+            launch = Launch(step="s", slice="_step", module="trace_tui.stages.selftest",
+                            args=["events", "--events", "1"], job_dir=job_dir, campaign=c.path,
+                            store=Path(tmp) / "store", log_path=c.path / f"logs/s{i}.log", image="infer",
+                            labels={"org.trace-tui.campaign": c.id}, output_dir=c.path / "outputs/s/_step")
+            t0 = time.perf_counter()
+            handle = runtime.start(launch)
+            next(iter(handle.lines()))
+            ours.append(time.perf_counter() - t0)
+            handle.wait()
+            t0 = time.perf_counter()
+            subprocess.run(["docker", "run", "--rm", TEST_IMAGE, "true"], check=True, capture_output=True)
+            base.append(time.perf_counter() - t0)
     o, b = statistics.median(ours), statistics.median(base)
     return [f"container start to first event: {o * 1000:.0f} ms median of 5 "
             f"(`docker run --rm IMAGE true`: {b * 1000:.0f} ms; ratio {o / b:.2f})"]

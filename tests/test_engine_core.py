@@ -9,19 +9,18 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
-
 from test_engine_support import REPO, content_of, make_recipe, resolved_for, selftest_step
+
 from trace_tui.engine.campaign import Campaign, JobRecord
 from trace_tui.engine.events import Log, Progress, RunState, SliceState, parse_stage_line
 from trace_tui.engine.printer import HeadlessPrinter
-from trace_tui.engine.runner import PlannedJob, RunResult, Runner, decide, diff_inputs
+from trace_tui.engine.runner import PlannedJob, Runner, RunResult, decide, diff_inputs
 from trace_tui.engine.status import campaign_status
 from trace_tui.runtime.local import LocalRuntime
-from trace_tui.verify.campaign import (compare, load_published, register_score_recomputer, verify_campaign)
+from trace_tui.verify.campaign import compare, load_published, register_score_recomputer, verify_campaign
 
 TRACE_TUI = [sys.executable, "-m", "trace_tui"]
 
@@ -42,7 +41,7 @@ def two_step_recipe(*gen_args: str):
 
 
 def test_decide_skip_resume_invalidate_run() -> None:
-    job = lambda: PlannedJob(step=None, position=0, slice="m/1/b", model="m", seed=1, benchmark="b",  # noqa: E731
+    job = lambda: PlannedJob(step=None, position=0, slice="m/1/b", model="m", seed=1, benchmark="b",
                              inputs={"model": {"revision": "new"}}, input_hash="h2", total=10)
 
     def rec(**kw) -> JobRecord:

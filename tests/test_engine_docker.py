@@ -15,11 +15,18 @@ import time
 from pathlib import Path
 
 import pytest
+from test_engine_support import (
+    BASE_IMAGE,
+    REPO,
+    TEST_IMAGE,
+    build_test_image,
+    content_of,
+    make_recipe,
+    resolved_for,
+    selftest_step,
+)
 
-from test_engine_support import (BASE_IMAGE, REPO, TEST_IMAGE, build_test_image, content_of, make_recipe,
-                                 resolved_for, selftest_step)
 from trace_tui.engine.campaign import Campaign
-from trace_tui.engine.events import SliceState
 from trace_tui.engine.runner import Runner
 from trace_tui.engine.status import campaign_status
 from trace_tui.runtime.base import LABEL_CAMPAIGN, LABEL_OWNER

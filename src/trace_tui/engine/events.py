@@ -6,7 +6,7 @@ The TUI and the headless printer consume only these types.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -92,8 +92,8 @@ class RunState(_Event):
     rows_done: int = 0
 
 
-StageEvent = Annotated[Union[Progress, Log, Artifact, Status, Metric], Field(discriminator="type")]
-Event = Annotated[Union[Progress, Log, Artifact, Status, Metric, StepState, SliceState, RunState],
+StageEvent = Annotated[Progress | Log | Artifact | Status | Metric, Field(discriminator="type")]
+Event = Annotated[Progress | Log | Artifact | Status | Metric | StepState | SliceState | RunState,
                   Field(discriminator="type")]
 
 _stage_adapter: TypeAdapter[StageEvent] = TypeAdapter(StageEvent)

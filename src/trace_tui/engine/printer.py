@@ -8,15 +8,17 @@ one JSON line. A summary at the end either way.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 from trace_tui.engine.events import Log, Progress, RunState, SliceState, Status, StepState
 
 
 def fmt_duration(seconds: float | None) -> str:
-    if seconds is None or seconds != seconds or seconds < 0:
+    if seconds is None or math.isnan(seconds) or seconds < 0:
         return "?"
     s = int(round(seconds))
     if s < 60:

@@ -20,13 +20,23 @@ import shutil
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from trace_tui.engine.campaign import STEP_SLICE, Campaign, JobRecord, slice_name, slice_path
-from trace_tui.engine.events import (Artifact, Log, Metric, Progress, RunState, SliceState, Status, StepState,
-                                     parse_stage_line)
+from trace_tui.engine.campaign import STEP_SLICE, Campaign, slice_name, slice_path
+from trace_tui.engine.events import (
+    Artifact,
+    Log,
+    Metric,
+    Progress,
+    RunState,
+    SliceState,
+    Status,
+    StepState,
+    parse_stage_line,
+)
 from trace_tui.errors import ExitCode, RequirementsError
 from trace_tui.runtime.base import LABEL_CAMPAIGN, ExitInfo, Handle, Launch, Runtime
 
@@ -114,7 +124,7 @@ class Plan:
                 f"{self.count('invalidate')} invalidated, {self.count('run')} to run")
         subs = [x for j in self.jobs for x in j.subs]
         if subs:
-            n = lambda a: sum(1 for x in subs if x.action == a)  # noqa: E731
+            n = lambda a: sum(1 for x in subs if x.action == a)
             text += (f"; {len(subs)} slices in whole-step jobs: {n('skip')} complete, {n('resume')} partial, "
                      f"{n('invalidate')} invalidated, {n('run')} to run")
         return text
@@ -158,8 +168,20 @@ class RunResult:
 class _Live:
     """Rows, rate and the last database write of a job or of one slice of a whole-step job."""
 
-    __slots__ = ("job", "done", "total", "phase", "score", "last_db", "rate", "win_t", "win_done", "announced",
-                 "finished", "emitted")
+    __slots__ = (
+        "announced",
+        "done",
+        "emitted",
+        "finished",
+        "job",
+        "last_db",
+        "phase",
+        "rate",
+        "score",
+        "total",
+        "win_done",
+        "win_t",
+    )
 
     def __init__(self, job: PlannedJob, score: float | None = None) -> None:
         self.job = job
@@ -185,7 +207,7 @@ class _Live:
 class _JobContext(_Live):
     """Live state of one running job (touched only by the thread that runs it)."""
 
-    __slots__ = ("artifacts", "status", "started", "subs")
+    __slots__ = ("artifacts", "started", "status", "subs")
 
     def __init__(self, job: PlannedJob, sub_scores: dict[str, float | None] | None = None) -> None:
         super().__init__(job)

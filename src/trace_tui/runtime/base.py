@@ -8,9 +8,10 @@ from any thread while another thread reads ``lines()``.
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Protocol
 
 LABEL_CAMPAIGN = "org.trace-tui.campaign"
 LABEL_STEP = "org.trace-tui.step"

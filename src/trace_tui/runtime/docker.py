@@ -14,12 +14,24 @@ import json
 import os
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from trace_tui.errors import RequirementsError
-from trace_tui.runtime.base import (CAMPAIGN_MOUNT, JOB_MOUNT, LABEL_CAMPAIGN, LABEL_OWNER, LABEL_SLICE, LABEL_STEP,
-                                    STORE_MOUNT, ExitInfo, Launch, Tail, split_lines)
+from trace_tui.runtime.base import (
+    CAMPAIGN_MOUNT,
+    JOB_MOUNT,
+    LABEL_CAMPAIGN,
+    LABEL_OWNER,
+    LABEL_SLICE,
+    LABEL_STEP,
+    STORE_MOUNT,
+    ExitInfo,
+    Launch,
+    Tail,
+    split_lines,
+)
 
 UNPRIVILEGED = (65534, 65534)  # nobody:nogroup, for runs invoked as root
 IMAGE_HINT = "build the images: `make appliance`"

@@ -14,20 +14,23 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from trace_tui.runtime.base import ExitInfo, Launch, Tail
 
 _PR_SET_PDEATHSIG = 1
+try:  # resolved here, in the parent: the child between fork and exec must not load libraries
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # pragma: no cover - not Linux
+    _prctl = None
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     # A kill -9 of the runner must not leave a worker writing into the campaign behind it.
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
 
 
 class LocalHandle:

@@ -29,8 +29,9 @@ import argparse
 import importlib
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -180,8 +181,7 @@ def _is_self_verify(run: list[str]) -> bool:
 def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                     published: dict[tuple[str, int | None, str], tuple[float, float]] | None = None,
                     published_source: str | None = None) -> CampaignVerification:
-    from trace_tui.engine.campaign import (STEP_SLICE, connect_readonly, read_jobs, read_meta, read_slices,
-                                           read_steps)
+    from trace_tui.engine.campaign import STEP_SLICE, connect_readonly, read_jobs, read_meta, read_slices, read_steps
     from trace_tui.engine.runner import sha256_json
     from trace_tui.stages.protocol import sha256_file
 
