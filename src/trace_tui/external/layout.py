@@ -65,7 +65,8 @@ def _read_json(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _score_of(data: dict) -> float | None:
+def score_of(data: dict) -> float | None:
+    """The slice's metric: `score`, or `accuracy` (MME-Reasoning)."""
     for key in SCORE_KEYS:
         value = data.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -90,8 +91,8 @@ def scan_campaign(root: Path, *, slugs: list[str], seeds: list[int], rows: dict[
                 for run in _run_dirs(root / "scoring" / f"seed_{seed}" / "benchmark" / bench / slug):
                     path = run / "scores.json"
                     data = _read_json(path)
-                    if data is not None and _score_of(data) is not None:
-                        score = _score_of(data)
+                    if data is not None and score_of(data) is not None:
+                        score = score_of(data)
                         scores_path = path.relative_to(root).as_posix()
                         scores_sha = hashlib.sha256(path.read_bytes()).hexdigest()
                 out.append(EvalSlice(slug=slug, seed=seed, benchmark=bench, rows_done=min(done, expected),

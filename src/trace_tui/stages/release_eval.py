@@ -28,16 +28,35 @@ from typing import Any
 from trace_tui.stages import protocol
 
 POLL_S = 2.0
+SCORES_SCHEMA = "trace-tui-release-eval-scores-v1"
 
 
-def evaluator_models(job: dict[str, Any], lock: Any, store: Path) -> list[Any]:
+def described_models(job: dict[str, Any], campaign: Path | None) -> list[Any]:
+    """The resolved models (id, label, store_entry, revision, ...) the job is about.
+
+    A whole-step job's spec carries only slice ids (`models` is null for it), so the
+    resolved recipe the runner wrote into the campaign (recipe.json) is the fallback.
+    """
+    models = job.get("models")
+    if models:
+        return list(models)
+    if campaign is not None:
+        try:
+            resolved = json.loads((campaign / "recipe.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return list(resolved.get("models") or [])
+    return []
+
+
+def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path | None = None) -> list[Any]:
     """The evaluator's `--model` arguments for the job's models: weights from the read-only store."""
     from trace_tui.external.launcher import EvaluatorModel
     from trace_tui.store import Store, model_entry
 
     st = Store(store)
     ids = list(dict.fromkeys(s["model"] for s in job.get("slices") or []))
-    described = {m.get("id"): m for m in job.get("models") or [] if isinstance(m, dict)}
+    described = {m.get("id"): m for m in described_models(job, campaign) if isinstance(m, dict)}
     out = []
     for model_id in ids:
         pin = next((m for m in lock.models if m.id == model_id), None)
@@ -51,7 +70,13 @@ def evaluator_models(job: dict[str, Any], lock: Any, store: Path) -> list[Any]:
         if not entry:
             raise SystemExit(f"model {model_id!r} is neither a release model nor a local store entry")
         record = st.record(entry)
-        revision = local.get("revision") or (record.sha256set if record else "unknown")
+        if record is None:
+            from trace_tui.errors import RequirementsError
+
+            raise RequirementsError(f"model {model_id}: the store has no entry {entry}",
+                                    hint=f"import it: trace-tui store import {entry} PATH")
+        # A local checkpoint's immutable revision: the one given with it, else its content hash.
+        revision = local.get("revision") or f"sha256set:{record.sha256set}"
         out.append(EvaluatorModel(model_id=model_id, slug=model_id, path=str(st.path_of(entry)), revision=revision,
                                   source=f"local/{model_id}@{revision}", label=local.get("label") or model_id))
     return out
@@ -106,7 +131,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
         protocol.status("failed", "the release launcher runs the whole suite (it takes no benchmark filter); "
                         "run `full` without --benchmarks", exit_code=2)
         return 2
-    models = evaluator_models(job, lock, store)
+    models = evaluator_models(job, lock, store, campaign)
     seeds = sorted({int(s["seed"]) for s in job["slices"]})
     run_tag = job["run_tag"]
     out_dir = campaign / job["output_dir"]
@@ -135,18 +160,22 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
     tail = _Tail(proc)
     rows = {k: r for k, r in ((b.key, b.rows) for b in lock.trace_eval.benchmarks)}
     slug_to_id = {m.slug: m.model_id for m in models}
-    seen: dict[tuple[str, int, str], tuple[int, str]] = {}
+    seen: dict[tuple[str, int, str], tuple[int, str, float | None]] = {}
 
     def report() -> list[Any]:
         slices = layout.scan_campaign(root, slugs=list(slug_to_id), seeds=seeds, rows=rows)
         for s in slices:
             key = (s.slug, s.seed, s.benchmark)
-            state = (s.rows_done, s.phase)
+            state = (s.rows_done, s.phase, s.score)
             if seen.get(key) != state:
                 seen[key] = state
                 protocol.progress(model=slug_to_id[s.slug], seed=s.seed, benchmark=s.benchmark, phase=s.phase,
                                   done=s.rows_done if phase == "generate" else int(s.score is not None) * s.rows_expected,
                                   total=s.rows_expected)
+                if phase == "score" and s.score is not None:
+                    # The engine records it per slice in the receipt; `verify --campaign` re-reads it (recompute_score).
+                    protocol._emit({"type": "metric", "name": "score", "value": s.score,
+                                    "model": slug_to_id[s.slug], "seed": s.seed, "benchmark": s.benchmark})
         return slices
 
     try:
@@ -176,12 +205,68 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
             protocol.status("failed", problems[0], exit_code=1)
             return 1
         scores = [dict(s.model_dump(), model=slug_to_id[s.slug]) for s in slices]
-        protocol.atomic_write_json(out_dir / "scores.json", {"campaign_root": f"evaluator/{run_tag}",
-                                                              "slices": scores})
+        protocol.atomic_write_json(out_dir / "scores.json", {
+            "schema": SCORES_SCHEMA, "suite": lock.trace_eval.suite_id, "run_tag": run_tag,
+            "campaign_root": f"evaluator/{run_tag}", "seeds": seeds,
+            "models": [m.model_dump() for m in models], "slices": scores})
         protocol.artifact(out_dir / "scores.json", campaign)
     protocol.status("completed", f"{phase}: {sum(1 for s in slices if s.phase != 'generating')} of "
                     f"{len(slices)} slices done")
     return 0
+
+
+def _sha256(path: Path) -> str:
+    return protocol.sha256_file(path)[0]
+
+
+def recompute_score(campaign_dir: Path, content: dict[str, Any]) -> float:
+    """One slice's score, re-read from the evaluator's own score file (`verify --campaign`).
+
+    The chain checked: the receipt's sha256 of our scores.json -> the slice's entry in it ->
+    the evaluator's scores.json (its sha256) -> the evaluator's per-seed completion receipt
+    (same sha256, same score). The evaluator computed the score from its per-row
+    predictions; re-running its scorers needs the judge and GPUs, so the offline check is
+    that every recorded number is the one in the evaluator's files, unchanged.
+    """
+    from trace_tui.external.layout import completion_receipts, score_of
+
+    campaign_dir = Path(campaign_dir)
+    ours = [rel for rel in (content.get("outputs") or {}) if rel.endswith("/scores.json")]
+    if len(ours) != 1:
+        raise ValueError(f"receipt {content.get('step')}: expected one scores.json among its outputs, found {len(ours)}")
+    rel = ours[0]
+    path = campaign_dir / rel
+    if _sha256(path) != content["outputs"][rel]["sha256"]:
+        raise ValueError(f"{rel}: sha256 differs from the receipt")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    want = (content.get("model"), int(content["seed"]), content.get("benchmark"))
+    entry = next((e for e in data.get("slices") or [] if (e.get("model"), e.get("seed"), e.get("benchmark")) == want),
+                 None)
+    if entry is None or not entry.get("scores_path"):
+        raise ValueError(f"{rel}: no score file recorded for {want[0]}/{want[1]}/{want[2]}")
+    root = campaign_dir / data["campaign_root"]
+    score_path = root / entry["scores_path"]
+    where = f"{data['campaign_root']}/{entry['scores_path']}"
+    if not score_path.is_file():
+        raise ValueError(f"{where}: missing")
+    digest = _sha256(score_path)
+    if digest != entry.get("scores_sha256"):
+        raise ValueError(f"{where}: sha256 {digest[:12]}… differs from {rel}'s {str(entry.get('scores_sha256'))[:12]}…")
+    receipt = completion_receipts(root, [want[1]])[want[1]]
+    if receipt is None:
+        raise ValueError(f"{data['campaign_root']}/scoring/score_campaign_completion_seed_{want[1]}.json: missing")
+    listed = next((e for e in receipt.get("slices") or []
+                   if (e.get("benchmark_key"), e.get("model_slug")) == (want[2], entry.get("slug"))), None)
+    if listed is None:
+        raise ValueError(f"{where}: not in the seed {want[1]} completion receipt")
+    if listed.get("scores_sha256") != digest:
+        raise ValueError(f"{where}: sha256 differs from the seed {want[1]} completion receipt")
+    score = score_of(json.loads(score_path.read_text(encoding="utf-8")))
+    if score is None:
+        raise ValueError(f"{where}: no 'score' (or 'accuracy') number")
+    if isinstance(listed.get("score"), (int, float)) and abs(float(listed["score"]) - score) > 1e-9:
+        raise ValueError(f"{where}: score {score} differs from the completion receipt's {listed['score']}")
+    return score
 
 
 def main(argv: list[str] | None = None) -> int:
