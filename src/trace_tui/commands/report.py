@@ -21,17 +21,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("markdown", "json"), default="markdown", help="output format")
     p.add_argument("--campaign", metavar="DIR", help="a `full` campaign: its reproduced scores beside the published "
                    "ones (results.json from --release-dir DIR, else from the store) and its release tables")
-    p.add_argument("--campaign", metavar="DIR", help="a `full` campaign: its reproduced scores beside the published "
-                   "ones (results.json from --release-dir DIR, else from the store) and its release tables")
 
 
 def run(args: argparse.Namespace) -> int:
     from trace_tui.commands.verify import release_dir_arg
 
-    if getattr(args, "campaign", None):
-        from trace_tui.external.summary import run_report
-
-        return run_report(args)
     if getattr(args, "campaign", None):
         from trace_tui.external.summary import run_report
 
