@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,16 @@ def test_cancel_from_another_thread_saves_state_and_returns_130(tmp_path: Path) 
     assert not st["complete"] and st["slices"][0]["state"] == "cancelled" and 5 <= st["slices"][0]["done"] < 400
 
 
+def test_torn_event_log_line_is_cut_on_reopen(tmp_path: Path) -> None:
+    resolved = resolved_for(make_recipe([selftest_step("gen", "rows", image=None)]))
+    assert run_campaign(tmp_path, resolved)[0].exit_code == 0
+    log = tmp_path / "c/events.jsonl"
+    with open(log, "a") as fh:
+        fh.write('{"type":"progress","pha')  # as a kill -9 mid-write leaves it
+    assert run_campaign(tmp_path, resolved)[0].exit_code == 0
+    assert all(json.loads(line) for line in log.read_text().splitlines())
+
+
 def test_status_reads_only(tmp_path: Path) -> None:
     resolved = resolved_for(two_step_recipe())
     assert run_campaign(tmp_path, resolved)[0].exit_code == 0
@@ -278,6 +289,9 @@ def test_cli_headless_run_status_verify_and_exit_codes(tmp_path: Path) -> None:
     for name in ("campaign.json", "recipe.json", "state.sqlite", "events.jsonl", "runner.log"):
         assert (campaign / name).is_file(), name
     assert cli("status", "--campaign", str(campaign), "--fail-if-incomplete").returncode == 0
+    watch = cli("status", "--campaign", str(campaign), "--watch", "0.2", "--json")
+    assert watch.returncode == 0 and json.loads(watch.stdout)["complete"] is True  # complete: one look, then done
+    assert cli("status", "--campaign", str(campaign), "--watch", "0").returncode == 2
     assert cli("verify", "--campaign", str(campaign)).returncode == 0
     js = cli("--home", home, "--recipe", str(recipe), "--yes", "--runtime", "local", "--log-format", "json")
     kinds = [json.loads(x)["type"] for x in js.stdout.splitlines() if x.startswith("{")]
@@ -356,3 +370,58 @@ def test_slices_are_spread_over_gpu_groups(tmp_path: Path) -> None:
         assert spec["gpus"] == [0] and who["gpus_env"] == str(spec["host_gpus"][0])
         seen.setdefault(who["gpus_env"], set()).add(spec["slice"]["seed"])
     assert set(seen) == {"2", "5"} and len(seen["2"] | seen["5"]) == 4
+
+
+def test_status_from_another_process_while_a_run_goes_on(tmp_path: Path) -> None:
+    resolved = resolved_for(make_recipe([selftest_step("gen", "rows", "--delay", "0.02", image=None)]),
+                            benchmarks={"t1": 400})
+    with Campaign(tmp_path / "c") as c:
+        runner = Runner(resolved, c, LocalRuntime(), store=tmp_path / "store")
+        seen: list = []
+        t = threading.Thread(target=lambda: seen.append(runner.run()))
+        t.start()
+        try:
+            deadline = time.monotonic() + 60
+            data: dict = {}
+            while time.monotonic() < deadline:
+                out = subprocess.run([*TRACE_TUI, "status", "--campaign", str(tmp_path / "c"), "--json"],
+                                     capture_output=True, text=True, timeout=60)
+                if out.returncode == 0:
+                    data = json.loads(out.stdout)
+                    x = data["slices"][0] if data.get("slices") else {}
+                    if x.get("rate") and x.get("done", 0) > 0:
+                        break
+                time.sleep(0.3)
+            assert data["running"] is True and data["complete"] is False
+            x = data["slices"][0]
+            assert x["state"] == "running" and x["phase"] == "generate" and 0 < x["done"] < 400
+            assert x["rate"] > 0 and x["eta_s"] > 0
+            inc = subprocess.run([*TRACE_TUI, "status", "--campaign", str(tmp_path / "c"), "--fail-if-incomplete"],
+                                 capture_output=True, text=True, timeout=60)
+            assert inc.returncode == 1 and "rows/s" in inc.stdout
+        finally:
+            runner.cancel()
+            t.join(timeout=60)
+    assert seen and seen[0].exit_code == 130
+
+
+def test_verify_checks_release_pins(tmp_path: Path) -> None:
+    """A campaign whose recorded model revision differs from the release lock fails the pin check."""
+    from trace_tui.recipes import ResolvedRecipe, SliceKey
+    from trace_tui.release import release_lock
+
+    pin = release_lock().models[0]
+    recipe = make_recipe([selftest_step("gen", "rows", image=None)])
+    base = resolved_for(recipe)
+
+    def with_model(model) -> ResolvedRecipe:
+        return base.model_copy(update={"models": [model],
+                                       "slices": [SliceKey(model=pin.id, seed=42, benchmark="t1")]})
+
+    assert run_campaign(tmp_path, with_model(pin))[0].exit_code == 0
+    res = verify_campaign(tmp_path / "c")
+    assert res.ok and any(x.id == "pin" and x.status == "passed" for x in res.checks)
+    moved = pin.model_copy(update={"revision": "0" * 40})
+    assert run_campaign(tmp_path, with_model(moved), name="moved")[0].exit_code == 0
+    bad = [x for x in verify_campaign(tmp_path / "moved").failed]
+    assert [x.id for x in bad] == ["pin"] and bad[0].expected == pin.ref

@@ -116,6 +116,23 @@ class JobRecord:
         return cls(**d)
 
 
+def _drop_torn_tail(path: Path) -> None:
+    """A writer killed mid-line leaves a partial last line: cut it, so the log stays one JSON object a line."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return
+    if size == 0:
+        return
+    with open(path, "r+b") as fh:
+        fh.seek(max(0, size - 65536))
+        tail = fh.read()
+        if tail.endswith(b"\n"):
+            return
+        cut = tail.rfind(b"\n")
+        fh.truncate(size - len(tail) + cut + 1 if cut >= 0 else (0 if size <= 65536 else size))
+
+
 def connect_readonly(path: Path) -> sqlite3.Connection:
     """Open a campaign's state without writing anything (status, verify).
 
@@ -218,7 +235,10 @@ class Campaign:
         self.id = self._identity()
         for sub in ("jobs", "outputs", "logs", "receipts"):
             (self.path / sub).mkdir(exist_ok=True)
-        self._events = open(self.path / "events.jsonl", "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        events = self.path / "events.jsonl"
+        if lock:
+            _drop_torn_tail(events)
+        self._events = open(events, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
     # -- identity and locking -------------------------------------------------
     def _acquire_lock(self) -> None:

@@ -334,7 +334,32 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
         for check in _pin_checks(subject, j.inputs, lock):
             add(check)
     _settings_checks(resolved, lock, add)
+    _image_checks(jobs, recipe_steps, add)
     return res
+
+
+def _image_checks(jobs: list[Any], recipe_steps: dict[str, Any], add: Callable[[Check], None]) -> None:
+    """Image ids the campaign ran against the image lock of this machine: information only."""
+    try:
+        from trace_tui.images import read_images_lock
+
+        lock = read_images_lock()
+    except Exception:  # noqa: BLE001 - no lock or an unreadable one: nothing to compare with
+        return
+    if lock is None:
+        return
+    seen: set[tuple[str, str]] = set()
+    for j in jobs:
+        kind = recipe_steps.get(j.step, {}).get("image")
+        got = j.inputs.get("image_id")
+        entry = lock.images.get(kind) if kind else None
+        if entry is None or not got or (kind, got) in seen:
+            continue
+        seen.add((kind, got))
+        same = got == entry.id
+        add(Check(id="image", status="info", subject=kind,
+                  message=f"{kind} image {'equals' if same else 'differs from'} the image lock ({entry.tag})",
+                  expected=entry.id, actual=got))
 
 
 def _lock(lock: Any) -> Any:
