@@ -1,0 +1,252 @@
+"""The generate worker and its backends on real TRACE sample rows with the tiny random Qwen2.5-VL (CPU).
+
+Determinism is the release's rule (SPEC §3): a row's sample depends on its prompt
+and seed alone, not on batching, order or resume after a kill.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stages_support import GEN_SETTINGS, responses, run_worker, sample_generate_job
+
+pytestmark = pytest.mark.slow
+ROWS = [0, 3, 17, 40, 101, 200]
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_qwen25vl_dir: Path):
+    from trace_tui.stages.backends import build_backend
+
+    return build_backend("transformers", str(tiny_qwen25vl_dir), min_pixels=3136, max_pixels=50176)
+
+
+@pytest.fixture(scope="module")
+def sample_requests(trace_sample_dir: Path):
+    from trace_tui.stages.backends import Sampling
+    from trace_tui.stages.dataset import TraceDataset
+    from trace_tui.stages.generate import make_request
+
+    system = (trace_sample_dir / "system_prompt_answer.txt").read_text(encoding="utf-8")
+    rows = TraceDataset(trace_sample_dir / "trace-sample.parquet").rows(ROWS)
+    s = Sampling.from_settings(GEN_SETTINGS)
+    return [make_request(r, system, s, 42, 3136, 50176) for r in rows]
+
+
+def test_backend_sample_depends_on_prompt_and_seed_alone(backend, sample_requests) -> None:
+    one_by_one = [backend.generate([r])[0] for r in sample_requests]
+    batched = backend.generate(sample_requests)
+    reversed_ = backend.generate(sample_requests[::-1])[::-1]
+    assert one_by_one == batched == reversed_
+    assert all(isinstance(t, str) and t for t in one_by_one)
+
+
+def test_backend_seed_changes_the_sample(backend, sample_requests) -> None:
+    from dataclasses import replace
+
+    a = backend.generate(sample_requests)
+    b = backend.generate([replace(r, seed=7) for r in sample_requests])
+    assert a != b  # sampling at temperature 0.6 follows the per-row seed
+
+
+def test_backend_renders_release_prompt_with_checkpoint_template(backend, sample_requests, trace_sample_dir) -> None:
+    text = backend.render(sample_requests[0])
+    system = (trace_sample_dir / "system_prompt_answer.txt").read_text(encoding="utf-8")
+    assert text.startswith("<|im_start|>system\n" + system)
+    # The image placeholder of prompt_answer became the template's vision block, before the question.
+    user = text.split("<|im_start|>user\n", 1)[1]
+    assert user.startswith("<|vision_start|><|image_pad|><|vision_end|>")
+    assert "<image>" not in text
+    assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_fit_pixels_and_messages() -> None:
+    from PIL import Image
+
+    from trace_tui.stages.dataset import build_messages, fit_pixels
+
+    big = fit_pixels(Image.new("RGBA", (1120, 760)), 3136, 50176)
+    assert big.mode == "RGB" and big.width * big.height <= 50176
+    assert abs(big.width / big.height - 1120 / 760) < 0.02
+    small = fit_pixels(Image.new("RGB", (20, 10)), 3136, 50176)
+    assert small.width * small.height >= 3136
+    same = Image.new("RGB", (100, 100))
+    assert fit_pixels(same, 3136, 50176).size == (100, 100)
+    msgs = build_messages("SYS", "<image>What is shown?", 1)
+    assert msgs == [{"role": "system", "content": "SYS"},
+                    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is shown?"}]}]
+    with pytest.raises(ValueError, match="placeholder"):
+        build_messages("SYS", "<image>two images?", 2)
+
+
+def test_generate_worker_rows_progress_and_receipt(monkeypatch, tmp_path, tiny_qwen25vl_dir, trace_sample_dir) -> None:
+    from trace_tui.stages import generate
+    from trace_tui.stages.jobs import dir_sha256set
+    from trace_tui.stages.protocol import sha256_file
+
+    job = sample_generate_job(tiny_qwen25vl_dir, trace_sample_dir, ROWS, batch_size=4)
+    receipt, events = run_worker(monkeypatch, tmp_path, tmp_path / "store", generate.run, job)
+    got = responses(tmp_path)
+    assert sorted(got) == ROWS
+    row = json.loads((tmp_path / "outputs/generate/s/rows/000017.json").read_text())
+    assert row["index"] == 17 and row["seed"] == 42 and row["answer_type"] in ("integer", "number", "option_letter", "string")
+    assert row["domain"] and row["task"].startswith("task_") and row["instance_id"].startswith("blake3:")
+    progress = [e for e in events if e["type"] == "progress"]
+    assert progress[0]["done"] == 0 and progress[-1]["done"] == progress[-1]["total"] == len(ROWS)
+    assert {(e["model"], e["seed"], e["benchmark"], e["phase"]) for e in progress} == {("tiny", 42, "trace-sample", "generate")}
+    content = receipt["content"]
+    assert content["model"]["sha256set"] == dir_sha256set(tiny_qwen25vl_dir)[1]
+    assert content["dataset"]["sha256"] == sha256_file(trace_sample_dir / "trace-sample.parquet")[0]
+    assert content["settings"]["seed"] == 42 and len(content["settings_sha256"]) == 64
+    assert sorted(int(i) for i in content["responses"]) == ROWS
+    for rel, digest in content["outputs"].items():
+        assert sha256_file(tmp_path / rel)[0] == digest
+    arts = [e for e in events if e["type"] == "artifact"]
+    assert arts and arts[-1]["path"] == "outputs/generate/s/generate.receipt.json"
+    # Batch size does not change any row.
+    job2 = sample_generate_job(tiny_qwen25vl_dir, trace_sample_dir, ROWS, out="outputs/generate/b1", batch_size=1)
+    run_worker(monkeypatch, tmp_path, tmp_path / "store", generate.run, job2)
+    assert responses(tmp_path, "outputs/generate/b1") == got
+    # A rerun finds every row and generates nothing (no backend is even built).
+    _, events = run_worker(monkeypatch, tmp_path, tmp_path / "store", generate.run, job, backend=object())
+    assert [e["done"] for e in events if e["type"] == "progress"] == [len(ROWS)]
+
+
+def test_generate_resumes_after_kill_with_the_same_responses(tmp_path, tiny_qwen25vl_dir, trace_sample_dir) -> None:
+    """SIGKILL the worker process mid-slice, rerun it: it resumes at the first missing row and
+    every row equals an uninterrupted run's."""
+    rows = list(range(0, 24))
+    env = dict(os.environ, TRACE_TUI_CAMPAIGN=str(tmp_path), TRACE_TUI_STORE=str(tmp_path / "store"))
+
+    def job_file(out: str) -> Path:
+        job = sample_generate_job(tiny_qwen25vl_dir, trace_sample_dir, rows, out=out, batch_size=1)
+        job["settings"]["max_tokens"] = 24
+        path = tmp_path / f"{out.replace('/', '_')}.json"
+        path.write_text(json.dumps(job))
+        return path
+
+    killed = job_file("outputs/generate/killed")
+    proc = subprocess.Popen([sys.executable, "-m", "trace_tui.stages.generate"], env=dict(env, TRACE_TUI_JOB=str(killed)),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    rows_dir = tmp_path / "outputs/generate/killed/rows"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and len(list(rows_dir.glob("*.json"))) < 3:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = len(list(rows_dir.glob("*.json")))
+    assert 3 <= partial < len(rows), "the kill must land mid-slice"
+    out = subprocess.run([sys.executable, "-m", "trace_tui.stages.generate"], env=dict(env, TRACE_TUI_JOB=str(killed)),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    events = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    first = [e for e in events if e["type"] == "progress"][0]
+    assert first["done"] >= partial  # resumed: the rows already written were kept
+    assert events[-1] == {"type": "status", "state": "completed", "message": "", "exit_code": 0}
+    whole = job_file("outputs/generate/whole")
+    out = subprocess.run([sys.executable, "-m", "trace_tui.stages.generate"], env=dict(env, TRACE_TUI_JOB=str(whole)),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert responses(tmp_path, "outputs/generate/killed") == responses(tmp_path, "outputs/generate/whole")
+    # Atomic writes: no torn row survives the kill (every row parses), at most a temp file.
+    for f in rows_dir.glob("*.json"):
+        json.loads(f.read_text())
+
+
+def test_generate_bad_inputs_fail_with_one_line(tmp_path, tiny_qwen25vl_dir, trace_sample_dir) -> None:
+    env = dict(os.environ, TRACE_TUI_CAMPAIGN=str(tmp_path), TRACE_TUI_STORE=str(tmp_path / "store"))
+    job = sample_generate_job(tiny_qwen25vl_dir, trace_sample_dir, [0])
+    job["paths"]["dataset"] = {"path": str(trace_sample_dir / "trace-sample.parquet"), "sha256": "0" * 64}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    out = subprocess.run([sys.executable, "-m", "trace_tui.stages.generate"], env=dict(env, TRACE_TUI_JOB=str(tmp_path / "job.json")),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    status = json.loads(out.stdout.strip().splitlines()[-1])
+    assert status["state"] == "failed" and "dataset" in status["message"] and "expected " + "0" * 64 in status["message"]
+    assert "Traceback" not in out.stderr
+    job = sample_generate_job(tiny_qwen25vl_dir, trace_sample_dir, [0])
+    del job["settings"]["max_image_pixels"]
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    out = subprocess.run([sys.executable, "-m", "trace_tui.stages.generate"], env=dict(env, TRACE_TUI_JOB=str(tmp_path / "job.json")),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "max_image_pixels" in json.loads(out.stdout.strip().splitlines()[-1])["message"]
+
+
+def test_generate_inputs_follow_the_runner_job_spec(monkeypatch, tmp_path) -> None:
+    """Without explicit paths the worker finds the validation parquet and the release prompt from the lock."""
+    from trace_tui.release import release_lock
+    from trace_tui.stages.jobs import JobError, generation_inputs
+
+    lock = release_lock()
+    pin = lock.models[0]
+    job = {"model": pin.model_dump(), "benchmark": {"key": "trace-validation", "rows": 2000, "route": "trace_validation"}}
+    got = generation_inputs(job)
+    assert got["model"]["entry"] == f"model:{pin.repo_id}@{pin.revision}"
+    assert got["dataset"]["entry"].endswith(":validation") and got["dataset"]["sha256"] == lock.dataset.file("validation")[0].sha256
+    assert got["system_prompt"]["sha256"] == lock.trace_validation.system_prompt_sha256
+    demo = generation_inputs({"model": {"id": "tiny", "store_entry": "local:model/tiny-qwen2.5-vl"},
+                              "benchmark": {"key": "counting", "route": "demo"}})
+    assert demo["model"]["entry"] == "local:model/tiny-qwen2.5-vl" and demo["dataset"]["file"] == "counting.parquet"
+    with pytest.raises(JobError, match="not served by this worker") as exc:
+        generation_inputs({"model": pin.model_dump(), "benchmark": {"key": "mmstar", "route": "official_vlmevalkit"}})
+    assert "external suite" in exc.value.line()
+
+
+def test_vllm_backend_maps_requests_to_the_offline_api(monkeypatch, tiny_qwen25vl_dir) -> None:
+    """vLLM needs CUDA and cannot be installed here, so this fakes the `vllm` module at its narrowest
+    edge (LLM and SamplingParams record what they are given) to check what the backend sends:
+    one SamplingParams per request with the row's seed, the image as multi_modal_data, the prompt
+    through the checkpoint's chat template, and the run's pixel bounds to the processor."""
+    import types
+
+    from PIL import Image
+
+    from trace_tui.stages.backends import Request, Sampling, build_backend
+
+    calls: dict = {}
+
+    class SamplingParams:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    class LLM:
+        def __init__(self, **kw):
+            calls["init"] = kw
+
+        def generate(self, prompts, sampling_params=None, use_tqdm=True):
+            calls["prompts"], calls["params"] = prompts, sampling_params
+            out = types.SimpleNamespace(text="{\"answer\": 1}")
+            return [types.SimpleNamespace(outputs=[out]) for _ in prompts]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
+    b = build_backend("vllm", str(tiny_qwen25vl_dir), min_pixels=3136, max_pixels=50176)
+    img = Image.new("RGB", (64, 64))
+    req = Request(messages=[{"role": "system", "content": "S"},
+                            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Q"}]}],
+                  images=[img], sampling=Sampling(temperature=0.6, top_p=0.95, max_tokens=7), seed=42)
+    assert b.generate([req, req]) == ['{"answer": 1}'] * 2
+    assert calls["init"]["mm_processor_kwargs"] == {"min_pixels": 3136, "max_pixels": 50176}
+    assert calls["init"]["limit_mm_per_prompt"] == {"image": 1}
+    assert calls["prompts"][0]["multi_modal_data"] == {"image": img}
+    assert "<|vision_start|><|image_pad|><|vision_end|>Q" in calls["prompts"][0]["prompt"]
+    assert calls["params"][0].kw == {"temperature": 0.6, "top_p": 0.95, "top_k": -1, "max_tokens": 7,
+                                     "presence_penalty": 0.0, "frequency_penalty": 0.0,
+                                     "repetition_penalty": 1.0, "seed": 42}
+
+
+def test_vllm_backend_without_vllm_says_what_to_use(monkeypatch, tiny_qwen25vl_dir) -> None:
+    from trace_tui.errors import RequirementsError
+    from trace_tui.stages.backends import build_backend
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
+    with pytest.raises(RequirementsError, match="vllm") as exc:
+        build_backend("vllm", str(tiny_qwen25vl_dir))
+    assert "transformers" in exc.value.line()
