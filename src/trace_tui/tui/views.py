@@ -224,7 +224,7 @@ def _check_rows(items: Iterable[Any]) -> list[CheckRow]:
     rows = []
     for c in items:
         rows.append(CheckRow(
-            item=_fmt(_get(c, "file", "path", "name", "item", "id")),
+            item=_fmt(_get(c, "file", "subject", "path", "name", "item", "id")),
             status=str(_get(c, "status", "state", "verdict", default="?")),
             expected=_short(_get(c, "expected", "expected_sha256")),
             actual=_short(_get(c, "actual", "actual_sha256")),
@@ -256,26 +256,72 @@ def _table_view(t: Any, default_title: str = "") -> TableView:
                      rows=tuple(rows), differs=frozenset(differs))
 
 
+def _aggregates_table(checks: Iterable[Any]) -> TableView | None:
+    """Stored aggregates of results.json against their recomputation: one row per family, failures highlighted."""
+    rows, differs = [], set()
+    for c in checks:
+        if _get(c, "group") != "aggregates":
+            continue
+        status = str(_get(c, "status", default="?"))
+        if status == "failed":
+            differs.add((len(rows), 1))
+            differs.add((len(rows), 2))
+        rows.append((str(_get(c, "title", default="")), status, str(_get(c, "message", default=""))))
+    if not rows:
+        return None
+    return TableView(title="Stored aggregates against their recomputation from the benchmark scores",
+                     columns=("aggregate", "status", "detail"), rows=tuple(rows), differs=frozenset(differs))
+
+
+def _comparison_table(comparisons: Iterable[Any]) -> TableView | None:
+    rows, differs = [], set()
+    for c in comparisons:
+        outside = _get(c, "verdict") == "outside"
+        if outside:
+            differs.add((len(rows), 6))
+            differs.add((len(rows), 7))
+        rows.append((str(_get(c, "model", default="")), _fmt(_get(c, "seed")), str(_get(c, "benchmark", default="")),
+                     f"{_get(c, 'score', default=0.0):.2f}", f"{_get(c, 'published', default=0.0):.2f}",
+                     f"{_get(c, 'difference', default=0.0):+.2f}", f"±{_get(c, 'tolerance', default=0.0):.2f}",
+                     str(_get(c, "verdict", default="")), ))
+    if not rows:
+        return None
+    return TableView(title="This campaign's scores beside the published ones (a verdict is information, not a failure)",
+                     columns=("model", "seed", "benchmark", "score", "published", "Δ", "tolerance", "verdict"),
+                     rows=tuple(rows), differs=frozenset(differs))
+
+
 def verify_view(result: Any, target: str) -> VerifyView:
-    """A verify_release / verify_campaign result as a view."""
-    checks = _check_rows(_get(result, "checks", "items", "checklist", default=[]) or [])
+    """A ReleaseVerification or CampaignVerification (trace_tui.verify) as a view."""
+    raw_checks = list(_get(result, "checks", default=[]) or [])
+    checks = _check_rows(raw_checks)
     counts: dict[str, int] = {}
     for c in checks:
         counts[c.status] = counts.get(c.status, 0) + 1
     # Failed first (what needs attention), then passed, then absent; stable within each.
     order = {"failed": 0, "passed": 1, "absent": 2}
     checks = sorted(checks, key=lambda c: order.get(c.status, 1))
-    tables = tuple(_table_view(t) for t in (_get(result, "tables", default=[]) or []))
-    comparisons = tuple(_table_view(t, "scores beside the published ones")
-                        for t in (_get(result, "comparisons", "comparison", default=[]) or []))
-    ok = _get(result, "ok", "passed", default=None)
+    tables: list[TableView] = []
+    aggregates = _aggregates_table(raw_checks)
+    if aggregates is not None:
+        tables.append(aggregates)
+    try:
+        release_tables = list(_get(result, "tables", default=[]) or [])
+    except Exception:  # noqa: BLE001 - a view extra; the checklist says what is wrong
+        release_tables = []
+    tables += [_table_view(t) for t in release_tables]
+    comparison = _comparison_table(_get(result, "comparisons", default=[]) or [])
+    ok = _get(result, "ok", default=None)
     if callable(ok):
         ok = ok()
     if ok is None:
         ok = counts.get("failed", 0) == 0
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no checks"
-    return VerifyView(target=target, summary=summary, ok=bool(ok), checks=tuple(checks), tables=tables,
-                      comparisons=comparisons, counts=counts)
+    if comparison is not None:
+        outside = sum(1 for r in comparison.rows if r[7] == "outside")
+        summary += f" · {len(comparison.rows)} scores compared, {outside} outside the published range"
+    return VerifyView(target=target, summary=summary, ok=bool(ok), checks=tuple(checks), tables=tuple(tables),
+                      comparisons=(comparison,) if comparison is not None else (), counts=counts)
 
 
 # -- preview -----------------------------------------------------------------------
