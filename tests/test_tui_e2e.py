@@ -74,3 +74,25 @@ def test_tmux_navigates_to_verify_on_the_release(tmp_path: Path, trace_release_d
         wait_for_text(target, "EXITED=0")
     finally:
         tmux("kill-session", "-t", session, check=False)
+
+
+@pytest.mark.parametrize("argv", [[], ["--campaign", "somewhere"]])
+def test_without_a_terminal_says_so_in_one_line(argv: list[str], tmp_path: Path) -> None:
+    out = subprocess.run([str(TRACE_TUI), *argv], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                         timeout=60, env=dict(os.environ, TRACE_TUI_HOME=str(tmp_path)))
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "trace-tui: error: the terminal UI needs a terminal (run it in a terminal, or use a command: `trace-tui --help`)"]
+
+
+def test_build_app_maps_the_command_line(tmp_path: Path) -> None:
+    from trace_tui.cli import build_parser
+    from trace_tui.tui.app import build_app
+
+    from tui_support import make_backends
+
+    backends = make_backends(tmp_path)
+    app = build_app(build_parser().parse_args(["--campaign", str(tmp_path / "c")]), backends)
+    assert app.initial_campaign == (tmp_path / "c").resolve() and app.initial_recipe is None
+    app = build_app(build_parser().parse_args(["--recipe", "demo", "--campaign", str(tmp_path / "c")]), backends)
+    assert app.initial_recipe == "demo" and app.initial_campaign is None and not app.confirm_all

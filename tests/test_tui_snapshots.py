@@ -108,3 +108,15 @@ def test_screen_snapshot(snap_compare, tmp_path: Path, fixed_release: Path, scre
         await goto(pilot, screen, fixed_release)
 
     assert snap_compare(app, terminal_size=SIZES[size], run_before=run_before)
+
+
+def test_no_color_snapshot(snap_compare, tmp_path: Path, fixed_release: Path, monkeypatch) -> None:
+    """NO_COLOR: Textual renders without colour; the screen stays readable (marks, not colours, carry state)."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = TraceTuiApp(make_backends(tmp_path, machine="none", snapshot=True, release_dir=fixed_release))
+    assert app.no_color
+
+    async def run_before(pilot) -> None:
+        await goto(pilot, "hardware", fixed_release)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
