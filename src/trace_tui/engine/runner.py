@@ -353,8 +353,11 @@ class Runner:
         self._sink = on_event or (lambda e: None)
         t0 = time.monotonic()
         self.preflight()
-        plan = self.plan()
         c = self.campaign
+        # A killed runner's containers may still be writing into the campaign: they go first, before
+        # anything is planned, removed or swept.
+        stale = self.runtime.cleanup(c.id)
+        plan = self.plan()
         c.sweep_temporaries()
         from trace_tui.stages.protocol import atomic_write_json
 
@@ -383,7 +386,6 @@ class Runner:
                                  "inputs": canonical_json(x.inputs), "total": x.total,
                                  "message": x.reason if x.action == "invalidate" else "", "now": time.time()})
         c.record_sub_slices(sub_rows)
-        stale = self.runtime.cleanup(c.id)
         rows_total = sum(j.total for j in plan.jobs)
         self._emit(RunState(state="planned", message=plan.summary(), campaign=str(c.path),
                             jobs_total=len(plan.jobs), jobs_done=plan.count("skip"), rows_total=rows_total,
