@@ -1,0 +1,146 @@
+"""The `demo` recipe end to end on the local runtime (CPU): prepare, smoke train, generate,
+extract (tiny model as judge), score, verify — and the synthetic tasks it runs on.
+
+One finished demo campaign is shared by every test here (`demo_campaign`, once per session).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+DEMO_BUDGET_S = 300  # "under 5 minutes on two cores"
+
+
+def cli(*args: str, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trace_tui", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="session")
+def demo_campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("demo")
+    env = dict(os.environ, TRACE_TUI_HOME=str(root / "home"))
+    campaign = root / "campaign"
+    t0 = time.monotonic()
+    done = cli("--recipe", "demo", "--yes", "--runtime", "local", "--campaign", str(campaign), env=env)
+    return {"campaign": campaign, "home": root / "home", "env": env, "run": done, "seconds": time.monotonic() - t0}
+
+
+@pytest.mark.slow
+def test_demo_completes_within_budget(demo_campaign) -> None:
+    done = demo_campaign["run"]
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    print(f"demo wall time: {demo_campaign['seconds']:.1f} s")
+    assert demo_campaign["seconds"] < DEMO_BUDGET_S
+
+
+@pytest.mark.slow
+def test_demo_campaign_verifies_and_is_complete(demo_campaign) -> None:
+    c, env = str(demo_campaign["campaign"]), demo_campaign["env"]
+    v = cli("verify", "--campaign", c, env=env)
+    assert v.returncode == 0, v.stdout[-3000:] + v.stderr[-2000:]
+    assert "0 failed" in v.stdout and "score recomputed" not in v.stderr
+    s = cli("status", "--campaign", c, "--fail-if-incomplete", env=env)
+    assert s.returncode == 0, s.stdout[-2000:] + s.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_demo_outputs(demo_campaign) -> None:
+    from trace_tui.stages.demo_tasks import GROUPS, ROWS_PER_GROUP
+    from trace_tui.store.store import Store
+
+    c = demo_campaign["campaign"]
+    for key, _display, kind in GROUPS:
+        gen = json.loads((c / f"outputs/generate/tiny-qwen2.5-vl/42/{key}/generate.receipt.json").read_text())
+        assert gen["content"]["rows"] == ROWS_PER_GROUP
+        assert gen["content"]["settings"]["max_tokens"] == 32  # the demo's recorded profile
+        assert gen["content"]["model"]["sha256set"].startswith("sha256set:")
+        rows = sorted((c / f"outputs/extract/tiny-qwen2.5-vl/42/{key}/rows").glob("*.json"))
+        assert len(rows) == ROWS_PER_GROUP
+        assert {json.loads(r.read_text())["answer_type"] for r in rows} == {kind}
+        score = json.loads((c / f"outputs/score/tiny-qwen2.5-vl/42/{key}/score.json").read_text())
+        assert score["total"] == ROWS_PER_GROUP and 0.0 <= score["accuracy"] <= 100.0
+    ext = json.loads((c / "outputs/extract/tiny-qwen2.5-vl/42/counting/extract.receipt.json").read_text())
+    assert ext["content"]["judge"]["entry"] == "local:model/tiny-qwen2.5-vl"
+    assert ext["content"]["judge"]["budgets"] == [16, 32, 64]
+    store = Store(demo_campaign["home"] / "store")
+    for name in ("local:model/tiny-qwen2.5-vl", "local:dataset/demo-tasks"):
+        rec = store.record(name)
+        assert rec is not None and not rec.pinned, name
+
+
+@pytest.mark.slow
+def test_demo_rerun_resumes_to_nothing_and_tampering_fails_verify(demo_campaign, tmp_path) -> None:
+    c, env = demo_campaign["campaign"], demo_campaign["env"]
+    t0 = time.monotonic()
+    again = cli("--recipe", "demo", "--yes", "--runtime", "local", "--campaign", str(c), env=env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert time.monotonic() - t0 < 60
+    copy = tmp_path / "copy"
+    shutil.copytree(c, copy, ignore=shutil.ignore_patterns(".lock"))
+    row = copy / "outputs/generate/tiny-qwen2.5-vl/42/naming/rows/000003.json"
+    data = json.loads(row.read_text())
+    data["response"] = '{"answer": "Comet"}'
+    row.write_text(json.dumps(data))
+    v = cli("verify", "--campaign", str(copy), env=env)
+    assert v.returncode == 1
+    assert "000003.json" in v.stdout + v.stderr
+
+
+def test_demo_tasks_look_like_trace_rows(tmp_path, trace_sample_dir) -> None:
+    import pyarrow.parquet as pq
+
+    from trace_tui.stages.dataset import TraceDataset
+    from trace_tui.stages.demo_tasks import GROUPS, ROWS_PER_GROUP, write_tasks
+
+    paths = write_tasks(tmp_path / "a")
+    sample_cols = set(pq.read_schema(trace_sample_dir / "trace-sample.parquet").names)
+    seen_types = set()
+    for key, _display, kind in GROUPS:
+        schema = pq.read_schema(paths[key])
+        assert set(schema.names) == sample_cols
+        rows = TraceDataset(paths[key]).rows()
+        assert len(rows) == ROWS_PER_GROUP and len({r.task for r in rows}) == 2
+        for r in rows:
+            assert r.prompt.startswith("<image>") and len(r.images) == 1 and r.answer_type == kind
+            assert r.images[0].mode == "RGB" and r.images[0].width > 100
+        seen_types.add(kind)
+    assert seen_types == {"integer", "number", "option_letter", "string"}
+    # Deterministic: the same seed gives the same bytes; another seed other tasks.
+    again = write_tasks(tmp_path / "b")
+    assert all(paths[k].read_bytes() == again[k].read_bytes() for k in paths)
+    other = write_tasks(tmp_path / "c", seed=1)
+    assert paths["counting"].read_bytes() != other["counting"].read_bytes()
+
+
+def test_demo_answers_are_what_the_images_show() -> None:
+    """Spot checks that the drawn answer is the answer: counted shapes, the red box's word."""
+    import random
+
+    from trace_tui.stages.demo_tasks import COLORS, count_shapes, decimal_op, naming
+
+    inst = count_shapes(random.Random(3), "circle")
+    assert isinstance(inst.answer, int) and 1 <= inst.answer <= 7
+    inst = decimal_op(random.Random(4), "sum")
+    assert isinstance(inst.answer, (int, float))
+    inst = naming(random.Random(5), "color")
+    px = inst.image.getpixel((160, 112))
+    assert px == COLORS[inst.answer]
+
+
+def test_recipe_demo_tasks_match_the_generator() -> None:
+    from trace_tui.recipes import load_recipe
+    from trace_tui.stages.demo_tasks import GROUPS, ROWS_PER_GROUP
+
+    recipe = load_recipe("demo")
+    assert [(t.key, t.rows) for t in recipe.demo_tasks] == [(k, ROWS_PER_GROUP) for k, _d, _t in GROUPS]
+    extract = next(s for s in recipe.steps if s.id == "extract")
+    assert extract.per_slice and "--judge" in extract.run
