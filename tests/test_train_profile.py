@@ -57,7 +57,7 @@ def test_trl_settings_follow_the_profile(trace_release_dir: Path) -> None:
     assert (trl["num_generations"], trl["temperature"], trl["top_p"], trl["top_k"]) == (8, 1.0, 1.0, 0)
     assert trl["max_completion_length"] == 2048 and trl["max_grad_norm"] == 1.0
     assert (trl["adam_beta1"], trl["adam_beta2"], trl["weight_decay"]) == (0.9, 0.999, 0.01)
-    assert trl["lr_scheduler_type"] == "constant" and trl["warmup_steps"] == 0.0
+    assert trl["lr_scheduler_type"] == "constant" and trl["warmup_steps"] == 0 and isinstance(trl["warmup_steps"], int)
     assert (trl["loss_type"], trl["scale_rewards"], trl["num_iterations"]) == ("dapo", "group", 1)
     assert (trl["seed"], trl["data_seed"], trl["shuffle_dataset"]) == (1, 1, True)
     assert trl["bf16"] is True and trl["gradient_checkpointing"] is True
@@ -174,3 +174,20 @@ def test_missing_model_fails_with_requirements_exit_and_failed_receipt(tmp_path:
     receipt = json.loads((tmp_path / "campaign" / "train-smoke" / "run_receipt.json").read_text())
     assert receipt["status"] == "failed" and receipt["exit_code"] == 3 and receipt["mode"] == "smoke"
     assert "Traceback" not in err
+
+
+def test_older_trl_gets_only_inert_settings_dropped_and_each_recorded(trace_release_dir: Path) -> None:
+    from trace_tui.errors import RequirementsError
+    from trace_tui.stages.train_smoke import fit_to_trl
+
+    trl = resolve_training(_profile(trace_release_dir, "3b"), Hardware(device="cuda", devices=1)).trl
+    fields = set(trl) - {"sapo_temperature_pos", "sapo_temperature_neg", "trust_remote_code"} | {
+        "max_prompt_length", "warmup_ratio"}
+    kwargs, adapted = fit_to_trl({**trl, "warmup_steps": 0.1}, fields)
+    assert set(kwargs) <= fields and kwargs["max_prompt_length"] is None
+    assert (kwargs["warmup_steps"], kwargs["warmup_ratio"]) == (0, 0.1)
+    assert {"sapo_temperature_pos", "trust_remote_code", "max_prompt_length", "warmup_steps"} <= set(adapted)
+    with pytest.raises(RequirementsError, match="'delta'"):
+        fit_to_trl(trl, fields - {"delta"})
+    with pytest.raises(RequirementsError, match="trust_remote_code"):
+        fit_to_trl({**trl, "trust_remote_code": True}, fields)

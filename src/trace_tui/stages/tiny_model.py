@@ -207,8 +207,13 @@ def tiny_config(tokenizer: Any):
 
 
 def _image_processor_cls():
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+    """The PIL/numpy Qwen2-VL image processor (no torchvision): its name differs between transformers 5 and 4."""
+    try:
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+    except ImportError:  # transformers 4.x (the GPU train image pins the release's 4.57)
+        from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
+        return Qwen2VLImageProcessor
     return Qwen2VLImageProcessorPil
 
 
@@ -234,6 +239,8 @@ def _processor_cls():
         # The __init__ signature decides the sub-processors: no video_processor.
         _PROCESSOR_CLS = type("Qwen2_5_VLProcessor", (Qwen2_5_VLProcessor,),
                               {"__init__": __init__, "__module__": __name__,
+                               # transformers 4.x lists sub-processors here instead of reading the signature.
+                               "attributes": ["image_processor", "tokenizer"],
                                "__doc__": "Qwen2.5-VL processor for images and text only."})
     return _PROCESSOR_CLS
 
@@ -327,6 +334,15 @@ def build_tiny_qwen25vl(out_dir: Path, seed: int = 0) -> Path:
         do_sample=False,
     )
     model.save_pretrained(str(out_dir), safe_serialization=True)
+    # Also write the RoPE settings the way the real checkpoints do (transformers
+    # 4.x reads only rope_scaling/rope_theta; 5.x reads these too).
+    cfg_path = out_dir / "config.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    rope = cfg["text_config"]["rope_parameters"]
+    cfg["text_config"]["rope_scaling"] = {"type": "mrope", "rope_type": "default",
+                                          "mrope_section": list(rope["mrope_section"])}
+    cfg["text_config"]["rope_theta"] = rope["rope_theta"]
+    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tokenizer.save_pretrained(str(out_dir))
     image_processor = _image_processor_cls()(min_pixels=TINY_MIN_PIXELS, max_pixels=TINY_MAX_PIXELS)
     image_processor.save_pretrained(str(out_dir))
@@ -337,6 +353,10 @@ def build_tiny_qwen25vl(out_dir: Path, seed: int = 0) -> Path:
         cfg_path = out_dir / name
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
         cfg["processor_class"] = "Qwen2_5_VLProcessor"
+        if isinstance(cfg.get("extra_special_tokens"), list):
+            # transformers 4.x reads a list only under this (older) name, as the
+            # real Qwen2.5-VL checkpoints write it; 5.x reads it too.
+            cfg["additional_special_tokens"] = cfg.pop("extra_special_tokens")
         if name == "preprocessor_config.json":
             cfg["min_pixels"], cfg["max_pixels"] = TINY_MIN_PIXELS, TINY_MAX_PIXELS
         cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")

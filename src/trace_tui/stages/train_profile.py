@@ -419,7 +419,10 @@ def resolve_training(profile: dict[str, Any], hardware: Hardware, overrides: Ove
     )
 
     warmup = g("worker.actor.optim.lr_warmup_steps")
-    warmup = float(warmup) if warmup is not None else float(g("worker.actor.optim.lr_warmup_ratio") or 0.0)
+    # transformers 5 reads a warmup_steps below 1 as a ratio; a whole count stays an int.
+    warmup = int(warmup) if warmup is not None else float(g("worker.actor.optim.lr_warmup_ratio") or 0.0)
+    if warmup == 0:
+        warmup = 0
     betas = g("worker.actor.optim.betas")
     top_k = int(g("worker.rollout.top_k"))
     bf16 = hardware.device == "cuda" and g("worker.actor.fsdp.mp_param_dtype") == "bf16"

@@ -487,8 +487,12 @@ class _Run:
                 run._progress("train", state.global_step, SMOKE_STEPS)
 
         trainer_dir = self.out
+        import dataclasses
+
+        trl_kwargs, adapted = fit_to_trl(resolved.trl, {f.name for f in dataclasses.fields(GRPOConfig)})
+        self.receipt["trl_version_adaptations"] = adapted
         args = GRPOConfig(output_dir=str(trainer_dir), use_cpu=hardware.device == "cpu", disable_tqdm=True,
-                          dataloader_num_workers=0, remove_unused_columns=False, **resolved.trl)
+                          dataloader_num_workers=0, remove_unused_columns=False, **trl_kwargs)
         trainer = GRPOTrainer(model=model, reward_funcs=[make_reward_func(st["answer_key"], rewards)], args=args,
                               train_dataset=train_ds, processing_class=processor, callbacks=[_Events()])
         self._progress("train", 0, SMOKE_STEPS)
@@ -521,6 +525,44 @@ class _Run:
             protocol.artifact(ckpt / name, self.campaign)
         protocol.log(f"step 1: reward mean {mean:.4f} std {std:.4f}, grad norm {self.receipt['grad_norm']:.4g}; "
                      f"checkpoint {ckpt_set}")
+
+
+# GRPOConfig fields of newer TRL releases that an older TRL may lack, and why
+# leaving them out changes nothing in this configuration.
+INERT_WHEN_ABSENT = {
+    "sapo_temperature_pos": "used by the SAPO loss only; the profile's loss is the clipped PPO loss",
+    "sapo_temperature_neg": "used by the SAPO loss only; the profile's loss is the clipped PPO loss",
+    # Only false is inert: the stage loads the model itself and never runs remote code.
+    "trust_remote_code": "the stage loads the model itself, without remote code (false in the profile)",
+}
+
+
+def fit_to_trl(trl_kwargs: dict[str, Any], fields: set[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The GRPOConfig arguments this TRL accepts, and what had to be adapted (recorded in the receipt).
+
+    An absent setting is dropped only when it is inert here; an absent setting
+    that matters is a requirements failure, never a silent drop.
+    """
+    from trace_tui.errors import RequirementsError
+
+    kwargs, adapted = dict(trl_kwargs), {}
+    for key in sorted(set(kwargs) - fields):
+        if key not in INERT_WHEN_ABSENT or (key == "trust_remote_code" and kwargs[key]):
+            raise RequirementsError(f"this TRL has no GRPOConfig setting '{key}', which the release profile needs",
+                                    hint="use the train image's pinned TRL")
+        kwargs.pop(key)
+        adapted[key] = f"absent in this TRL; {INERT_WHEN_ABSENT[key]}"
+    warmup = kwargs.get("warmup_steps")
+    if isinstance(warmup, float) and 0 < warmup < 1 and "warmup_ratio" in fields:
+        # transformers 4.x takes a warmup ratio under its own name.
+        kwargs["warmup_steps"], kwargs["warmup_ratio"] = 0, warmup
+        adapted["warmup_steps"] = f"passed as warmup_ratio={warmup} (transformers 4.x)"
+    if "max_prompt_length" in fields:
+        # Older TRL truncates prompts to this length (default 512), which would cut
+        # image tokens; the stage keeps prompts whole and counts overlong ones.
+        kwargs["max_prompt_length"] = None
+        adapted["max_prompt_length"] = "set to None: prompts are kept whole (overlong ones are counted)"
+    return kwargs, adapted
 
 
 def _offline_env() -> None:
@@ -575,7 +617,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - any failure must end in a failed receipt and status
         for line in traceback.format_exc().rstrip().splitlines():
             protocol.log(line, level="debug")
-        message = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        message = f"{type(exc).__name__}: {first}"[:500]
         run.finish("failed", ExitCode.FAILED, message)
         protocol.status("failed", message, ExitCode.FAILED)
         return ExitCode.FAILED
