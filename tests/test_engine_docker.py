@@ -261,3 +261,21 @@ def test_kill_9_then_rerun_gives_identical_content(docker_image: str, tmp_path: 
     assert not [p for p in killed.rglob(".*.tmp")]  # no half-written file
     assert verify_campaign(killed).ok
     assert labelled(campaign_id(killed)) == []
+
+
+def test_gpu_request_without_a_gpu_runtime_is_a_clear_requirement_error(docker_image: str, tmp_path: Path) -> None:
+    """The real engine receives the device request (GPU 0 by id) and refuses it: no NVIDIA runtime here."""
+    from trace_tui.errors import RequirementsError
+    from trace_tui.runtime.base import Launch
+
+    with Campaign(tmp_path / "c") as c:
+        job_dir = c.path / "jobs/g/_step"
+        job_dir.mkdir(parents=True)
+        (job_dir / "job.json").write_text('{"step": "g", "output_dir": "outputs/g/_step"}')
+        launch = Launch(step="g", slice="_step", module="trace_tui.stages.selftest", args=["whoami"], job_dir=job_dir,
+                        campaign=c.path, store=tmp_path / "store", log_path=c.path / "logs/g.log", image="infer",
+                        gpus=[0], labels={LABEL_CAMPAIGN: c.id}, output_dir=c.path / "outputs/g/_step")
+        with pytest.raises(RequirementsError) as err:
+            DockerRuntime(images=IMAGES).start(launch)
+        assert "cannot give GPUs" in err.value.line() and "NVIDIA Container Toolkit" in err.value.line()
+        assert labelled(c.id) == []

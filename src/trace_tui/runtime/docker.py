@@ -259,12 +259,20 @@ class DockerRuntime:
         if launch.gpus:
             kwargs["device_requests"] = [DeviceRequest(device_ids=[str(g) for g in launch.gpus],
                                                        capabilities=[["gpu"]])]
+        image = self.image_name(launch.image)
+        kwargs.pop("detach")
         try:
-            container = self.client.containers.run(self.image_name(launch.image), **kwargs)
+            container = self.client.containers.create(image, kwargs.pop("command"), **kwargs)
         except ImageNotFound:
-            raise RequirementsError(f"the {launch.image} image {self.image_name(launch.image)} is missing",
-                                    hint=IMAGE_HINT) from None
+            raise RequirementsError(f"the {launch.image} image {image} is missing", hint=IMAGE_HINT) from None
+        try:
+            container.start()
         except APIError as exc:
+            # Created but not started (e.g. no GPU runtime): leave nothing behind.
+            try:
+                container.remove(force=True)
+            except APIError:
+                pass
             text = str(exc)
             if "device driver" in text or "nvidia" in text.lower() or "gpu" in text.lower():
                 raise RequirementsError(f"Docker cannot give GPUs to containers ({_short(exc)})",
