@@ -149,22 +149,40 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
         backend = build_backend(backend_name, str(model_dir), min_pixels=settings["min_image_pixels"],
                                 max_pixels=settings["max_image_pixels"])
     sampling = Sampling.from_settings(settings)
-    batch = max(1, int(job.get("batch_size") or 8))
+    # vLLM schedules a large batch itself; the transformers backend runs rows one by one anyway.
+    batch = max(1, int(job.get("batch_size") or (256 if backend_name == "vllm" else 8)))
     count = len(done)
-    for start in range(0, len(todo), batch):
-        chunk = todo[start:start + batch]
-        loaded = data.rows(chunk)
-        requests = [make_request(r, system_prompt, sampling, seed, settings["min_image_pixels"],
-                                 settings["max_image_pixels"]) for r in loaded]
-        responses = backend.generate(requests)
-        if len(responses) != len(requests):
-            raise JobError(f"backend returned {len(responses)} responses for {len(requests)} requests", "backend bug")
-        for r, text in zip(loaded, responses, strict=True):
-            protocol.atomic_write_json(row_file(rows, r.index), {
-                "index": r.index, "instance_id": r.instance_id, "domain": r.domain, "task": r.task,
-                "answer_type": r.answer_type, "answer_gt": r.answer_gt, "seed": seed,
-                "response": text, "response_sha256": text_sha256(text), "inputs_sha256": inputs_sha256})
-            count += 1
+    # Rows are written (tmp + fsync + rename) on one writer thread while the next batch
+    # generates; progress counts only rows whose file has landed.
+    from concurrent.futures import ThreadPoolExecutor
+
+    def write(r: Any, text: str) -> None:
+        protocol.atomic_write_json(row_file(rows, r.index), {
+            "index": r.index, "instance_id": r.instance_id, "domain": r.domain, "task": r.task,
+            "answer_type": r.answer_type, "answer_gt": r.answer_gt, "seed": seed,
+            "response": text, "response_sha256": text_sha256(text), "inputs_sha256": inputs_sha256})
+
+    pending: list[Any] = []
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="row-writer") as writer:
+        for start in range(0, len(todo), batch):
+            chunk = todo[start:start + batch]
+            loaded = data.rows(chunk)
+            requests = [make_request(r, system_prompt, sampling, seed, settings["min_image_pixels"],
+                                     settings["max_image_pixels"]) for r in loaded]
+            responses = backend.generate(requests)
+            if len(responses) != len(requests):
+                raise JobError(f"backend returned {len(responses)} responses for {len(requests)} requests",
+                               "a backend must answer every request")
+            for f in pending:  # the previous batch: landed by now, or wait for it
+                f.result()
+            if pending:
+                count += len(pending)
+                protocol.progress(phase="generate", done=count, total=total, **where)
+            pending = [writer.submit(write, r, text) for r, text in zip(loaded, responses, strict=True)]
+        for f in pending:
+            f.result()
+        count += len(pending)
+    if todo:
         protocol.progress(phase="generate", done=count, total=total, **where)
 
     receipt = build_receipt(job, out, wanted, content_inputs, inputs_sha256, settings, model_dir, model_files,
