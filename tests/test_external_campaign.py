@@ -19,17 +19,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_external_prepare import fill_store, install_fake_evaluator
 
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.runner import Runner
 from trace_tui.recipes import resolve_recipe
 from trace_tui.release import release_lock
 from trace_tui.runtime.local import LocalRuntime
-from trace_tui.store import Store, model_entry
-from trace_tui.store.importer import import_release
-from trace_tui.store.manifest import Source
 
-FAKE = Path(__file__).parent / "fake_evaluator"
 LOCK = release_lock()
 TWO = ["qwen2.5-vl-3b-base", "trace-qwen2.5-vl-3b"]
 SHIFTED = ("trace-qwen2.5-vl-3b", 43, "mathvista")
@@ -43,31 +40,10 @@ def published(release_dir: Path) -> dict[tuple[str, int, str], float]:
     return {(r["model_id"], r["seed"], r["benchmark_id"]): r["score"] for r in data["scores"]["benchmark_scores"]}
 
 
-def install_fake_evaluator(where: Path) -> Path:
-    scripts = where / "rlvr" / "evaluation" / "scripts"
-    scripts.mkdir(parents=True)
-    for f in FAKE.iterdir():
-        if f.is_file():
-            shutil.copy(f, scripts / f.name)
-    return where
-
-
-def store_with(root: Path, release_dir: Path) -> Store:
-    store = Store(root)
-    for m in LOCK.models:
-        if m.id in TWO:
-            with store.staging(model_entry(m.repo_id, m.revision)) as st:
-                src = root.parent / f"{m.evaluator_slug}.json"
-                src.write_text(json.dumps({"model_type": "qwen2_5_vl"}))
-                st.add("config.json", src)
-                st.commit(revision=m.revision, source=Source(type="local", imported_from="test"))
-    import_release(store, LOCK, release_dir)  # eval-setup puts the release files there; the summary reads them
-    return store
-
-
 def run_full(tmp: Path, release_dir: Path, name: str, shift: float = 0.0) -> Path:
-    evaluator = install_fake_evaluator(tmp / f"trace-{name}")
-    store = store_with(tmp / f"store-{name}", release_dir)
+    evaluator = install_fake_evaluator(tmp / f"trace-{name}", release_dir)
+    # what eval-setup fetches (models, judge, 24 benchmark files, the release files the summary reads)
+    store = fill_store(tmp / f"store-{name}", release_dir, TWO, release=True)
     slug = {m.id: m.evaluator_slug for m in LOCK.models}
     scores = {f"{slug[m]}/{s}/{b}": v for (m, s, b), v in published(release_dir).items() if m in TWO}
     scores[f"{slug[SHIFTED[0]]}/{SHIFTED[1]}/{SHIFTED[2]}"] += shift
@@ -98,7 +74,7 @@ def cli(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACE_TUI_")}
     if home is not None:
         env["TRACE_TUI_HOME"] = str(home)
-    return subprocess.run([*TRACE_TUI, *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run([*TRACE_TUI, *args], capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
 def test_the_summary_step_keeps_the_comparison_in_the_campaign(campaigns):

@@ -92,7 +92,7 @@ def test_a_resumed_slice_is_seen_where_it_stopped(tmp_path):
 
 
 def test_finished_campaign_equal_to_the_release_is_all_within(finished, trace_release_dir):
-    root, scores = finished
+    root, _ = finished
     slices = _scan(root)
     assert all(s.score is not None for s in slices)
     assert layout.receipt_problems(root, slices, [42, 43, 44]) == []

@@ -11,47 +11,28 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from test_external_prepare import fill_store, install_fake_evaluator
 
 from trace_tui.engine.events import parse_stage_line
 from trace_tui.release import release_lock
-from trace_tui.store import Store, local_entry, model_entry
-from trace_tui.store.manifest import Source
+from trace_tui.store import Store, local_entry
 
-FAKE = Path(__file__).parent / "fake_evaluator"
 LOCK = release_lock()
 TWO = ["qwen2.5-vl-3b-base", "trace-qwen2.5-vl-3b"]
 SMALL_ROWS = {b.key: 3 for b in LOCK.trace_eval.benchmarks}  # the stand-in writes 3 rows per slice
 
 
-def _store_with_models(root: Path) -> Store:
-    store = Store(root)
-    for m in LOCK.models:
-        if m.id in TWO:
-            name = model_entry(m.repo_id, m.revision)
-            with store.staging(name) as st:
-                src = root.parent / f"{m.evaluator_slug}.json"
-                src.write_text(json.dumps({"model_type": "qwen2_5_vl"}))
-                st.add("config.json", src)
-                st.commit(revision=m.revision, source=Source(type="local", imported_from="test"))
-    return store
-
-
 @pytest.fixture()
-def setup(tmp_path):
-    evaluator = tmp_path / "trace"
-    scripts = evaluator / "rlvr" / "evaluation" / "scripts"
-    scripts.mkdir(parents=True)
-    for f in FAKE.iterdir():
-        shutil.copy(f, scripts / f.name)
+def setup(tmp_path, trace_release_dir):
+    evaluator = install_fake_evaluator(tmp_path / "trace", trace_release_dir)
     campaign = tmp_path / "campaign"
     campaign.mkdir()
-    store = _store_with_models(tmp_path / "store")
+    store = fill_store(tmp_path / "store", trace_release_dir)
     return tmp_path, evaluator, campaign, store
 
 
@@ -74,7 +55,7 @@ def _run(phase: str, tmp_path: Path, evaluator: Path, campaign: Path, store: Sto
                 "TRACE_TUI_STORE": str(store.root), "TRACE_TUI_EVALUATOR": str(evaluator),
                 "FAKE_EVAL_SPEC": str(spec), **env}
     done = subprocess.run([sys.executable, "-m", "trace_tui.stages.release_eval", "--phase", phase],
-                          env=full_env, capture_output=True, text=True, timeout=120)
+                          env=full_env, capture_output=True, text=True, timeout=120, check=False)
     return done, [parse_stage_line(line) for line in done.stdout.splitlines()]
 
 
@@ -149,3 +130,19 @@ def test_a_users_own_checkpoint_is_evaluated_the_same_way(setup):
     assert [e for e in events if e.type == "status"][-1].state == "completed", done.stdout[-500:]
     printed = (campaign / "steps/generate/print-config.txt").read_text()
     assert "model=my-ckpt" in printed and "source=local/my-ckpt@v1" in printed
+
+
+def test_the_launcher_reads_the_prepared_models_and_datasets(setup):
+    tmp_path, evaluator, campaign, store = setup
+    done, events = _run("generate", tmp_path, evaluator, campaign, store, _job(tmp_path))
+    assert [e for e in events if e.type == "status"][-1].state == "completed", done.stdout[-800:]
+    printed = (campaign / "steps/generate/print-config.txt").read_text()
+    # the model directory with the evaluator's revision marker, in this campaign, not the bare store folder
+    assert f"path={evaluator}/rlvr/evaluation/.work/models/qwen25vl3b-base " in printed
+    assert (campaign / "evaluator/models/qwen3-32b-judge/.trace_model_revision.json").is_file()
+    assert (campaign / "evaluator/LMUData/trace_eval_v1_dataset_manifest.json").is_file()
+    # a second run keeps what is prepared (no re-registration of unchanged revisions)
+    marker = campaign / "evaluator/models/qwen25vl3b-base/.trace_model_revision.json"
+    before = marker.stat().st_mtime_ns
+    _run("score", tmp_path, evaluator, campaign, store, _job(tmp_path))
+    assert marker.stat().st_mtime_ns == before

@@ -255,6 +255,10 @@ def test_gpu_steps_name_their_gpu_count_for_the_engine():
 
 def test_eval_setup_fetches_what_full_and_validation_read():
     steps = load_recipe("eval-setup").steps
-    assert [s.run[:5] for s in steps] == [["trace_tui", "store", "fetch", "--recipe", "full"],
+    fetch = [s for s in steps if s.stage == "host"]
+    assert [s.run[:5] for s in fetch] == [["trace_tui", "store", "fetch", "--recipe", "full"],
                                          ["trace_tui", "store", "fetch", "--recipe", "validation"]]
-    assert all(s.needs.network and not s.needs.store for s in steps)
+    assert all(s.needs.network and not s.needs.store for s in fetch)
+    # then, offline in the score image, the release evaluator's own preparation from the store
+    assert [(s.run, s.image, s.needs.network) for s in steps[len(fetch):]] == [
+        (["trace_tui.stages.eval_prepare"], "score", False)]

@@ -58,8 +58,8 @@ class CampaignReport(BaseModel):
         out = [f"# trace_eval_v1 reproduction: {self.run_tag}", "",
                f"Campaign: `{self.campaign}` (recipe {self.recipe}, suite {self.suite})", ""]
         if self.published_source is None:
-            out += ["No published values to compare with: give `--release-dir DIR` or fetch the release files "
-                    "(`trace-tui --recipe eval-setup`).", ""]
+            out += [("No published values to compare with: give `--release-dir DIR` or fetch the release files "
+                     "(`trace-tui --recipe eval-setup`)."), ""]
         else:
             out += [f"Published values: `{self.published_source}`", "", f"**Verdict:** {self.verdict}", ""]
         if self.problems:
@@ -172,7 +172,7 @@ def release_dir_for(release_dir: str | Path | None, home: str | None = None) -> 
         name = release_entry(lock)
         if store.has(name):
             return store.path_of(name)
-    except Exception:  # noqa: BLE001 - no store or no release entry: the report says there is nothing to compare
+    except Exception:  # noqa: BLE001, S110 - no store or no release entry: the report says there is nothing to compare
         pass
     return None
 

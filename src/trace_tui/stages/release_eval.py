@@ -49,12 +49,23 @@ def described_models(job: dict[str, Any], campaign: Path | None) -> list[Any]:
     return []
 
 
-def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path | None = None) -> list[Any]:
-    """The evaluator's `--model` arguments for the job's models: weights from the read-only store."""
+def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path | None = None,
+                     evaluator: Path | None = None) -> list[Any]:
+    """The evaluator's `--model` arguments for the job's models: weights from the read-only store.
+
+    Where this campaign's prepare step made the model's directory (links into the store plus the
+    evaluator's revision marker, trace_tui.stages.eval_prepare), that directory is the path.
+    """
     from trace_tui.external.launcher import EvaluatorModel
+    from trace_tui.stages.eval_prepare import prepared_model_path
     from trace_tui.store import Store, model_entry
 
     st = Store(store)
+
+    def where(slug: str, entry: str) -> str:
+        prepared = prepared_model_path(evaluator, slug) if evaluator is not None else None
+        return str(prepared) if prepared is not None else str(st.path_of(entry))
+
     ids = list(dict.fromkeys(s["model"] for s in job.get("slices") or []))
     described = {m.get("id"): m for m in described_models(job, campaign) if isinstance(m, dict)}
     out = []
@@ -62,7 +73,7 @@ def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path
         pin = next((m for m in lock.models if m.id == model_id), None)
         if pin is not None:
             entry = model_entry(pin.repo_id, pin.revision)
-            out.append(EvaluatorModel(model_id=pin.id, slug=pin.evaluator_slug, path=str(st.path_of(entry)),
+            out.append(EvaluatorModel(model_id=pin.id, slug=pin.evaluator_slug, path=where(pin.evaluator_slug, entry),
                                       revision=pin.revision, source=pin.ref, label=pin.label))
             continue
         local = described.get(model_id) or {}
@@ -72,12 +83,12 @@ def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path
         record = st.record(entry)
         if record is None:
             from trace_tui.errors import RequirementsError
+            from trace_tui.store import fix_command
 
-            raise RequirementsError(f"model {model_id}: the store has no entry {entry}",
-                                    hint=f"import it: trace-tui store import {entry} PATH")
+            raise RequirementsError(f"model {model_id}: the store has no entry {entry}", hint=fix_command(entry))
         # A local checkpoint's immutable revision: the one given with it, else its content hash.
         revision = local.get("revision") or f"sha256set:{record.sha256set}"
-        out.append(EvaluatorModel(model_id=model_id, slug=model_id, path=str(st.path_of(entry)), revision=revision,
+        out.append(EvaluatorModel(model_id=model_id, slug=model_id, path=where(model_id, entry), revision=revision,
                                   source=f"local/{model_id}@{revision}", label=local.get("label") or model_id))
     return out
 
@@ -131,7 +142,11 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
         protocol.status("failed", "the release launcher runs the whole suite (it takes no benchmark filter); "
                         "run `full` without --benchmarks", exit_code=2)
         return 2
-    models = evaluator_models(job, lock, store, campaign)
+    # The dataset view and model markers in this campaign (made once; eval-setup checked them already).
+    from trace_tui.stages import eval_prepare
+
+    eval_prepare.prepare(job, campaign, store, evaluator, only_missing=True, report=False)
+    models = evaluator_models(job, lock, store, campaign, evaluator)
     seeds = sorted({int(s["seed"]) for s in job["slices"]})
     run_tag = job["run_tag"]
     out_dir = campaign / job["output_dir"]
@@ -141,7 +156,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
     deltas = launcher.deltas_for(models, base_of)
 
     printed = subprocess.run(launcher.launcher_argv(models, seeds, run_tag, deltas=deltas, print_config=True),
-                             cwd=evaluator, capture_output=True, text=True)
+                             cwd=evaluator, capture_output=True, text=True, check=False)
     protocol.atomic_write_bytes(out_dir / "print-config.txt", printed.stdout.encode())
     protocol.artifact(out_dir / "print-config.txt", campaign)
     if printed.returncode != 0:
@@ -192,8 +207,8 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
                         + " | ".join(list(tail.last)[-5:]), exit_code=proc.returncode)
         return 1
     if phase == "score":
-        checked = subprocess.run(launcher.verifier_argv(str(root), list(slug_to_id), seeds, sys.executable), cwd=evaluator,
-                                 capture_output=True, text=True)
+        checked = subprocess.run(launcher.verifier_argv(str(root), list(slug_to_id), seeds, sys.executable),
+                                 cwd=evaluator, capture_output=True, text=True, check=False)
         protocol.atomic_write_bytes(out_dir / "verification.json", checked.stdout.encode())
         protocol.artifact(out_dir / "verification.json", campaign)
         if checked.returncode != 0:

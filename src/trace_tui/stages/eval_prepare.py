@@ -1,0 +1,310 @@
+"""Stage worker: the release evaluator's inputs prepared from the read-only store (network none).
+
+    python -m trace_tui.stages.eval_prepare
+
+Runs in the score image (GPU flavour, which carries the release evaluator at its
+pinned commit). From the store only:
+
+1. the dataset view: each benchmark's evaluation file (fetched by `trace-tui store
+   fetch`, checked against the provenance matrix's md5, sha256 recorded) is linked
+   into ``rlvr/evaluation/.work/LMUData/`` under the file name of its published
+   location (VLMEvalKit's own download name), then the release's
+   ``prepare_trace_eval_manifest.py`` writes ``trace_eval_v1_dataset_manifest.json``;
+2. the models: each model (the selected ones and the Qwen3-32B judge) gets a
+   writable view ``.work/models/<slug>/`` of links to its store files, and
+   ``prepare_trace_eval_models.py register-local`` writes its
+   ``.trace_model_revision.json`` marker there (all models come from the store,
+   so public ones are registered as local too: there is no network); then
+   ``prepare_trace_eval_models.py verify`` checks them all.
+
+``.work``'s folders live in the campaign (``evaluator/``), so the generation and
+scoring steps of the same campaign read this view. What the release guide does not
+state (the manifest script's flags, register-local's and verify's arguments, where
+a whole-repository benchmark snapshot goes) is data here, in one place each:
+MANIFEST_ARGS, register_local_argv, verify_argv, dataset_link_name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from trace_tui.stages import protocol
+
+MANIFEST_SCRIPT = "rlvr/evaluation/scripts/prepare_trace_eval_manifest.py"
+MODELS_SCRIPT = "rlvr/evaluation/scripts/prepare_trace_eval_models.py"
+WORK = "rlvr/evaluation/.work"
+WORK_DIRS = ("LMUData", "models", "results", "logs")
+DATASET_MANIFEST = "LMUData/trace_eval_v1_dataset_manifest.json"
+MARKER = ".trace_model_revision.json"
+# The guide documents no flags for the manifest script: it prepares .work/LMUData from what is there.
+MANIFEST_ARGS: list[str] = []
+
+
+# --------------------------------------------------------------------------- the plan, as data
+
+def dataset_link_name(source: Any) -> str:
+    """Where a benchmark's file goes under LMUData: its published file name (VLMEvalKit downloads it
+    under that name and skips the download when the file is there with its md5); a whole-repository
+    snapshot (EvoChart, CountQA: built into TSVs by the release's adapters) goes under its suite key."""
+    if source.kind == "hf-repo":
+        return source.key
+    return source.filename
+
+
+def register_local_argv(python: str, slug: str, path: str, revision: str, source: str, model_root: str) -> list[str]:
+    return [python, MODELS_SCRIPT, "register-local", "--model-root", model_root, "--slug", slug, "--path", path,
+            "--revision", revision, "--source", source]
+
+
+def verify_argv(python: str, model_root: str, slugs: list[str], *, deep: bool = False) -> list[str]:
+    return [python, MODELS_SCRIPT, "verify", "--model-root", model_root, "--only", *slugs, *(["--deep"] if deep else [])]
+
+
+def manifest_argv(python: str) -> list[str]:
+    return [python, MANIFEST_SCRIPT, *MANIFEST_ARGS]
+
+
+def models_to_prepare(job: dict[str, Any], lock: Any, campaign: Path | None) -> list[dict[str, str]]:
+    """slug, store entry, immutable revision, source, label for every model the evaluator will read, judge last."""
+    from trace_tui.stages.release_eval import described_models
+    from trace_tui.store import model_entry
+
+    pins = {m.id: m for m in lock.models}
+    described = {m.get("id"): m for m in described_models(job, campaign) if isinstance(m, dict)}
+    # The slices' models (release_eval's jobs) and the resolved ones (eval-setup's, which has no slices).
+    ids = list(dict.fromkeys([s["model"] for s in job.get("slices") or []] + list(described)))
+    out: list[dict[str, str]] = []
+    for mid in ids:
+        pin, m = pins.get(mid), described.get(mid) or {}
+        if pin is not None:
+            out.append({"id": pin.id, "slug": pin.evaluator_slug, "entry": model_entry(pin.repo_id, pin.revision),
+                        "revision": pin.revision, "source": pin.ref, "label": pin.label})
+        elif m.get("store_entry"):
+            out.append({"id": mid, "slug": mid, "entry": m["store_entry"], "revision": m.get("revision") or "",
+                        "source": "", "label": m.get("label") or mid})
+    j = lock.judge
+    out.append({"id": j.evaluator_slug, "slug": j.evaluator_slug, "entry": model_entry(j.repo_id, j.revision),
+                "revision": j.revision, "source": f"{j.repo_id}@{j.revision}", "label": "Qwen3-32B judge"})
+    return list({m["slug"]: m for m in out}.values())
+
+
+def model_view(evaluator: Path, slug: str) -> Path:
+    return evaluator / WORK / "models" / slug
+
+
+def prepared_model_path(evaluator: Path, slug: str) -> Path | None:
+    """The prepared model directory (with its revision marker), when this campaign has one."""
+    view = model_view(evaluator, slug)
+    return view if (view / MARKER).is_file() else None
+
+
+# --------------------------------------------------------------------------- I/O
+
+def link_work_dirs(evaluator: Path, campaign: Path) -> None:
+    """`.work`'s writable folders in the campaign (the GPU image links them at build time; here only if absent)."""
+    work = evaluator / WORK
+    work.mkdir(parents=True, exist_ok=True)
+    for d in WORK_DIRS:
+        (campaign / "evaluator" / d).mkdir(parents=True, exist_ok=True)
+        link = work / d
+        if not link.is_symlink() and not link.exists():
+            link.symlink_to(campaign / "evaluator" / d, target_is_directory=True)
+
+
+def _replace_link(link: Path, target: Path) -> None:
+    if link.is_symlink() or link.is_file():
+        if link.is_symlink() and os.readlink(link) == str(target):
+            return
+        link.unlink()
+    elif link.is_dir():
+        raise RuntimeError(f"{link}: a folder is in the way of the link to {target}")
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+
+
+def _run(argv: list[str], cwd: Path, what: str) -> subprocess.CompletedProcess[str]:
+    protocol.log(f"{what}: {' '.join(argv[1:])}")
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
+    for line in (done.stdout + done.stderr).splitlines()[-20:]:
+        protocol.log(line, level="output")
+    return done
+
+
+def _manifest_entries(data: Any) -> dict[str, dict[str, Any]]:
+    """The dataset manifest's per-benchmark entries by key (a list of objects or an object of objects)."""
+    items = data.get("benchmarks") if isinstance(data, dict) else None
+    out: dict[str, dict[str, Any]] = {}
+    if isinstance(items, dict):
+        return {str(k): v for k, v in items.items() if isinstance(v, dict)}
+    for e in items or []:
+        if isinstance(e, dict):
+            key = e.get("benchmark_id") or e.get("benchmark_key") or e.get("key")
+            if key:
+                out[str(key)] = e
+    return out
+
+
+def manifest_problems(data: Any, lock: Any) -> list[str]:
+    """Every suite benchmark present in the dataset manifest, with the suite's row count where it says one."""
+    entries = _manifest_entries(data)
+    problems = []
+    for b in lock.trace_eval.benchmarks:
+        e = entries.get(b.key)
+        if e is None:
+            problems.append(f"{b.key}: absent from the dataset manifest")
+        elif isinstance(e.get("rows"), int) and e["rows"] != b.rows:
+            problems.append(f"{b.key}: {e['rows']} rows, the suite has {b.rows}")
+    return problems
+
+
+def _fail(what: str, ran: subprocess.CompletedProcess[str]) -> None:
+    from trace_tui.errors import CheckFailed
+
+    raise CheckFailed(f"{what} exited {ran.returncode}: "
+                      + " | ".join((ran.stdout + ran.stderr).strip().splitlines()[-3:]))
+
+
+def _marker_revision(view: Path) -> str | None:
+    try:
+        data = json.loads((view / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("revision") if isinstance(data, dict) else None
+
+
+def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Path, *,
+            only_missing: bool = False, report: bool = True) -> dict[str, Any]:
+    """The dataset view and the model markers; returns the record of what was prepared.
+
+    ``only_missing``: keep a dataset manifest and markers already made for the same revisions (the
+    release_eval steps call this at their start, so a campaign is prepared once, in the campaign).
+    Raises CheckFailed / RequirementsError with one line naming the cause.
+    """
+    from trace_tui.errors import CheckFailed, RequirementsError
+    from trace_tui.release import release_lock
+    from trace_tui.store import Store, benchmark_entry, fix_command
+    from trace_tui.store.sources import PROVENANCE, benchmark_sources
+
+    lock = release_lock()
+    store = Store(store_root)
+    python = sys.executable
+    link_work_dirs(evaluator, campaign)
+
+    # The provenance matrix the evaluator carries must be the published one.
+    prov_path = evaluator / PROVENANCE
+    if not prov_path.is_file():
+        raise CheckFailed(f"{prov_path}: absent (the image's evaluator is incomplete: rebuild it)")
+    want = lock.published_hash("provenance").sha256
+    got = protocol.sha256_file(prov_path)[0]
+    if got != want:
+        raise CheckFailed(f"{prov_path}: sha256 {got[:12]}… is not the published {want[:12]}… "
+                          "(the image's evaluator is not at the pinned commit: rebuild it)")
+    sources = benchmark_sources(prov_path.read_bytes())
+    models = models_to_prepare(job, lock, campaign)
+    total = len(lock.trace_eval.benchmarks) + len(models) + 2
+    done = 0
+
+    def step(phase: str) -> None:
+        nonlocal done
+        done += 1
+        if report:
+            protocol.progress(phase=phase, done=done, total=total)
+
+    missing = [benchmark_entry(b.key) for b in lock.trace_eval.benchmarks if store.record(benchmark_entry(b.key)) is None]
+    missing += [m["entry"] for m in models if store.record(m["entry"]) is None]
+    if missing:
+        raise RequirementsError(f"the store lacks {len(missing)} entr{'y' if len(missing) == 1 else 'ies'} the "
+                                "release evaluator reads: " + ", ".join(missing[:4]) + (" …" if len(missing) > 4 else ""),
+                                hint=f"run `{fix_command(missing[0])}` or `trace-tui --recipe eval-setup`")
+
+    # 1. the dataset view: links into the store, then the evaluator's own manifest
+    datasets = []
+    lmu = evaluator / WORK / "LMUData"
+    for b in lock.trace_eval.benchmarks:
+        name = benchmark_entry(b.key)
+        rec = store.record(name)
+        link = lmu / dataset_link_name(sources[b.key])
+        _replace_link(link, store.path_of(name))
+        datasets.append({"benchmark": b.key, "store_entry": name, "link": f"LMUData/{link.name}",
+                         "files": {f.path: f.sha256 for f in rec.files}, "md5": sources[b.key].md5})
+        step("datasets")
+    manifest = evaluator / WORK / DATASET_MANIFEST
+    if not (only_missing and manifest.is_file()):
+        ran = _run(manifest_argv(python), evaluator, "dataset manifest")
+        if ran.returncode != 0 or not manifest.is_file():
+            _fail("prepare_trace_eval_manifest.py", ran)
+    problems = manifest_problems(json.loads(manifest.read_text(encoding="utf-8")), lock)
+    if problems:
+        raise CheckFailed(f"{DATASET_MANIFEST}: " + "; ".join(problems[:5]))
+    step("datasets")
+
+    # 2. the models: a writable view of links into the store, registered with its revision marker
+    root = evaluator / WORK / "models"
+    registered = []
+    for m in models:
+        rec = store.record(m["entry"])
+        src = store.root_of(m["entry"])
+        view = model_view(evaluator, m["slug"])
+        revision = m["revision"] or f"sha256set:{rec.sha256set}"
+        source = m["source"] or f"local/{m['slug']}@{revision}"
+        if not (only_missing and _marker_revision(view) == revision):
+            view.mkdir(parents=True, exist_ok=True)
+            for f in rec.files:
+                _replace_link(view / f.path, src / f.path)
+            ran = _run(register_local_argv(python, m["slug"], str(view), revision, source, str(root)), evaluator,
+                       f"register {m['slug']}")
+            if ran.returncode != 0 or not (view / MARKER).is_file():
+                _fail(f"register-local {m['slug']}", ran)
+        registered.append({"model": m["id"], "slug": m["slug"], "store_entry": m["entry"], "revision": revision,
+                           "source": source, "marker_sha256": protocol.sha256_file(view / MARKER)[0]})
+        step("models")
+    ran = _run(verify_argv(python, str(root), [m["slug"] for m in models]), evaluator, "verify models")
+    if ran.returncode != 0:
+        _fail("prepare_trace_eval_models.py verify", ran)
+    step("models")
+    return {"schema": "trace-tui-eval-prepared-v1", "suite": lock.trace_eval.suite_id,
+            "dataset_manifest_sha256": protocol.sha256_file(manifest)[0], "datasets": datasets, "models": registered}
+
+
+def run(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Path) -> int:
+    record = prepare(job, campaign, store_root, evaluator)
+    out_dir = campaign / str(job.get("output_dir") or "outputs/prepare")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    kept = out_dir / "dataset_manifest.json"
+    protocol.atomic_write_bytes(kept, (evaluator / WORK / DATASET_MANIFEST).read_bytes())
+    protocol.atomic_write_json(out_dir / "prepared.json", record)
+    for p in (kept, out_dir / "prepared.json"):
+        protocol.artifact(p, campaign)
+    protocol.status("completed", f"{len(record['datasets'])} benchmark files and {len(record['models'])} models "
+                    "prepared for the release evaluator")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    argparse.ArgumentParser(prog="eval_prepare").parse_args(argv)
+    job = protocol.load_job()
+    campaign = Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
+    store = Path(os.environ.get("TRACE_TUI_STORE", "/store"))
+    evaluator = Path(os.environ.get("TRACE_TUI_EVALUATOR", "/opt/trace"))
+    if not (evaluator / MANIFEST_SCRIPT).is_file():
+        protocol.status("failed", f"no release evaluator at {evaluator} (the GPU flavour of the score image "
+                        "carries it; build it with `make appliance FLAVOR=gpu`)", exit_code=3)
+        return 3
+    from trace_tui.errors import TraceTuiError
+
+    try:
+        return run(job, campaign, store, evaluator)
+    except TraceTuiError as exc:  # a store entry missing, a bad manifest: one line, not a traceback
+        protocol.status("failed", exc.line(), exit_code=exc.exit_code)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
