@@ -158,3 +158,28 @@ def test_same_seed_gives_the_same_checkpoint(smoke_runs) -> None:
     ra, rb = _receipt(a), _receipt(b)
     assert ra["checkpoint"]["sha256set"] == rb["checkpoint"]["sha256set"]
     assert ra["rewards"] == rb["rewards"] and ra["resolved_config_sha256"] == rb["resolved_config_sha256"]
+
+
+def test_trl_processor_pads_left_so_image_tokens_stay_in_place(tiny_qwen25vl_dir: Path, trace_sample_dir: Path) -> None:
+    """TRL pairs its left-padded prompt ids with the processor's per-token image mask: they must line up."""
+    import io
+
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    from trace_tui.stages.train_smoke import trl_processor
+
+    processor = trl_processor(tiny_qwen25vl_dir, min_pixels=56 * 56, max_pixels=28 * 28 * 256)
+    rows = pq.read_table(trace_sample_dir / "trace-sample.parquet").take([32, 68]).to_pylist()
+    texts, images = [], []
+    for row in rows:
+        msgs = [{"role": "user", "content": [{"type": "image"},
+                                             {"type": "text", "text": row["prompt_answer"].removeprefix("<image>")}]}]
+        texts.append(processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False))
+        images.append([Image.open(io.BytesIO(row["images"][0]["bytes"]))])
+    batch = processor(text=texts, images=images, padding=True, return_tensors="pt")
+    mask = batch["attention_mask"]
+    assert mask.sum(1).tolist()[0] != mask.sum(1).tolist()[1]  # prompts of different lengths
+    assert (mask[:, -1] == 1).all() and (mask[:, 0] == 0).any()  # padded on the left
+    image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    assert ((batch["input_ids"] == image_pad) == (batch["mm_token_type_ids"] == 1)).all()

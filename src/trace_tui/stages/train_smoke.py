@@ -269,6 +269,23 @@ def _versions() -> dict[str, str]:
             "trl": trl.__version__, "datasets": datasets.__version__}
 
 
+def trl_processor(model_dir: Path, *, min_pixels: int, max_pixels: int):
+    """The checkpoint's processor as GRPOTrainer needs it.
+
+    TRL left-pads the prompt ids it generated from, and takes the per-token
+    image mask (mm_token_type_ids) from a fresh padded processor call: both must
+    pad on the left, as TRL's own processor loading sets, or a batch of prompts
+    of different lengths misplaces its image tokens in the multimodal RoPE
+    positions (silently, or with a shape error when the shift is large).
+    """
+    from trace_tui.stages.tiny_model import load_processor
+
+    processor = load_processor(model_dir, min_pixels=min_pixels, max_pixels=max_pixels)
+    processor.tokenizer.padding_side = "left"
+    processor.tokenizer.truncation_side = "left"
+    return processor
+
+
 def _trace_reward():
     try:
         from trace_tui.scoring import trace_reward
@@ -418,7 +435,6 @@ class _Run:
         from trl import GRPOConfig, GRPOTrainer
 
         from trace_tui.errors import UsageError
-        from trace_tui.stages.tiny_model import load_processor
 
         st = resolved.stage
         if hardware.device == "cpu" and self.job.settings.cpu_threads:
@@ -430,7 +446,7 @@ class _Run:
         indices = pick_rows(total, st["prompts_per_step"], shuffle=st["shuffle"], seed=st["data_seed"])
         rows = read_rows(train_files, indices, columns)
 
-        processor = load_processor(model_dir, min_pixels=st["min_pixels"], max_pixels=st["max_pixels"])
+        processor = trl_processor(model_dir, min_pixels=st["min_pixels"], max_pixels=st["max_pixels"])
         from PIL import Image
         import io
 
