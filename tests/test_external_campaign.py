@@ -17,13 +17,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_external_prepare import fill_store, install_fake_evaluator
 
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.runner import Runner
-from trace_tui.recipes import resolve_recipe
+from trace_tui.recipes import LocalModel, SliceKey, resolve_recipe
 from trace_tui.release import release_lock
 from trace_tui.runtime.local import LocalRuntime
 
@@ -40,16 +41,25 @@ def published(release_dir: Path) -> dict[tuple[str, int, str], float]:
     return {(r["model_id"], r["seed"], r["benchmark_id"]): r["score"] for r in data["scores"]["benchmark_scores"]}
 
 
-def run_full(tmp: Path, release_dir: Path, name: str, shift: float = 0.0) -> Path:
+def run_full(tmp: Path, release_dir: Path, name: str, shift: float = 0.0, local: Any = None) -> Path:
+    """`full` for TWO through the real Runner; ``local``: (LocalModel, its folder) evaluated beside them."""
     evaluator = install_fake_evaluator(tmp / f"trace-{name}", release_dir)
     # what eval-setup fetches (models, judge, 24 benchmark files, the release files the summary reads)
     store = fill_store(tmp / f"store-{name}", release_dir, TWO, release=True)
     slug = {m.id: m.evaluator_slug for m in LOCK.models}
     scores = {f"{slug[m]}/{s}/{b}": v for (m, s, b), v in published(release_dir).items() if m in TWO}
     scores[f"{slug[SHIFTED[0]]}/{SHIFTED[1]}/{SHIFTED[2]}"] += shift
+    resolved = resolve_recipe("full", models=TWO)
+    if local is not None:
+        model, folder = local
+        store.import_local(model.store_entry, folder)
+        scores.update({f"{model.id}/{s}/{b.key}": 33.0 for s in LOCK.trace_eval.seeds for b in LOCK.trace_eval.benchmarks})
+        resolved = resolved.model_copy(update={
+            "models": [*resolved.models, model],
+            "slices": [*resolved.slices, *(SliceKey(model=model.id, seed=s, benchmark=b.key)
+                                          for s in resolved.seeds for b in resolved.benchmarks)]})
     spec = tmp / f"fake-{name}.json"
     spec.write_text(json.dumps({"rows": {b.key: 2 for b in LOCK.trace_eval.benchmarks}, "scores": scores}))
-    resolved = resolve_recipe("full", models=TWO)
     saved = dict(os.environ)
     os.environ.update(TRACE_TUI_EVALUATOR=str(evaluator), FAKE_EVAL_SPEC=str(spec))
     try:
@@ -152,3 +162,27 @@ def test_a_changed_evaluator_score_file_fails_verify_and_report(campaigns, trace
 def test_report_campaign_on_a_directory_that_is_not_a_campaign(tmp_path):
     done = cli("report", "--campaign", str(tmp_path))
     assert done.returncode == 2 and "not a campaign directory" in done.stderr
+
+
+def test_a_users_own_checkpoint_runs_through_full_and_verifies(tmp_path, trace_release_dir):
+    """The resolver offers no local model for `full` yet (LocalModel is the demo's); given one in the resolved
+    recipe, the engine's campaign (recipe.json) carries its store entry to the evaluator steps."""
+    folder = tmp_path / "my-ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "qwen2_5_vl"}')
+    model = LocalModel(id="my-ckpt", label="My checkpoint", store_entry="local:model/my-ckpt")
+    camp = run_full(tmp_path, trace_release_dir, "own", local=(model, folder))
+    resolved = json.loads((camp / "recipe.json").read_text())
+    printed = (camp / "outputs/generate/_step/print-config.txt").read_text()
+    line = next(x for x in printed.splitlines() if x.startswith("model=my-ckpt "))
+    assert "revision=sha256set:" in line and "source=local/my-ckpt@sha256set:" in line
+    assert f"path={tmp_path}/trace-own/rlvr/evaluation/.work/models/my-ckpt " in line
+    data = json.loads(cli("report", "--campaign", str(camp), "--release-dir", str(trace_release_dir),
+                          "--format", "json").stdout)
+    assert len(data["unpublished"]) == 72 and all(u.startswith("my-ckpt/") for u in data["unpublished"])
+    assert {o["model"]: o["verdict"] for o in data["overall"]}["my-ckpt"] == "unpublished"
+    done = cli("verify", "--campaign", str(camp), "--json")
+    assert done.returncode == 0, done.stdout[-1500:]
+    scores = [c for c in json.loads(done.stdout)["checks"] if c["id"] == "score"]
+    assert len(scores) == 3 * 72 and {c["status"] for c in scores} == {"passed"}
+    assert resolved["models"][-1]["store_entry"] == "local:model/my-ckpt"
