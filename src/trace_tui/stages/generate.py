@@ -1,22 +1,29 @@
 """The generate worker: one slice (model x seed x benchmark) of responses, one atomic file per row.
 
-Job spec (``TRACE_TUI_JOB``)::
+Job spec (``TRACE_TUI_JOB``): the runner's per-slice job. Read here::
 
-    {"step": "generate", "recipe": "demo",
-     "slice": {"model": "<model id>", "seed": 42, "benchmark": "<benchmark key>"},
+    {"slice": {"model": "<model id>", "seed": 42, "benchmark": "<benchmark key>"},
+     "model": {...the model pin: repo_id + revision, or a local model's store_entry...},
+     "benchmark": {"key": ..., "rows": N, "route": "trace_validation" | "demo"},
      "settings": {"temperature": 0.6, "top_p": 0.95, "top_k": -1, "max_tokens": 2048,
                   "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0,
-                  "min_image_pixels": 262144, "max_image_pixels": 4194304},
-     "inputs": {"model": <input>, "dataset": <input>, "system_prompt": <input>},
-     "output_dir": "slices/<model>/<seed>/<benchmark>",      # relative to the campaign (optional)
-     "backend": "transformers" | "vllm",                       # optional; default transformers
-     "prompt_key": "prompt_answer", "image_key": "images",     # optional (the release's keys)
-     "rows": [0, 1, ...] | null,                               # optional subset of row indices
-     "batch_size": 8}                                          # optional
+                  "min_image_pixels": 262144, "max_image_pixels": 4194304, ...},
+     "output_dir": "outputs/generate/<model>/<seed>/<benchmark>",   # relative to the campaign
+     "gpus": [...],
+     # optional:
+     "backend": "transformers" | "vllm",        # else TRACE_TUI_BACKEND, else vllm on a GPU where installed
+     "paths": {"model": <input>, "dataset": <input>, "system_prompt": <input>},
+     "prompt_key": "prompt_answer", "image_key": "images", "rows": [indices], "batch_size": N}
 
-An ``<input>`` is ``{"path": ABS}``, ``{"store": REL}`` (under ``TRACE_TUI_STORE``),
-``{"campaign": REL}`` (under ``TRACE_TUI_CAMPAIGN``) or ``{"entry": NAME}`` (a store entry),
-optionally with ``"sha256"`` (a file's expected hash: checked before anything runs).
+Without ``paths`` the inputs follow from the slice (trace_tui.stages.jobs.generation_inputs):
+the model's store entry; for TRACE validation the pinned validation parquet and the release's
+system prompt file, both checked against the release lock's sha256; for the demo the task
+group's parquet and the prompt beside it in ``local:dataset/demo-tasks``. An ``<input>`` is
+``{"path": ABS}``, ``{"store": REL}``, ``{"campaign": REL}`` or ``{"entry": NAME[, "file": REL]}``,
+optionally with ``"sha256"`` (checked before anything runs).
+
+The seed is the slice's seed for every row (as the release sent the run seed with every
+request), so a row's sample depends on its prompt and the seed alone.
 
 Outputs under ``output_dir``: ``rows/<index>.json`` (one per row, written atomically as
 soon as it is generated; a rerun resumes at the first missing row) and

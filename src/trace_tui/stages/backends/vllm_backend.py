@@ -30,14 +30,19 @@ class VllmBackend:
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        import json
+        from pathlib import Path
+
         kwargs: dict[str, Any] = {"model": model_dir, "dtype": dtype or "bfloat16",
                                   "tensor_parallel_size": tensor_parallel_size,
-                                  "gpu_memory_utilization": gpu_memory_utilization,
-                                  "limit_mm_per_prompt": {"image": max_images}}
+                                  "gpu_memory_utilization": gpu_memory_utilization}
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
-        if min_pixels is not None and max_pixels is not None:
-            kwargs["mm_processor_kwargs"] = {"min_pixels": min_pixels, "max_pixels": max_pixels}
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+        if "vision_config" in config:  # the evaluated VL models; the judge is text only
+            kwargs["limit_mm_per_prompt"] = {"image": max_images}
+            if min_pixels is not None and max_pixels is not None:
+                kwargs["mm_processor_kwargs"] = {"min_pixels": min_pixels, "max_pixels": max_pixels}
         self.llm = LLM(**kwargs)
 
     def render(self, request: Request) -> str:
