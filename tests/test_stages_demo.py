@@ -1,37 +1,25 @@
 """The `demo` recipe end to end on the local runtime (CPU): prepare, smoke train, generate,
 extract (tiny model as judge), score, verify — and the synthetic tasks it runs on.
 
-One finished demo campaign is shared by every test here (`demo_campaign`, once per session).
+One finished demo campaign is shared by every test that needs one (`demo_campaign` in
+tests/fixtures_stages.py, run once per session).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from fixtures_stages import trace_tui_cli
+
 DEMO_BUDGET_S = 300  # "under 5 minutes on two cores"
 
 
-def cli(*args: str, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trace_tui", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-
-
-@pytest.fixture(scope="session")
-def demo_campaign(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    root = tmp_path_factory.mktemp("demo")
-    env = dict(os.environ, TRACE_TUI_HOME=str(root / "home"))
-    campaign = root / "campaign"
-    t0 = time.monotonic()
-    done = cli("--recipe", "demo", "--yes", "--runtime", "local", "--campaign", str(campaign), env=env)
-    return {"campaign": campaign, "home": root / "home", "env": env, "run": done, "seconds": time.monotonic() - t0}
+cli = trace_tui_cli
 
 
 @pytest.mark.slow
