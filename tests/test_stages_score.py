@@ -3,7 +3,6 @@ published comparison of SPEC §3 on the real results.v1.json, and its recomputat
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
