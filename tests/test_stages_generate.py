@@ -250,3 +250,33 @@ def test_vllm_backend_without_vllm_says_what_to_use(monkeypatch, tiny_qwen25vl_d
     with pytest.raises(RequirementsError, match="vllm") as exc:
         build_backend("vllm", str(tiny_qwen25vl_dir))
     assert "transformers" in exc.value.line()
+
+
+def test_vllm_backend_text_only_judge_gets_no_multimodal_options(monkeypatch, tmp_path, tiny_qwen25vl_dir) -> None:
+    """Same fake `vllm` edge as above: a text-only checkpoint (the judge, Qwen3-32B) must not be handed
+    image limits or image processor options, and its prompt carries no image."""
+    import shutil
+    import types
+
+    from trace_tui.stages.backends import Request, Sampling, build_backend
+
+    judge_dir = tmp_path / "judge"
+    shutil.copytree(tiny_qwen25vl_dir, judge_dir)
+    cfg = json.loads((judge_dir / "config.json").read_text())
+    cfg.pop("vision_config")
+    (judge_dir / "config.json").write_text(json.dumps(cfg))
+    seen: dict = {}
+
+    class LLM:
+        def __init__(self, **kw):
+            seen["init"] = kw
+
+        def generate(self, prompts, sampling_params=None, use_tqdm=True):
+            seen["prompts"] = prompts
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text="x")]) for _ in prompts]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=lambda **kw: kw))
+    b = build_backend("vllm", str(judge_dir), min_pixels=3136, max_pixels=50176)
+    b.generate([Request(messages=[{"role": "user", "content": "hi"}], sampling=Sampling(temperature=0.0, max_tokens=128))])
+    assert "limit_mm_per_prompt" not in seen["init"] and "mm_processor_kwargs" not in seen["init"]
+    assert "multi_modal_data" not in seen["prompts"][0]
