@@ -42,7 +42,7 @@ def write_scores(root: Path, scores: dict[tuple[str, int, str], float]) -> None:
         slug = SLUG[model]
         run = root / "scoring" / f"seed_{seed}" / "benchmark" / bench / slug / "run0"
         run.mkdir(parents=True, exist_ok=True)
-        key = "accuracy" if bench == "mmereasoning" else "score"
+        key = "accuracy" if bench == "mme_reasoning" else "score"  # MME-Reasoning reports accuracy
         path = run / "scores.json"
         path.write_text(json.dumps({key: score}))
         by_seed.setdefault(seed, []).append({

@@ -63,7 +63,8 @@ for seed in seeds:
             if os.environ["RUN_SCORING"] == "1":
                 out = root / "scoring" / f"seed_{seed}" / "benchmark" / bench / slug / "r0" / "scores.json"
                 out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(json.dumps({"score": scores[f"{slug}/{seed}/{bench}"]}))
+                metric = "accuracy" if bench == "mme_reasoning" else "score"  # as documented for MME-Reasoning
+                out.write_text(json.dumps({metric: scores[f"{slug}/{seed}/{bench}"]}))
                 slices.append({"benchmark_key": bench, "model_slug": slug, "rows": n,
                                "score": scores[f"{slug}/{seed}/{bench}"],
                                "scores_path": out.relative_to(root).as_posix(),
