@@ -231,6 +231,10 @@ async def test_filter_progress_grid(tmp_path: Path) -> None:
         grid = run.query_one(ProgressGrid)
         table = grid.query_one("#grid-table")
         assert table.row_count == 3
+        table.focus()
+        await pilot.press("right")  # from the benchmark column onto seed 42: that slice's numbers
+        await pilot.pause(0.1)
+        assert "alpha seed 42: 3/3" in str(grid.query_one("#grid-summary").render())
         await pilot.press("slash")
         await pilot.press("b", "e")
         await pilot.pause(0.2)

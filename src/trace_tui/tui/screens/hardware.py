@@ -67,8 +67,10 @@ class HardwareScreen(Screen):
             yield Static("Checking the hardware…", id="hw-gpu-message")
             yield DataTable(id="hw-gpus", cursor_type="none", show_cursor=False)
             yield Static("", id="hw-system")
-            yield Static("Recipes on this machine (enter: preview)", classes="section")
-            yield DataTable(id="hw-recipes", cursor_type="row", zebra_stripes=True)
+        # The recipes stay on screen at 80x24: the hardware details scroll above them.
+        yield Static("Recipes on this machine (enter: preview)", classes="section", id="hw-recipes-title")
+        yield DataTable(id="hw-recipes", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="hw-recipe-detail")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -118,7 +120,14 @@ class HardwareScreen(Screen):
             table.add_row(row.name, Text(row.status, style=VERDICT_STYLE.get(row.verdict, "")),
                           recipe_reason(row), key=row.name)
         if view.recipes:
-            table.focus()
+            table.focus(scroll_visible=False)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id != "hw-recipes" or self.view is None:
+            return
+        row = next((r for r in self.view.recipes if r.name == event.row_key.value), None)
+        self.query_one("#hw-recipe-detail", Static).update(
+            f"{row.name}: {row.title} — {recipe_reason(row) or row.status}" if row else "")
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "hw-recipes" and event.row_key.value:

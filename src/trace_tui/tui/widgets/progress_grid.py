@@ -45,11 +45,12 @@ class ProgressGrid(Vertical):
         self._rows: list[str] = []
         self._seeds: list[int | None] = []
         self.redraws = 0
+        self.selected: tuple[str, str, int | None] | None = None  # the slice under the cursor
 
     def compose(self) -> ComposeResult:
         yield Tabs(id="grid-tabs")
         yield Input(placeholder="filter benchmarks (esc clears)", id="grid-filter", classes="hidden")
-        yield DataTable(id="grid-table", cursor_type="row", zebra_stripes=True)
+        yield DataTable(id="grid-table", cursor_type="cell", zebra_stripes=True)
         yield Static("", id="grid-summary")
 
     # -- filter ------------------------------------------------------------------
@@ -87,6 +88,17 @@ class ProgressGrid(Vertical):
             self._current = self._models_shown[index]
             self._structure_seen = -1
             self.redraw(force=True)
+
+    def on_data_table_cell_highlighted(self, event: DataTable.CellHighlighted) -> None:
+        event.stop()
+        column = event.cell_key.column_key.value or ""
+        bench = event.cell_key.row_key.value
+        if self._current is None or bench is None or not column.startswith("seed-"):
+            self.selected = None
+        else:
+            raw = column[len("seed-"):]
+            self.selected = (self._current, bench, None if raw == "None" else int(raw))
+        self._summary()
 
     @property
     def current_model(self) -> str | None:
@@ -159,6 +171,11 @@ class ProgressGrid(Vertical):
         if self._current is not None and len(model.models) > 1:
             mdone, mtotal = model.totals(self._current)
             text += f"   ·   {self._current}: {mdone:,}/{mtotal:,}"
+        cell = self.model.slices.get(self.selected) if self.selected else None
+        if cell is not None:
+            seed = "—" if cell.seed is None else cell.seed
+            text += (f"   ·   {cell.benchmark} seed {seed}: {cell.done:,}/{cell.total:,} "
+                     f"{format_rate(cell.rate())} ETA {format_duration(cell.eta())}")
         if self.filter_text:
             text += f"   ·   filter: {self.filter_text}"
         self.query_one("#grid-summary", Static).update(text)
