@@ -220,5 +220,11 @@ def run_worker(fn: Callable[[dict[str, Any]], Any], job_path: str | None = None)
     except KeyboardInterrupt:
         protocol.status("failed", "interrupted", 130)
         return 130
+    except Exception as exc:  # noqa: BLE001 - a bug: its traceback goes to the step's log (stderr)
+        import traceback
+
+        traceback.print_exc()
+        protocol.status("failed", f"internal error: {type(exc).__name__}: {exc} (traceback in the step log)", 1)
+        return 1
     protocol.status("completed")
     return 0
