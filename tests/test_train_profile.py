@@ -158,9 +158,13 @@ def _run_worker(job: dict | str, tmp_path: Path) -> tuple[int, list[dict], str]:
 
 
 def test_bad_job_spec_is_a_usage_error_without_traceback(tmp_path: Path) -> None:
-    rc, lines, err = _run_worker({"step": "train-smoke", "inputs": {"model": "m", "profile": "p"}}, tmp_path)
+    rc, lines, err = _run_worker({"step": "train-smoke", "inputs": {"profile": "p"}}, tmp_path)
     assert rc == 2 and len(lines) == 1 and lines[0]["type"] == "status" and lines[0]["state"] == "failed"
-    assert "inputs.system_prompt" in lines[0]["message"] and "Traceback" not in err
+    assert "inputs.model" in lines[0]["message"] and "Traceback" not in err
+    rc, lines, err = _run_worker({"inputs": {"model": "m"}, "settings": {"device": "gpu"}}, tmp_path)
+    assert rc == 2 and "settings.device" in lines[0]["message"] and "'gpu'" in lines[0]["message"]
+    rc, lines, err = _run_worker({"inputs": {"model": "m"}, "output_dir": "../x"}, tmp_path)
+    assert rc == 2 and "output_dir" in lines[0]["message"]
     rc, lines, _ = _run_worker("{not json", tmp_path)
     assert rc == 2 and "cannot read the job spec" in lines[0]["message"]
 
@@ -191,3 +195,26 @@ def test_older_trl_gets_only_inert_settings_dropped_and_each_recorded(trace_rele
         fit_to_trl(trl, fields - {"delta"})
     with pytest.raises(RequirementsError, match="trust_remote_code"):
         fit_to_trl({**trl, "trust_remote_code": True}, fields)
+
+
+def test_builtin_demo_profile_agrees_with_the_release_profile(trace_release_dir: Path) -> None:
+    from trace_tui.stages.train_profile import DEMO_PROFILE_SETTINGS, demo_profile
+
+    release = flatten(_profile(trace_release_dir, "3b")["easyr1"])
+    differing = {k: (v, release[k]) for k, v in DEMO_PROFILE_SETTINGS.items() if release.get(k, object()) != v}
+    assert differing == {"trainer.experiment_name": ("trace-tui-demo", "trace-qwen2.5-vl-3b")}
+    demo = resolve_training(demo_profile("f" * 64), Hardware(device="cpu"))
+    real = resolve_training(_profile(trace_release_dir, "3b"), Hardware(device="cpu"))
+    assert {k: v for k, v in demo.trl.items() if k != "run_name"} == {
+        k: v for k, v in real.trl.items() if k != "run_name"}
+    assert demo.stage == real.stage and set(demo.mapped) | set(demo.unmappable) == set(DEMO_PROFILE_SETTINGS)
+
+
+def test_pinned_base_models_are_recognised_by_store_entry() -> None:
+    from trace_tui.release import release_lock
+    from trace_tui.stages.train_smoke import _base_scale
+
+    for scale, pin in release_lock().training_base_models.items():
+        assert _base_scale(f"model:{pin.repo_id}@{pin.revision}") == scale
+        assert _base_scale(f"model/{pin.repo_id}@{pin.revision}") == scale  # the runner's spelling
+    assert _base_scale("local:model/tiny-qwen2.5-vl") is None

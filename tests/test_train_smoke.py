@@ -183,3 +183,34 @@ def test_trl_processor_pads_left_so_image_tokens_stay_in_place(tiny_qwen25vl_dir
     assert (mask[:, -1] == 1).all() and (mask[:, 0] == 0).any()  # padded on the left
     image_pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
     assert ((batch["input_ids"] == image_pad) == (batch["mm_token_type_ids"] == 1)).all()
+
+
+def test_the_runners_demo_job_trains_from_the_store_with_the_builtin_profile(
+        tiny_qwen25vl_warm_dir: Path, tmp_path: Path) -> None:
+    """The job spec exactly as the runner writes it for the demo's whole-step train job (model as a store entry,
+    the recipe's generation settings, no profile/prompt/data named): the worker finds the demo tasks and uses the
+    built-in demo profile, and bounds the step with the demo's settings."""
+    from trace_tui.stages import demo_tasks
+    from trace_tui.stages.jobs import DEMO_SYSTEM_PROMPT_FILE, DEMO_TASKS_ENTRY
+    from trace_tui.store.store import Store
+
+    store = Store(tmp_path / "store")
+    store.import_local("local:model/tiny-qwen2.5-vl", tiny_qwen25vl_warm_dir)
+    tasks = tmp_path / "tasks"
+    demo_tasks.write_tasks(tasks, seed=0)
+    (tasks / DEMO_SYSTEM_PROMPT_FILE).write_text(demo_tasks.RELEASE_SYSTEM_PROMPT, encoding="utf-8")
+    store.import_local(DEMO_TASKS_ENTRY, tasks)
+    job = {"step": "train-smoke", "recipe": "demo", "run_tag": "demo-x", "slice": None,
+           "settings": {"max_tokens": 24, "min_image_pixels": 3136, "max_image_pixels": 50176, "temperature": 0.6,
+                        "cpu_threads": 1},
+           "inputs": {"model": {"entry": "local:model/tiny-qwen2.5-vl"}, "upstream": {"campaign": "steps/prepare"}},
+           "output_dir": "steps/train-smoke", "models": [{"id": "tiny-qwen2.5-vl"}], "gpus": [], "args": []}
+    rc, lines, err = run_worker(job, tmp_path / "campaign", tmp_path / "store")
+    assert rc == 0, (lines[-1], err[-2000:])
+    r = json.loads((tmp_path / "campaign" / "steps" / "train-smoke" / "run_receipt.json").read_text())
+    assert r["status"] == "completed" and r["inputs"]["profile"]["builtin"] is True
+    assert r["inputs"]["model"]["path"] == "local:model/tiny-qwen2.5-vl"
+    assert all(f["path"].startswith(DEMO_TASKS_ENTRY + "/") for f in r["inputs"]["train_files"])
+    assert r["overrides"]["max_response_length"] == {"profile": 2048, "run": 24}
+    assert r["overrides"]["max_pixels"] == {"profile": 4194304, "run": 50176}
+    assert r["scaling"]["rollout_batch_size"]["run"] == 2 and r["checkpoint"]["sha256set"].startswith("sha256set:")

@@ -228,6 +228,82 @@ PROFILE_MAP: dict[str, Rule] = {
 
 
 # ---------------------------------------------------------------------------
+# The demo's own profile
+# ---------------------------------------------------------------------------
+
+# The demo runs offline on a machine that may hold no release files, so it
+# cannot read the release profile from the store. It trains with this built-in
+# profile instead: the settings resolve_training reads, each with the value of
+# the release 3B profile (a test checks every one against the release file),
+# under the demo's own experiment name. Its receipt says which profile it used.
+DEMO_PROFILE_SETTINGS: dict[str, Any] = {
+    "data.prompt_key": "prompt_answer",
+    "data.answer_key": "answer_gt",
+    "data.image_key": "images",
+    "data.max_prompt_length": 2048,
+    "data.max_response_length": 2048,
+    "data.rollout_batch_size": 128,
+    "data.shuffle": True,
+    "data.seed": 1,
+    "data.min_pixels": 262144,
+    "data.max_pixels": 4194304,
+    "algorithm.adv_estimator": "grpo",
+    "algorithm.disable_kl": True,
+    "algorithm.use_kl_loss": False,
+    "algorithm.kl_coef": 0.0,
+    "worker.actor.global_batch_size": 128,
+    "worker.actor.micro_batch_size_per_device_for_update": 1,
+    "worker.actor.max_grad_norm": 1.0,
+    "worker.actor.clip_ratio_low": 0.2,
+    "worker.actor.clip_ratio_high": 0.3,
+    "worker.actor.clip_ratio_dual": 3.0,
+    "worker.actor.loss_avg_mode": "token",
+    "worker.actor.loss_type": "default",
+    "worker.actor.ppo_epochs": 1,
+    "worker.actor.tau_positive": 1.0,
+    "worker.actor.tau_negative": 1.05,
+    "worker.actor.model.enable_gradient_checkpointing": True,
+    "worker.actor.model.trust_remote_code": False,
+    "worker.actor.model.freeze_vision_tower": False,
+    "worker.actor.model.lora.rank": 0,
+    "worker.actor.optim.lr": 1.0e-6,
+    "worker.actor.optim.betas": [0.9, 0.999],
+    "worker.actor.optim.weight_decay": 0.01,
+    "worker.actor.optim.strategy": "adamw",
+    "worker.actor.optim.lr_warmup_ratio": 0.0,
+    "worker.actor.optim.lr_warmup_steps": None,
+    "worker.actor.optim.lr_scheduler_type": "constant",
+    "worker.actor.fsdp.mp_param_dtype": "bf16",
+    "worker.rollout.n": 8,
+    "worker.rollout.temperature": 1.0,
+    "worker.rollout.top_p": 1.0,
+    "worker.rollout.top_k": -1,
+    "worker.rollout.seed": 1,
+    "trainer.max_steps": 500,
+    "trainer.experiment_name": "trace-tui-demo",
+    "trainer.nnodes": 1,
+    "trainer.n_gpus_per_node": 8,
+    "trainer.save_freq": 100,
+    "trainer.save_limit": 1,
+    "trainer.save_model_only": False,
+}
+
+
+def demo_profile(prompt_sha256: str | None = None) -> dict[str, Any]:
+    """The built-in demo profile, nested like a release profile (``easyr1`` section)."""
+    easyr1: dict[str, Any] = {}
+    for dotted, value in DEMO_PROFILE_SETTINGS.items():
+        node = easyr1
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    release = {"prompt": {"sha256": prompt_sha256}} if prompt_sha256 else {}
+    return {"schema_version": "trace-tui-demo-training-profile-v1", "config_id": "trace-tui-demo",
+            "release": release, "easyr1": easyr1}
+
+
+# ---------------------------------------------------------------------------
 # Profile loading and flattening
 # ---------------------------------------------------------------------------
 

@@ -3,34 +3,41 @@
 Stage contract (SPEC section 3): the job spec comes from ``TRACE_TUI_JOB``,
 the campaign directory from ``TRACE_TUI_CAMPAIGN``, the store from
 ``TRACE_TUI_STORE``; progress, log, artifact and status lines go to stdout
-(trace_tui.stages.protocol). Nothing is fetched: the model, the profile, the
-system prompt and the data shards are files named in the job spec (relative
-paths are inside the store), and the Hugging Face libraries run offline.
+(trace_tui.stages.protocol). Nothing is fetched: every input is a file in the
+store (or a path the job names), and the Hugging Face libraries run offline.
 
-Job spec (JSON)::
+Job spec (JSON; the runner's whole-step job works as it is)::
 
     {
-      "step": "train-smoke",                       # also the output folder in the campaign
+      "step": "train-smoke",
       "recipe": "smoke-3b" | "smoke-7b" | "demo",
-      "slice": {"model": "...", "seed": 1, "benchmark": "train-smoke"} | null,
+      "slice": null | {"model": ..., "seed": ..., "benchmark": ...},   # labels the progress lines
+      "output_dir": "steps/train-smoke",           # relative to the campaign (default: the step id)
       "inputs": {
-        "model": "models/Qwen--Qwen2.5-VL-3B-Instruct/66285546...",   # checkpoint directory
-        "model_id": "Qwen/Qwen2.5-VL-3B-Instruct", "model_revision": "66285546...",   # optional, recorded
-        "profile": "release/rlvr/configs/trace-qwen2.5-vl-3b.yaml",
-        "system_prompt": "release/rlvr/examples/prompts/trace_vero_json_system_prompt_answer.txt",
-        "train_files": ["datasets/maveryn--trace/4e5b5436.../data/train/...-00000-of-00016.parquet", ...]
+        # Each input: a path (relative: inside the store) or {"entry": STORE ENTRY, "file"?: ...},
+        # {"path": ...}, {"store": ...}, {"campaign": ...}.
+        "model": {"entry": "model:Qwen/Qwen2.5-VL-3B-Instruct@6628..."} | {"entry": "local:model/tiny-qwen2.5-vl"},
+        # Optional; derived from the model when absent:
+        #   a pinned training base model -> the release profile of its scale (release entry),
+        #     the system prompt that profile names, the pinned train shards (dataset entry, split train);
+        #   any other model (the demo)   -> the built-in demo profile (train_profile.DEMO_PROFILE_SETTINGS),
+        #     the demo tasks (local:dataset/demo-tasks, every *.parquet) and system_prompt.txt beside them.
+        "profile": ..., "system_prompt": ..., "train_files": [...],
+        "model_id": "...", "model_revision": "..."  # optional, recorded
       },
-      "settings": {                                # all optional
-        "device": "auto" | "cpu" | "cuda",
-        "cpu_threads": 1,
-        "prompts_per_step": 2, "num_generations": 4, "max_response_length": 64,
-        "min_pixels": 3136, "max_pixels": 50176, "per_device_train_batch_size": 1, "learning_rate": 1e-6
-      },
-      "output": "train-smoke"                      # optional; defaults to "step"
+      "settings": {                                # all optional; other keys (the recipe's) are ignored
+        "device": "auto" | "cpu" | "cuda", "cpu_threads": 1,
+        "train": {"prompts_per_step": 2, "num_generations": 4, "max_response_length": 64,
+                  "min_pixels": 3136, "max_pixels": 50176, "per_device_train_batch_size": 1,
+                  "learning_rate": 1e-6},          # the same keys are also read at the top level
+        "min_image_pixels": ..., "max_image_pixels": ..., "max_tokens": ...   # demo profile only
+      }
     }
 
-Outputs in ``<campaign>/<output>/``: ``run_receipt.json`` (written atomically,
-``status: launching`` first, then ``completed`` or ``failed``),
+Every override is recorded in the receipt beside the profile value.
+
+Outputs in ``<campaign>/<output_dir>/``: ``run_receipt.json`` (written
+atomically, ``status: launching`` first, then ``completed`` or ``failed``),
 ``checkpoint-1/`` (weights, config, processor; trainer state beside them) and
 ``resolved_config.json``.
 """
@@ -49,7 +56,7 @@ import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -65,6 +72,9 @@ CHECKPOINT_CONTENT_SUFFIXES = (".safetensors",)
 CHECKPOINT_CONTENT_NAMES = ("config.json", "generation_config.json", "model.safetensors.index.json")
 
 
+InputSpec = Union[str, dict[str, Any]]
+
+
 class SliceSpec(BaseModel):
     model: str | None = None
     seed: int | None = None
@@ -72,19 +82,41 @@ class SliceSpec(BaseModel):
 
 
 class TrainInputs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Each input: a path (relative: inside the store) or an input spec {"entry"|"path"|"store"|"campaign", "file"?}."""
 
-    model: str
-    profile: str
-    system_prompt: str
-    train_files: list[str] = Field(min_length=1)
+    model_config = ConfigDict(extra="allow")  # the runner adds "upstream"
+
+    model: InputSpec
+    profile: InputSpec | None = None
+    system_prompt: InputSpec | None = None
+    train_files: list[InputSpec] | None = None
     model_id: str | None = None
     model_revision: str | None = None
 
 
 class TrainSettings(Overrides):
+    # The recipe's settings travel here too (generation settings of other steps): ignored unless named below.
+    model_config = ConfigDict(extra="ignore")
+
     device: Literal["auto", "cpu", "cuda"] = "auto"
     cpu_threads: int | None = 1
+    train: Overrides | None = None
+    # The demo's generation settings, which also bound its training step (built-in demo profile only).
+    min_image_pixels: int | None = None
+    max_image_pixels: int | None = None
+    max_tokens: int | None = None
+
+    def overrides(self, *, demo: bool) -> Overrides:
+        fields = set(Overrides.model_fields)
+        values = {k: v for k, v in self.model_dump(include=fields).items() if v is not None}
+        if self.train is not None:
+            values.update({k: v for k, v in self.train.model_dump().items() if v is not None})
+        if demo:
+            for name, alias in (("min_pixels", self.min_image_pixels), ("max_pixels", self.max_image_pixels),
+                                ("max_response_length", self.max_tokens)):
+                if alias is not None:
+                    values.setdefault(name, alias)
+        return Overrides(**values)
 
 
 class TrainJob(BaseModel):
@@ -95,7 +127,8 @@ class TrainJob(BaseModel):
     slice: SliceSpec | None = None
     inputs: TrainInputs
     settings: TrainSettings = TrainSettings()
-    output: str | None = None
+    output_dir: str | None = None  # relative to the campaign (the runner sets it)
+    output: str | None = None  # older name of output_dir
 
 
 # ---------------------------------------------------------------------------
@@ -158,9 +191,156 @@ def reward_stats(rewards: list[float]) -> tuple[float, float]:
 # ---------------------------------------------------------------------------
 
 
-def _resolve(path: str, store: Path) -> Path:
-    p = Path(path)
-    return p if p.is_absolute() else store / p
+def _entry_name(entry: str) -> str:
+    # The runner names a training base model "model/REPO@REV"; the store calls it "model:REPO@REV".
+    if entry.startswith("model/") and "@" in entry:
+        return "model:" + entry[len("model/"):]
+    return entry
+
+
+def spec_label(spec: InputSpec) -> str:
+    """How the receipt names an input: its path or its store entry (and file)."""
+    if isinstance(spec, str):
+        return spec
+    for key in ("entry", "path", "store", "campaign"):
+        if key in spec:
+            label = _entry_name(str(spec[key])) if key == "entry" else str(spec[key])
+            return f"{label}/{spec['file']}" if spec.get("file") else label
+    return json.dumps(spec, sort_keys=True)
+
+
+def _entry_path(entry: str, store: Path) -> Path:
+    from trace_tui.errors import RequirementsError
+    from trace_tui.store.store import Store
+
+    st = Store(store)
+    if not st.has(entry):
+        raise RequirementsError(f"store entry {entry} is not in the store ({store})",
+                                hint="run the recipe's prepare step, eval-setup, or import a bundle first")
+    return st.path_of(entry)
+
+
+def _resolve(spec: InputSpec, store: Path, campaign: Path) -> Path:
+    from trace_tui.errors import UsageError
+
+    if isinstance(spec, str):
+        p = Path(spec)
+        return p if p.is_absolute() else store / p
+    if "entry" in spec:
+        path = _entry_path(_entry_name(str(spec["entry"])), store)
+    elif "path" in spec:
+        path = Path(spec["path"])
+        path = path if path.is_absolute() else store / path
+    elif "store" in spec:
+        path = store / spec["store"]
+    elif "campaign" in spec:
+        path = campaign / spec["campaign"]
+    else:
+        raise UsageError(f"job input {spec!r} names none of entry/path/store/campaign",
+                         hint="give a path or an input spec")
+    return path / spec["file"] if spec.get("file") else path
+
+
+def _base_scale(entry: str) -> str | None:
+    """The release training scale ('3B'/'7B') whose pinned base model this store entry is, if any."""
+    from trace_tui.release import release_lock
+
+    for scale, pin in release_lock().training_base_models.items():
+        if _entry_name(entry) == f"model:{pin.repo_id}@{pin.revision}":
+            return scale
+    return None
+
+
+class Inputs(BaseModel):
+    """Where the run's inputs are, with the names the receipt gives them."""
+
+    model_dir: Path
+    model_label: str
+    profile_path: Path | None  # None: the built-in demo profile
+    profile_label: str
+    prompt_path: Path
+    prompt_label: str
+    train_files: list[Path]
+    train_labels: list[str]
+
+
+def resolve_inputs(job: TrainJob, store: Path, campaign: Path) -> Inputs:
+    """The model, profile, system prompt and train files: named in the job, or derived from its model.
+
+    A pinned base model (smoke-3b/-7b) trains with the release profile of its
+    scale from the release entry, the prompt that profile names and the
+    pinned train shards; any other model (the demo's local one) with the
+    built-in demo profile, the demo tasks and the prompt beside them.
+    """
+    from trace_tui.errors import UsageError
+    from trace_tui.stages.jobs import DEMO_SYSTEM_PROMPT_FILE, DEMO_TASKS_ENTRY
+
+    inp = job.inputs
+    model_dir = _must_exist(_resolve(inp.model, store, campaign), "model checkpoint directory", is_dir=True)
+    entry = inp.model.get("entry") if isinstance(inp.model, dict) else None
+    scale = _base_scale(str(entry)) if entry else None
+    release_root: Path | None = None
+    if scale is not None and (inp.profile is None or inp.system_prompt is None or inp.train_files is None):
+        from trace_tui.release import release_lock
+        from trace_tui.store import names
+
+        lock = release_lock()
+        release_name = names.release_entry(lock)
+        release_root = _entry_path(release_name, store)
+
+    if inp.profile is not None:
+        profile_path, profile_label = _resolve(inp.profile, store, campaign), spec_label(inp.profile)
+    elif scale is not None:
+        from trace_tui.release import release_lock
+
+        rel = release_lock().training.configs[scale]
+        profile_path, profile_label = release_root / rel, f"{release_name}/{rel}"
+    else:
+        profile_path, profile_label = None, "built-in demo profile (trace_tui.stages.train_profile)"
+    if profile_path is not None:
+        _must_exist(profile_path, "training profile")
+
+    if inp.system_prompt is not None:
+        prompt_path, prompt_label = _resolve(inp.system_prompt, store, campaign), spec_label(inp.system_prompt)
+    elif scale is not None:
+        from trace_tui.stages.train_profile import load_profile
+
+        rel = ((load_profile(profile_path).get("release") or {}).get("prompt") or {}).get("path")
+        if not rel:
+            raise UsageError(f"{profile_path}: field 'release.prompt.path' missing",
+                             hint="use the release's training profile unchanged")
+        prompt_path, prompt_label = release_root / rel, f"{release_name}/{rel}"
+    else:
+        prompt_path = _entry_path(DEMO_TASKS_ENTRY, store) / DEMO_SYSTEM_PROMPT_FILE
+        prompt_label = f"{DEMO_TASKS_ENTRY}/{DEMO_SYSTEM_PROMPT_FILE}"
+    _must_exist(prompt_path, "system prompt file")
+
+    if inp.train_files is not None:
+        if not inp.train_files:
+            raise UsageError("job field 'inputs.train_files' is empty", hint="name at least one parquet file")
+        train_files = [_resolve(f, store, campaign) for f in inp.train_files]
+        train_labels = [spec_label(f) for f in inp.train_files]
+    elif scale is not None:
+        from trace_tui.release import release_lock
+        from trace_tui.store import names
+
+        lock = release_lock()
+        ds_name = names.dataset_entry(lock, "train")
+        root = _entry_path(ds_name, store)
+        rels = [f.path for f in lock.dataset.file("train")]
+        train_files = [root / r if (root / r).is_file() else root / Path(r).name for r in rels]
+        train_labels = [f"{ds_name}/{r}" for r in rels]
+    else:
+        root = _entry_path(DEMO_TASKS_ENTRY, store)
+        train_files = sorted(root.glob("*.parquet"))
+        train_labels = [f"{DEMO_TASKS_ENTRY}/{f.name}" for f in train_files]
+        if not train_files:
+            raise UsageError(f"{root}: no parquet files in {DEMO_TASKS_ENTRY}", hint="run the demo's prepare step")
+    for f in train_files:
+        _must_exist(f, "train data file")
+    return Inputs(model_dir=model_dir, model_label=spec_label(inp.model), profile_path=profile_path,
+                  profile_label=profile_label, prompt_path=prompt_path, prompt_label=prompt_label,
+                  train_files=train_files, train_labels=train_labels)
 
 
 def _must_exist(path: Path, what: str, is_dir: bool = False) -> Path:
@@ -328,7 +508,12 @@ class _Run:
         self.job = job
         self.campaign = campaign
         self.store = store
-        self.out = campaign / (job.output or job.step)
+        rel = job.output_dir or job.output or job.step
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            from trace_tui.errors import UsageError
+
+            raise UsageError(f"job field 'output_dir' {rel!r} must be relative to the campaign, without '..'")
+        self.out = campaign / rel
         self.receipt_path = self.out / "run_receipt.json"
         self.started = time.time()
         self.receipt: dict[str, Any] = {
@@ -366,43 +551,50 @@ class _Run:
     def run(self) -> None:
         job, store = self.job, self.store
         from trace_tui.errors import UsageError
-        from trace_tui.stages.train_profile import load_profile, resolve_training
+        from trace_tui.stages.train_profile import demo_profile, load_profile, resolve_training
 
         self.out.mkdir(parents=True, exist_ok=True)
         self.write_receipt()  # status: launching
-        inputs = job.inputs
-        model_dir = _must_exist(_resolve(inputs.model, store), "model checkpoint directory", is_dir=True)
-        profile_path = _must_exist(_resolve(inputs.profile, store), "training profile")
-        prompt_path = _must_exist(_resolve(inputs.system_prompt, store), "system prompt file")
-        train_files = [_must_exist(_resolve(f, store), "train data file") for f in inputs.train_files]
+        found = resolve_inputs(job, store, self.campaign)
+        model_dir, prompt_path, train_files = found.model_dir, found.prompt_path, found.train_files
 
         # Hash every input file first: the receipt names exactly what was trained on.
-        self._progress("hash-inputs", 0, 3 + len(train_files))
+        total = 3 + len(train_files)
+        self._progress("hash-inputs", 0, total)
         model_files = _hash_dir(model_dir)
-        self._progress("hash-inputs", 1, 3 + len(train_files))
-        profile_sha = protocol.sha256_file(profile_path)[0]
+        self._progress("hash-inputs", 1, total)
         prompt_bytes = prompt_path.read_bytes()
         prompt_sha = hashlib.sha256(prompt_bytes).hexdigest()
+        if found.profile_path is not None:
+            profile_sha = protocol.sha256_file(found.profile_path)[0]
+            profile = load_profile(found.profile_path)
+        else:
+            from trace_tui.release import release_lock
+
+            profile = demo_profile(release_lock().trace_validation.system_prompt_sha256)
+            profile_sha = hashlib.sha256(canonical_json(profile).encode("utf-8")).hexdigest()
+        self._progress("hash-inputs", 2, total)
         file_records = []
         for i, f in enumerate(train_files):
-            file_records.append({"path": inputs.train_files[i], "sha256": protocol.sha256_file(f)[0]})
-            self._progress("hash-inputs", 3 + i, 3 + len(train_files))
-        self._progress("hash-inputs", 3 + len(train_files), 3 + len(train_files))
+            file_records.append({"path": found.train_labels[i], "sha256": protocol.sha256_file(f)[0]})
+            self._progress("hash-inputs", 3 + i, total)
+        self._progress("hash-inputs", total, total)
 
-        profile = load_profile(profile_path)
         want_prompt_sha = (((profile.get("release") or {}).get("prompt") or {}).get("sha256"))
         if want_prompt_sha and want_prompt_sha != prompt_sha:
             raise UsageError(f"{prompt_path}: sha256 {prompt_sha} differs from the profile's release.prompt.sha256 "
                              f"{want_prompt_sha}", hint="use the release's system prompt file unchanged")
         hardware = _hardware(job.settings)
-        overrides = Overrides(**job.settings.model_dump(include=set(Overrides.model_fields)))
+        overrides = job.settings.overrides(demo=found.profile_path is None)
         resolved = resolve_training(profile, hardware, overrides, smoke_steps=SMOKE_STEPS)
         memory = _check_gpu_memory(model_dir, hardware, resolved)
         self.receipt["inputs"] = {
-            "model": {"path": inputs.model, "model_id": inputs.model_id, "revision": inputs.model_revision,
-                      "sha256set": sha256set(model_files), "files": model_files},
-            "profile": {"path": inputs.profile, "sha256": profile_sha, "config_id": resolved.config_id},
-            "system_prompt": {"path": inputs.system_prompt, "sha256": prompt_sha},
+            "model": {"path": found.model_label, "model_id": job.inputs.model_id,
+                      "revision": job.inputs.model_revision, "sha256set": sha256set(model_files),
+                      "files": model_files},
+            "profile": {"path": found.profile_label, "sha256": profile_sha, "config_id": resolved.config_id,
+                        "builtin": found.profile_path is None},
+            "system_prompt": {"path": found.prompt_label, "sha256": prompt_sha},
             "train_files": file_records,
         }
         resolved_doc = {"profile_config_id": resolved.config_id, "trl": resolved.trl, "stage": resolved.stage,
@@ -610,11 +802,11 @@ def main(argv: list[str] | None = None) -> int:
             field = ".".join(str(p) for p in err["loc"])
             raise UsageError(f"{job_path}: field '{field}': {err['msg']} (got {str(err.get('input'))[:80]!r})",
                              hint="see the job spec format in trace_tui/stages/train_smoke.py") from None
+        run = _Run(job, campaign, store)
     except TraceTuiError as exc:
         protocol.status("failed", exc.line(), exc.exit_code)
         return exc.exit_code
 
-    run = _Run(job, campaign, store)
     # Library chatter (progress bars, printed dicts) must not mix with the
     # protocol's JSON lines: protocol keeps the real stdout, everything else
     # printing to sys.stdout goes to stderr.
