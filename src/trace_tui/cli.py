@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--campaign", metavar="DIR", help="campaign directory (default: HOME/campaigns/RUN_TAG)")
     run.add_argument("--runtime", choices=("docker", "local"), default=None, help="where steps run")
     run.add_argument("--offline", action="store_true", help="no network for any step")
+    run.add_argument("--local-model", action="append", metavar="ID=PATH[@REV]", default=None,
+                     help="also evaluate your own checkpoint (recipe full); repeatable")
     add_recipe_selection(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_line) in COMMANDS.items():

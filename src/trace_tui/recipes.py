@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from trace_tui.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trace_tui.release import ModelPin, ReleaseLock
+    from trace_tui.release import ReleaseLock
 
 Stage = Literal["train", "infer", "score", "host"]
 ImageName = Literal["train", "infer", "score"]
@@ -131,13 +131,15 @@ class Selection(_Strict):
 
 
 class LocalModel(_Strict):
-    """A model that is not a release pin: the demo's tiny random Qwen2.5-VL, built locally."""
+    """A model that is not a release pin: the demo's tiny random Qwen2.5-VL, built locally, or a
+    user's own checkpoint evaluated by `full` (`--local-model ID=PATH[@REVISION]`)."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
     label: str
     store_entry: str = Field(pattern=r"^local:model/[A-Za-z0-9][A-Za-z0-9._-]*$",
                              description="its store entry, e.g. local:model/tiny-qwen2.5-vl (demo_prepare imports it)")
-    scale: Literal["tiny"] = "tiny"
+    scale: Literal["tiny", "3B", "7B"] = "tiny"
+    revision: str | None = Field(None, description="the user's immutable revision; else its files' sha256set")
 
     @property
     def ref(self) -> str:
@@ -526,7 +528,9 @@ def _config_data(recipe: Recipe, suite: str | None, suite_sha256: str | None, mo
         "recipe": recipe.name,
         "suite": suite,
         "suite_sha256": suite_sha256,
-        "models": [{"id": m.id, "ref": m.ref, "label": m.label} for m in models],
+        "models": [{"id": m.id, "ref": m.ref, "label": m.label,
+                    **({"revision": m.revision} if getattr(m, "revision", None) and isinstance(m, LocalModel) else {})}
+                   for m in models],
         "seeds": seeds,
         "benchmarks": [b.model_dump() for b in benchmarks],
         "settings": settings,
@@ -544,12 +548,19 @@ def canonical_sha256(data: Any) -> str:
 
 
 def resolve_recipe(recipe: Recipe | str, *, models: list[str] | None = None, seeds: list[int] | None = None,
-                   benchmarks: list[str] | None = None, lock: "ReleaseLock | None" = None) -> ResolvedRecipe:
-    """Turn a recipe's selection (narrowed by --models/--seeds/--benchmarks) into pins, slices and a run tag."""
+                   benchmarks: list[str] | None = None, lock: "ReleaseLock | None" = None,
+                   local_models: list[LocalModel] | None = None) -> ResolvedRecipe:
+    """Turn a recipe's selection (narrowed by --models/--seeds/--benchmarks) into pins, slices and a run tag.
+
+    ``local_models``: a user's own checkpoints, evaluated beside the selected release models (trace_eval only;
+    with ``--models`` narrowing the release models, the user's are still included).
+    """
     if isinstance(recipe, str):
         recipe = load_recipe(recipe, lock=lock)
     lock = lock or _lock()
     sel = recipe.selection
+    if local_models and sel.suite != "trace_eval":
+        raise UsageError(f"--local-model is for the external evaluation (recipe full), not {recipe.name!r}")
 
     # models
     training: TrainingTarget | None = None
@@ -565,8 +576,15 @@ def resolve_recipe(recipe: Recipe | str, *, models: list[str] | None = None, see
     else:
         by_id = {m.id: m for m in lock.models}
         chosen = [by_id[i] for i in dict.fromkeys(sel.models) if i in by_id]
-    ids = _narrow("models", recipe, [m.id for m in chosen], models)
+    if local_models and models is None:
+        ids = []  # the user's own checkpoints, plus only the release models they name with --models
+    else:
+        ids = _narrow("models", recipe, [m.id for m in chosen], models)
     chosen = [m for m in chosen if m.id in ids]
+    for own in local_models or ():
+        if any(m.id == own.id for m in chosen) or any(m.id == own.id for m in lock.models):
+            raise UsageError(f"--local-model {own.id}: the id is taken by a release model", hint="choose another id")
+        chosen.append(own)
 
     # seeds
     suite_seeds = _suite_seeds(sel.suite, lock)

@@ -24,7 +24,14 @@ def run_recipe(args: argparse.Namespace) -> int:
     from trace_tui.recipes import load_recipe, resolve_recipe
 
     recipe = load_recipe(args.recipe)
-    resolved = resolve_recipe(recipe, models=args.models, seeds=args.seeds, benchmarks=args.benchmarks)
+    own = None
+    if getattr(args, "local_model", None):
+        from trace_tui.local_models import import_local_models
+        from trace_tui.paths import home, store_dir
+
+        own = import_local_models(args.local_model, store_dir(home(args.home)))
+    resolved = resolve_recipe(recipe, models=args.models, seeds=args.seeds, benchmarks=args.benchmarks,
+                              local_models=own)
     if not args.yes and sys.stdin.isatty() and sys.stdout.isatty():
         try:
             from trace_tui.tui.app import run_tui

@@ -87,7 +87,7 @@ def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path
 
             raise RequirementsError(f"model {model_id}: the store has no entry {entry}", hint=fix_command(entry))
         # A local checkpoint's immutable revision: the one given with it, else its content hash.
-        revision = local.get("revision") or f"sha256set:{record.sha256set}"
+        revision = local.get("revision") or record.sha256set
         out.append(EvaluatorModel(model_id=model_id, slug=model_id, path=where(model_id, entry), revision=revision,
                                   source=f"local/{model_id}@{revision}", label=local.get("label") or model_id))
     return out
