@@ -82,14 +82,15 @@ def test_without_a_terminal_says_so_in_one_line(argv: list[str], tmp_path: Path)
                          timeout=60, env=dict(os.environ, TRACE_TUI_HOME=str(tmp_path)))
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
-        "trace-tui: error: the terminal UI needs a terminal (run it in a terminal, or use a command: `trace-tui --help`)"]
+        "trace-tui: error: the terminal UI needs a terminal "
+        "(run it in a terminal, or use a command: `trace-tui --help`)"]
 
 
 def test_build_app_maps_the_command_line(tmp_path: Path) -> None:
+    from tui_support import make_backends
+
     from trace_tui.cli import build_parser
     from trace_tui.tui.app import build_app
-
-    from tui_support import make_backends
 
     backends = make_backends(tmp_path)
     app = build_app(build_parser().parse_args(["--campaign", str(tmp_path / "c")]), backends)

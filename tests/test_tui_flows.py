@@ -12,8 +12,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from tui_support import make_backends, selftest_resolved
 
 from trace_tui.engine.events import Progress

@@ -83,7 +83,11 @@ def test_pump_is_thread_safe() -> None:
         while not stop.is_set():
             got.extend(pump.drain())
 
-    threads = [threading.Thread(target=lambda k=k: [pump.push(k * 100_000 + i) for i in range(20_000)]) for k in range(4)]
+    def producer(k: int) -> None:
+        for i in range(20_000):
+            pump.push(k * 100_000 + i)
+
+    threads = [threading.Thread(target=producer, args=(k,)) for k in range(4)]
     c = threading.Thread(target=consumer)
     c.start()
     for t in threads:

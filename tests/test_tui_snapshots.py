@@ -14,13 +14,14 @@ import os
 from pathlib import Path
 
 import pytest
-
 from tui_support import FIXED_CLOCK, make_backends
 
 from trace_tui.engine.events import Log, Progress, SliceState, StepState
 from trace_tui.tui.app import TraceTuiApp
 from trace_tui.tui.progress import ProgressModel
 from trace_tui.tui.screens.run import RunScreen, seed_model
+
+pytestmark = pytest.mark.slow  # ~2 s per snapshot (a full app start each)
 
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
 MACHINES = ("none", "8xh100")

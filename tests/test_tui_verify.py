@@ -6,8 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
-from tui_support import make_backends, selftest_resolved
 from test_tui_flows import SIZE, hardware_ready, text_of, wait_for
+from tui_support import make_backends, selftest_resolved
 
 from trace_tui.tui.app import TraceTuiApp
 from trace_tui.tui.screens.verify import VerifyScreen

@@ -14,26 +14,27 @@ at the narrowest edge and only where no real one exists here:
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from trace_tui import hardware
+from trace_tui import recipes as recipes_mod
+from trace_tui.tui.backends import Backends, GpuSample, OwnedRunner, default_preview, read_campaign
+
 TESTS = Path(__file__).resolve().parent
-if str(TESTS) not in sys.path:
+if str(TESTS) not in sys.path:  # fake_nvml lives beside this file
     sys.path.insert(0, str(TESTS))
-
-import fake_nvml  # noqa: E402
-
-from trace_tui import hardware  # noqa: E402
-from trace_tui import recipes as recipes_mod  # noqa: E402
-from trace_tui.tui.backends import Backends, GpuSample, OwnedRunner, default_preview, read_campaign  # noqa: E402
-
-# (what `trace-tui preview` shows is tested by its owner; here it is the same function, fed the injected report)
+fake_nvml = importlib.import_module("fake_nvml")
 
 # A fixed, absent home: the hardware screen shows the store path, which must not be a temp path in snapshots.
 SNAPSHOT_HOME = Path("/home/researcher/.local/share/trace-tui")
-FIXED_CLOCK = lambda: 1000.0  # noqa: E731 - rates and ETAs show "—" in snapshots
+
+
+def FIXED_CLOCK() -> float:  # noqa: N802 - a constant clock: rates and ETAs show "—" in snapshots
+    return 1000.0
 
 
 class FakeImages:
@@ -70,10 +71,10 @@ def unreachable_docker() -> Any:
 
 def snapshot_report(machine: str) -> hardware.HardwareReport:
     """The real hardware report over a fake NVML machine, with deterministic Docker and disk."""
-    if machine == "8xh100":
-        factory = lambda: FakeDockerClient(gpu_runtime=True)  # noqa: E731 - images not built: a fresh host
-    else:
-        factory = unreachable_docker
+    def docker_with_gpu_runtime() -> FakeDockerClient:
+        return FakeDockerClient(gpu_runtime=True)  # images not built: a fresh host
+
+    factory = docker_with_gpu_runtime if machine == "8xh100" else unreachable_docker
     report = hardware.hardware_report(SNAPSHOT_HOME, nvml=fake_nvml.machine(machine),
                                       docker_client_factory=factory,
                                       image_lock=SNAPSHOT_HOME / "appliance" / "images.lock.json")
@@ -82,6 +83,7 @@ def snapshot_report(machine: str) -> hardware.HardwareReport:
 
 
 def gpu_samples(machine: str) -> list[GpuSample]:
+    """Deterministic utilisation and memory for the machine's GPUs (fake NVML has no utilisation counters)."""
     spec = fake_nvml.MACHINES[machine]
     return [GpuSample(i, 87 if i % 2 == 0 else 64, g.used_mib / 1024 + 61.0, g.memory_mib / 1024)
             for i, g in enumerate(spec.gpus)]
@@ -151,7 +153,7 @@ def make_backends(tmp: Path, *, machine: str = "none", release_dir: Path | None 
 
     return Backends(
         hardware_probe=probe,
-        gpu_sampler=(lambda: gpu_samples(machine)) if machine in fake_nvml.MACHINES and fake_nvml.MACHINES[machine].gpus else (lambda: []),
+        gpu_sampler=lambda: gpu_samples(machine),
         known_recipes=known, load_recipe=load, resolve_recipe=resolve, check_recipe=check,
         preview=preview, runner_factory=local_runner_factory(tmp / "home"),
         campaign_dir_for=campaign_dir_for,

@@ -11,8 +11,9 @@ hardware → `trace-tui hw`, recipes → `trace-tui recipes`, preview →
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -89,8 +90,8 @@ class TraceTuiApp(App[int]):
         if opened is None:
             self.notify(f"no campaign in {campaign_dir}", severity="error")
             return
-        from trace_tui.tui.screens.run import seed_model
         from trace_tui.tui.progress import ProgressModel
+        from trace_tui.tui.screens.run import seed_model
 
         resolved = opened.resolved
         model = ProgressModel(clock=self.backends.clock)
@@ -99,7 +100,9 @@ class TraceTuiApp(App[int]):
             model.apply(event)
         for step_id, state in (getattr(opened, "step_states", None) or {}).items():
             model.add_step(step_id)
-            model.steps[step_id].state = "pending" if state == "running" and not getattr(opened, "live", False) else state
+            # "running" in the database of a campaign nobody runs now means it was interrupted.
+            stale = state == "running" and not getattr(opened, "live", False)
+            model.steps[step_id].state = "pending" if stale else state
         live = bool(getattr(opened, "live", False))
         note = ("this campaign is running in another process; r: resume here once it stops"
                 if live else "this campaign was interrupted · r: resume · v: verify")

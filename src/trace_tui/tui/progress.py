@@ -13,8 +13,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from trace_tui.engine import events as ev
 from trace_tui.engine.events import Artifact, Log, Progress, Status, StepState

@@ -8,9 +8,10 @@ from injected (fake NVML) hardware exactly like the hardware tests do.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 
 def _get(obj: Any, *names: str, default: Any = None) -> Any:

@@ -29,7 +29,8 @@ class RecipesScreen(Screen):
         names = list(rows) or self.app.safe_known_recipes()
         for name in names:
             row = rows.get(name)
-            status = Text(row.status if row else "not checked", style=VERDICT_STYLE.get(row.verdict if row else "unknown", ""))
+            verdict = row.verdict if row else "unknown"
+            status = Text(row.status if row else "not checked", style=VERDICT_STYLE.get(verdict, ""))
             table.add_row(name, row.title if row else "", status, key=name)
         table.focus()
 

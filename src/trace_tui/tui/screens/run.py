@@ -8,8 +8,9 @@ to the ProgressModel; a 0.1 s timer redraws what changed (≤ 10 redraws/s).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -128,7 +129,8 @@ class RunScreen(Screen):
             return {0: "completed", 130: "cancelled"}.get(code, "failed")
         if isinstance(result, int) and not isinstance(result, bool):
             return {0: "completed", 130: "cancelled"}.get(result, "failed")
-        state = getattr(result, "state", None) or getattr(result, "outcome", None) or (result if isinstance(result, str) else None)
+        state = (getattr(result, "state", None) or getattr(result, "outcome", None)
+                 or (result if isinstance(result, str) else None))
         if state in ("completed", "failed", "cancelled", "interrupted"):
             return "cancelled" if state == "interrupted" else state
         if result is False:

@@ -167,7 +167,8 @@ class ProgressGrid(Vertical):
     def _summary(self) -> None:
         model = self.model
         done, total = model.totals()
-        text = f"overall {done:,}/{total:,} rows · {format_rate(model.overall_rate())} · ETA {format_duration(model.overall_eta())}"
+        text = (f"overall {done:,}/{total:,} rows · {format_rate(model.overall_rate())} · "
+                f"ETA {format_duration(model.overall_eta())}")
         if self._current is not None and len(model.models) > 1:
             mdone, mtotal = model.totals(self._current)
             text += f"   ·   {self._current}: {mdone:,}/{mtotal:,}"

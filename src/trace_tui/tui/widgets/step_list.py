@@ -30,7 +30,8 @@ class StepList(DataTable):
     def redraw(self) -> None:
         for step in self.model.steps.values():
             progress = f" {step.done}/{step.total}" if step.total and step.state == "running" else ""
-            state = Text(f"{STATE_MARK.get(step.state, '?')} {step.state}{progress}", style=STATE_STYLE.get(step.state, ""))
+            state = Text(f"{STATE_MARK.get(step.state, '?')} {step.state}{progress}",
+                         style=STATE_STYLE.get(step.state, ""))
             sig = (step.state, progress)
             if step.id not in self._shown:
                 self.add_row(step.id, state, key=step.id)
