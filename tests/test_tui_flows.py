@@ -336,3 +336,37 @@ async def test_event_flood_stays_responsive_and_keeps_final_state(tmp_path: Path
         assert "1000/1000" in str(table.get_cell("b7", "seed-43"))
         await pilot.press("slash")  # and the keys still work
         assert run.query_one("#grid-filter").has_focus
+
+
+async def test_reattach_follows_a_campaign_running_elsewhere(tmp_path: Path) -> None:
+    """A campaign whose runner holds the lock: its live state is followed read-only; resume is refused."""
+    resolved = selftest_resolved(name="tuilive", rows=40, delay=0.05, host_step=False, seeds=(42,))
+    backends = make_backends(tmp_path, extra_recipes={"tuilive": resolved})
+    campaign = tmp_path / "campaigns" / resolved.run_tag
+    runner = backends.runner_factory(resolved, campaign)
+    started = threading.Event()
+
+    def on_event(event) -> None:
+        if isinstance(event, Progress) and event.done >= 2:
+            started.set()
+
+    other = threading.Thread(target=runner.run, args=(on_event,))
+    other.start()
+    try:
+        assert await asyncio.to_thread(started.wait, 30)
+        app = TraceTuiApp(backends, campaign=campaign)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the run screen")
+            run = app.screen
+            assert run.watching and "another process" in text_of(app, "#run-status")
+            first = run.model.totals()[0]
+            await wait_for(pilot, lambda: run.model.totals()[0] > first, what="live progress from the database")
+            await pilot.press("r")
+            assert not run.running  # refused: another process holds the campaign
+            await asyncio.to_thread(other.join, 60)
+            await wait_for(pilot, lambda: not run.watching, what="the other run to end")
+            assert "has ended (completed)" in text_of(app, "#run-status")
+            assert run.model.totals() == (80, 80)
+    finally:
+        runner.cancel()
+        other.join(60)

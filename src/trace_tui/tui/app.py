@@ -104,10 +104,15 @@ class TraceTuiApp(App[int]):
             stale = state == "running" and not getattr(opened, "live", False)
             model.steps[step_id].state = "pending" if stale else state
         live = bool(getattr(opened, "live", False))
-        note = ("this campaign is running in another process; r: resume here once it stops"
-                if live else "this campaign was interrupted · r: resume · v: verify")
+        last = getattr(opened, "last_state", "")
+        if live:
+            note = "running in another process: following its state live · r: resume here once it stops"
+        elif last == "completed":
+            note = "this campaign is complete · v: verify · r: run again (completed slices are kept)"
+        else:
+            note = f"this campaign was interrupted{f' ({last})' if last else ''} · r: resume · v: verify"
         self.push_screen(RunScreen(resolved, Path(campaign_dir), start=False, model=model, note=note,
-                                   clock=self.backends.clock))
+                                   clock=self.backends.clock, watch=live))
 
     def show_verify(self, kind: str = "release", path: Path | None = None) -> None:
         self.push_screen(VerifyScreen(kind, path))

@@ -50,3 +50,12 @@ class PreviewReady(Message):
         self.preview_lines = preview_lines
         self.checks = checks
         self.error = error
+
+
+class CampaignRead(Message):
+    """A read-only look at a campaign another process is running (reattach)."""
+
+    def __init__(self, opened: Any, error: str = "") -> None:
+        super().__init__()
+        self.opened = opened
+        self.error = error

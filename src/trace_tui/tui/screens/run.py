@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, RichLog, Static
 
-from trace_tui.tui.messages import EngineEvents, GpuSamples, RunFinished
+from trace_tui.tui.messages import CampaignRead, EngineEvents, GpuSamples, RunFinished
 from trace_tui.tui.progress import EventPump, ProgressModel
 from trace_tui.tui.widgets.gpu_panel import GpuPanel
 from trace_tui.tui.widgets.progress_grid import ProgressGrid
@@ -27,6 +27,7 @@ from trace_tui.tui.widgets.step_list import StepList
 
 REDRAW_INTERVAL_S = 0.1
 GPU_INTERVAL_S = 1.5
+WATCH_INTERVAL_S = 1.0
 
 
 def seed_model(model: ProgressModel, resolved: Any, skip: frozenset[str] = frozenset()) -> None:
@@ -56,7 +57,7 @@ class RunScreen(Screen):
 
     def __init__(self, resolved: Any, campaign_dir: Path, skip: frozenset[str] = frozenset(),
                  start: bool = True, model: ProgressModel | None = None, note: str = "",
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, watch: bool = False) -> None:
         super().__init__()
         self.resolved = resolved
         self.campaign_dir = Path(campaign_dir)
@@ -69,6 +70,9 @@ class RunScreen(Screen):
         self.outcome: str | None = None if start else "interrupted"
         self.note = note
         self._start_on_mount = start
+        # Another process runs this campaign: follow its state from the campaign database (read-only).
+        self.watching = watch
+        self._watch_timer: Any = None
         self._log_step: str | None = None
         self._log_shown = 0
         self.redraw_count = 0
@@ -94,6 +98,40 @@ class RunScreen(Screen):
             self.start_runner()
         else:
             self._status(self.note or "interrupted campaign · r: resume · v: verify")
+        if self.watching:
+            self._watch_timer = self.set_interval(WATCH_INTERVAL_S, self._poll_campaign)
+
+    # -- following a campaign that another process runs --------------------------------
+    def _poll_campaign(self) -> None:
+        self._read_campaign()
+
+    @work(thread=True, exclusive=True, group="watch")
+    def _read_campaign(self) -> None:
+        try:
+            opened = self.app.backends.open_campaign(self.campaign_dir)
+        except Exception as exc:  # noqa: BLE001 - shown, and the next poll tries again
+            self.post_message(CampaignRead(None, str(exc)))
+            return
+        self.post_message(CampaignRead(opened))
+
+    def on_campaign_read(self, message: CampaignRead) -> None:
+        message.stop()
+        opened = message.opened
+        if opened is None or not self.watching:
+            return
+        self.model.apply_all(opened.events)
+        for step_id, state in opened.step_states.items():
+            self.model.add_step(step_id)
+            step = self.model.steps[step_id]
+            if step.state != state:
+                step.state = state
+                self.model.dirty = True
+        if not opened.live:
+            self.watching = False
+            if self._watch_timer is not None:
+                self._watch_timer.stop()
+            ended = opened.last_state or "stopped"
+            self._status(f"the other run has ended ({ended}) · r: resume here · v: verify")
 
     # -- the runner --------------------------------------------------------------
     @property
@@ -244,6 +282,9 @@ class RunScreen(Screen):
     def action_resume(self) -> None:
         if self.running:
             self.notify("already running")
+            return
+        if self.watching:
+            self.notify("another trace-tui is running this campaign; resume once it stops")
             return
         self.start_runner()
 
