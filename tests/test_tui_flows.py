@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tui_support import make_backends, selftest_resolved
 
 from trace_tui.engine.events import Progress
@@ -370,3 +372,29 @@ async def test_reattach_follows_a_campaign_running_elsewhere(tmp_path: Path) -> 
     finally:
         runner.cancel()
         other.join(60)
+
+
+@pytest.mark.slow
+async def test_demo_from_hardware_to_verify(tmp_path: Path) -> None:
+    """The whole path on this machine: no GPU → `d` (demo) → preview → confirm all → run (local runtime,
+    tiny model, real stages) → the verify screen on the campaign it produced."""
+    app = TraceTuiApp(make_backends(tmp_path, machine="none"))
+    async with app.run_test(size=SIZE) as pilot:
+        await hardware_ready(pilot, app)
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, PreviewScreen) and app.screen.resolved is not None,
+                       what="the demo preview")
+        await pilot.press("enter")
+        assert isinstance(app.screen, StepsScreen) and "step 1/" in text_of(app, "#steps-title")
+        await pilot.press("a")  # confirm all
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
+        run = app.screen
+        await wait_for(pilot, lambda: run.outcome not in (None, "running"), timeout=600, what="the demo run")
+        assert run.outcome == "completed", text_of(app, "#run-status")
+        assert all(s.state == "completed" for s in run.model.steps.values())
+        assert run.model.slices and all(c.complete for c in run.model.slices.values())
+        await wait_for(pilot, lambda: isinstance(app.screen, VerifyScreen), what="the verify screen")
+        verify = app.screen
+        await wait_for(pilot, lambda: verify.view is not None, timeout=60, what="campaign verification")
+        assert verify.view.ok, verify.view.summary
+        assert text_of(app, "#verify-summary").startswith("VERIFIED")
