@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from tui_support import make_backends, selftest_resolved
 
 from trace_tui.engine.events import Progress
