@@ -120,7 +120,7 @@ def test_bad_profile_file_is_one_clear_line(tmp_path: Path) -> None:
 def test_smoke_gpu_requirement_is_stated() -> None:
     r3, r7 = smoke_requirement("3B"), smoke_requirement("7B")
     assert r3["gpus"] == r7["gpus"] == 1
-    assert 60 < r3["min_gpu_memory_gib"] < r7["min_gpu_memory_gib"]
+    assert 40 < r3["min_gpu_memory_gib"] < r7["min_gpu_memory_gib"] < r7["fp32_gpu_memory_gib"]
     assert "AdamW" in r3["reason"]
     assert smoke_requirement("3B", prompts_per_step=4)["min_gpu_memory_gib"] < r3["min_gpu_memory_gib"]
     with pytest.raises(UsageError):
@@ -218,3 +218,26 @@ def test_pinned_base_models_are_recognised_by_store_entry() -> None:
         assert _base_scale(f"model:{pin.repo_id}@{pin.revision}") == scale
         assert _base_scale(f"model/{pin.repo_id}@{pin.revision}") == scale  # the runner's spelling
     assert _base_scale("local:model/tiny-qwen2.5-vl") is None
+
+
+def test_gpu_memory_plan_keeps_fp32_when_it_fits_else_bf16_else_refuses(trace_release_dir: Path,
+                                                                       tmp_path: Path) -> None:
+    """A 3B-shaped checkpoint (its real config sizes; the weights file is sparse: only its size is read)."""
+    from trace_tui.errors import RequirementsError
+    from trace_tui.stages.train_smoke import plan_gpu_memory
+
+    (tmp_path / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16", "text_config": {
+        "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 2, "num_hidden_layers": 36}}))
+    with open(tmp_path / "model.safetensors", "wb") as fh:
+        fh.truncate(int(3.76e9 * 2))
+    resolved = resolve_training(_profile(trace_release_dir, "3b"), Hardware(device="cuda", devices=1))
+    plan = lambda gib, weights="auto": plan_gpu_memory(  # noqa: E731
+        tmp_path, Hardware(device="cuda", devices=1, device_name="GPU", memory_gib=gib), resolved, weights)
+    assert plan(139.8)["weights"] == "fp32"
+    big = plan(79.6)
+    assert big["weights"] == "bf16" and big["need_gib"]["bf16"] < 79.6 < big["need_gib"]["fp32"]
+    with pytest.raises(RequirementsError, match="GiB on one GPU"):
+        plan(40)
+    with pytest.raises(RequirementsError):
+        plan(79.6, "fp32")
+    assert plan_gpu_memory(tmp_path, Hardware(device="cpu"), resolved) is None

@@ -616,26 +616,30 @@ def smoke_requirement(scale: str, *, prompts_per_step: int = 16, num_generations
     """GPU needs of one smoke step (one process on one GPU) for a base model scale ('3B' or '7B').
 
     Defaults: the release profile scaled to one GPU (128 prompts x 1/8) with its
-    8 rollouts per prompt and 2,048 + 2,048 tokens.
+    8 rollouts per prompt and 2,048 + 2,048 tokens. ``min_gpu_memory_gib`` is
+    the least the worker runs on (bf16 weights, 8 bytes per parameter);
+    ``fp32_gpu_memory_gib`` what it needs to keep fp32 master weights as
+    upstream did (16 bytes per parameter) — the worker takes fp32 when it fits.
     """
     from trace_tui.errors import UsageError
 
     if scale not in BASE_MODELS:
         raise UsageError(f"model scale {scale!r}", hint=f"one of {', '.join(BASE_MODELS)}")
     m = BASE_MODELS[scale]
-    state = m["params"] * BYTES_PER_PARAM_TRAINING / 2**30
     kv_per_token = m["layers"] * m["kv_heads"] * m["head_dim"] * 2 * 2  # k and v, bf16
     kv = kv_per_token * prompts_per_step * num_generations * max_tokens / 2**30
-    need = int(-(-(state + kv + ACTIVATION_GIB) // 1))
+    need = {b: int(-(-(m["params"] * b / 2**30 + kv + ACTIVATION_GIB) // 1)) for b in (8, BYTES_PER_PARAM_TRAINING)}
     return {
         "gpus": 1,
-        "min_gpu_memory_gib": need,
-        "reason": (f"one GRPO step trains every weight of the {scale} base model with AdamW in one process: "
-                   f"{m['params'] / 1e9:.2f}B parameters x 16 bytes (fp32 weights, gradients, two moments) = "
-                   f"{state:.0f} GiB, the rollout KV cache for {prompts_per_step} prompts x {num_generations} "
-                   f"rollouts x {max_tokens} tokens = {kv:.0f} GiB, and {ACTIVATION_GIB} GiB of activations; "
-                   f"upstream spread this over 8 GPUs with FSDP and CPU offload, which the one-process smoke run "
-                   f"does not do (a smaller prompts_per_step in the job spec lowers the cache)"),
+        "min_gpu_memory_gib": need[8],
+        "fp32_gpu_memory_gib": need[BYTES_PER_PARAM_TRAINING],
+        "reason": (f"one GRPO step trains every weight of the {scale} base model with AdamW in one process on one "
+                   f"GPU: {m['params'] / 1e9:.2f}B parameters x 16 bytes (fp32 master weights, gradients, two "
+                   f"moments, as upstream) or x 8 bytes (bf16, taken when fp32 does not fit), the rollout KV cache "
+                   f"for {prompts_per_step} prompts x {num_generations} rollouts x {max_tokens} tokens = {kv:.0f} "
+                   f"GiB, and {ACTIVATION_GIB} GiB of activations; upstream spread this over 8 GPUs with FSDP and "
+                   f"CPU offload, which the one-process smoke run does not do (a smaller prompts_per_step lowers "
+                   f"the cache)"),
     }
 
 

@@ -100,6 +100,8 @@ class TrainSettings(Overrides):
 
     device: Literal["auto", "cpu", "cuda"] = "auto"
     cpu_threads: int | None = 1
+    # GPU weight precision: fp32 master weights (as upstream) when they fit, else bf16 (recorded).
+    weights: Literal["auto", "fp32", "bf16"] = "auto"
     train: Overrides | None = None
     # The demo's generation settings, which also bound its training step (built-in demo profile only).
     min_image_pixels: int | None = None
@@ -412,10 +414,22 @@ def _hardware(settings: TrainSettings) -> Hardware:
     return Hardware(device="cpu", devices=1, device_name=platform.processor() or platform.machine())
 
 
-def _check_gpu_memory(model_dir: Path, hardware: Hardware, resolved: ResolvedTraining) -> dict[str, Any] | None:
-    """Refuse a GPU run that cannot fit, before minutes of loading (same estimate as smoke_requirement)."""
+# fp32 master weights, gradients and two AdamW moments (upstream: FSDP mixed
+# precision over fp32 parameters); bf16 weights keep all four in bf16.
+BYTES_PER_PARAM = {"fp32": 16, "bf16": 8}
+
+
+def plan_gpu_memory(model_dir: Path, hardware: Hardware, resolved: ResolvedTraining,
+                    weights: str = "auto") -> dict[str, Any] | None:
+    """Which weight precision one GPU can train in, before minutes of loading (None on CPU).
+
+    fp32 master weights under bf16 autocast is what upstream computed; when
+    that cannot fit but bf16 weights can (8 instead of 16 bytes per parameter),
+    ``auto`` takes bf16 and the receipt says so. Neither fitting is a
+    requirements failure naming the sizes.
+    """
     from trace_tui.errors import RequirementsError
-    from trace_tui.stages.train_profile import ACTIVATION_GIB, BYTES_PER_PARAM_TRAINING
+    from trace_tui.stages.train_profile import ACTIVATION_GIB
 
     if hardware.device != "cuda":
         return None
@@ -429,14 +443,20 @@ def _check_gpu_memory(model_dir: Path, hardware: Hardware, resolved: ResolvedTra
     kv_per_token = int(text.get("num_hidden_layers", 0)) * int(text.get("num_key_value_heads", heads)) * head_dim * 4
     tokens = resolved.stage["max_prompt_length"] + resolved.trl["max_completion_length"]
     kv = kv_per_token * resolved.scaling.completions_per_step["run"] * tokens / 2**30
-    need = params * BYTES_PER_PARAM_TRAINING / 2**30 + kv + (ACTIVATION_GIB if params > 1e8 else 0.5)
-    estimate = {"parameters": int(params), "need_gib": round(need, 1), "have_gib": round(hardware.memory_gib or 0, 1)}
-    if hardware.memory_gib is not None and need > hardware.memory_gib:
+    rest = kv + (ACTIVATION_GIB if params > 1e8 else 0.5)
+    need = {w: round(params * b / 2**30 + rest, 1) for w, b in BYTES_PER_PARAM.items()}
+    have = hardware.memory_gib if hardware.memory_gib is not None else float("inf")
+    choices = [weights] if weights != "auto" else ["fp32", "bf16"]
+    chosen = next((w for w in choices if need[w] <= have), None)
+    if chosen is None:
+        w = choices[-1]
         raise RequirementsError(
-            f"one smoke step needs about {need:.0f} GiB on one GPU ({params / 1e9:.2f}B parameters x 16 bytes for "
-            f"AdamW training + {kv:.0f} GiB rollout cache); {hardware.device_name} has {hardware.memory_gib:.0f} GiB",
-            hint="use a larger GPU, or lower settings.prompts_per_step")
-    return estimate
+            f"one smoke step needs about {need[w]:.0f} GiB on one GPU ({params / 1e9:.2f}B parameters x "
+            f"{BYTES_PER_PARAM[w]} bytes for AdamW training in {w} + {kv:.0f} GiB rollout cache); "
+            f"{hardware.device_name} has {have:.0f} GiB",
+            hint="use a larger GPU, or lower settings.train.prompts_per_step")
+    return {"parameters": int(params), "need_gib": need, "have_gib": round(hardware.memory_gib or 0, 1),
+            "weights": chosen}
 
 
 def _versions() -> dict[str, str]:
@@ -587,7 +607,13 @@ class _Run:
         hardware = _hardware(job.settings)
         overrides = job.settings.overrides(demo=found.profile_path is None)
         resolved = resolve_training(profile, hardware, overrides, smoke_steps=SMOKE_STEPS)
-        memory = _check_gpu_memory(model_dir, hardware, resolved)
+        memory = plan_gpu_memory(model_dir, hardware, resolved, job.settings.weights)
+        self.weights_dtype = memory["weights"] if memory else "fp32"
+        if self.weights_dtype != "fp32":
+            resolved.device_adaptations["weights"] = {
+                "profile": "fp32 master weights (FSDP mixed precision, bf16 compute)", "run": "bf16 weights",
+                "reason": f"fp32 training needs ~{memory['need_gib']['fp32']} GiB; this GPU has "
+                          f"{memory['have_gib']} GiB"}
         self.receipt["inputs"] = {
             "model": {"path": found.model_label, "model_id": job.inputs.model_id,
                       "revision": job.inputs.model_revision, "sha256set": sha256set(model_files),
@@ -677,7 +703,8 @@ class _Run:
         self.write_receipt()
 
         protocol.log(f"loading {model_dir.name} on {hardware.device}")
-        model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(model_dir), dtype=torch.float32,
+        dtype = torch.bfloat16 if getattr(self, "weights_dtype", "fp32") == "bf16" else torch.float32
+        model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(model_dir), dtype=dtype,
                                                                    local_files_only=True)
         for p in model.parameters():  # freeze_vision_tower: false -> every weight trains
             p.requires_grad_(True)
@@ -716,6 +743,10 @@ class _Run:
         if not rewards:
             raise RuntimeError("the step computed no rewards")
         mean, std = reward_stats(rewards)
+        if std == 0:
+            protocol.log(f"every rollout got the same reward ({mean}): the advantages are zero and the step leaves "
+                         f"the weights as they were (expected for a random model, whose replies never end in a "
+                         f"JSON answer)", level="warning")
         ckpt_set, ckpt_files = checkpoint_sha256set(ckpt)
         self.receipt.update({
             "reward_mean": mean,
