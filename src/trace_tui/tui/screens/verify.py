@@ -24,6 +24,9 @@ class VerifyScreen(Screen):
         Binding("f5", "run_verify", "Re-verify"),
         Binding("w", "toggle_wide", "Full hashes"),
         Binding("ctrl+t", "toggle_kind", "Release/campaign"),
+        Binding("1", "tab('tab-checklist')", "Checklist", show=False),
+        Binding("2", "tab('tab-tables')", "Tables", show=False),
+        Binding("3", "tab('tab-scores')", "Scores", show=False),
     ]
 
     def __init__(self, kind: str = "release", path: Path | None = None) -> None:
@@ -40,11 +43,11 @@ class VerifyScreen(Screen):
             yield Input(str(self.path) if self.path else "", placeholder="directory (enter: verify)", id="verify-path")
         yield Static("", id="verify-summary")
         with TabbedContent(id="verify-tabs"):
-            with TabPane("Checklist", id="tab-checklist"):
+            with TabPane("1 Checklist", id="tab-checklist"):
                 yield Checklist(id="verify-checklist", cursor_type="row", zebra_stripes=True)
-            with TabPane("Tables", id="tab-tables"):
+            with TabPane("2 Tables", id="tab-tables"):
                 yield VerticalScroll(id="verify-tables")
-            with TabPane("Scores", id="tab-scores"):
+            with TabPane("3 Scores", id="tab-scores"):
                 yield VerticalScroll(id="verify-scores")
         yield Footer()
 
@@ -109,6 +112,9 @@ class VerifyScreen(Screen):
             table = ResultTable(cursor_type="row", zebra_stripes=True, classes="result-table")
             box.mount(table)
             table.show(t)
+
+    def action_tab(self, pane: str) -> None:
+        self.query_one("#verify-tabs", TabbedContent).active = pane
 
     def action_toggle_wide(self) -> None:
         self.wide = not self.wide
