@@ -22,12 +22,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
-_out: TextIO = sys.stdout
-
-
 def _emit(obj: dict[str, Any]) -> None:
-    _out.write(json.dumps(obj, separators=(",", ":"), sort_keys=True) + "\n")
-    _out.flush()
+    # sys.stdout looked up per call: whoever redirects stdout (a test, an embedding caller) gets the events.
+    out: TextIO = sys.stdout
+    out.write(json.dumps(obj, separators=(",", ":"), sort_keys=True) + "\n")
+    out.flush()
 
 
 def progress(*, phase: str, done: int, total: int, model: str | None = None, seed: int | None = None,
