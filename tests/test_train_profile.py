@@ -21,7 +21,12 @@ from trace_tui.stages.train_profile import (
     smoke_requirement,
     unknown_keys,
 )
-from trace_tui.stages.train_smoke import pick_rows, reward_stats, sha256set, split_prompt
+from trace_tui.stages.train_smoke import (
+    pick_rows,
+    reward_stats,
+    sha256set,
+    split_prompt,
+)
 
 SIZES = ("3b", "7b")
 
@@ -152,7 +157,7 @@ def _run_worker(job: dict | str, tmp_path: Path) -> tuple[int, list[dict], str]:
     job_path.write_text(job if isinstance(job, str) else json.dumps(job))
     env = {**os.environ, "TRACE_TUI_JOB": str(job_path), "TRACE_TUI_CAMPAIGN": str(tmp_path / "campaign"),
            "TRACE_TUI_STORE": str(tmp_path / "store")}
-    proc = subprocess.run([sys.executable, "-m", "trace_tui.stages.train_smoke"], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "trace_tui.stages.train_smoke"], check=False, env=env, capture_output=True,
                           text=True, timeout=120)
     return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()], proc.stderr
 
@@ -231,7 +236,7 @@ def test_gpu_memory_plan_keeps_fp32_when_it_fits_else_bf16_else_refuses(trace_re
     with open(tmp_path / "model.safetensors", "wb") as fh:
         fh.truncate(int(3.76e9 * 2))
     resolved = resolve_training(_profile(trace_release_dir, "3b"), Hardware(device="cuda", devices=1))
-    plan = lambda gib, weights="auto": plan_gpu_memory(  # noqa: E731
+    plan = lambda gib, weights="auto": plan_gpu_memory(
         tmp_path, Hardware(device="cuda", devices=1, device_name="GPU", memory_gib=gib), resolved, weights)
     assert plan(139.8)["weights"] == "fp32"
     big = plan(79.6)
@@ -241,3 +246,24 @@ def test_gpu_memory_plan_keeps_fp32_when_it_fits_else_bf16_else_refuses(trace_re
     with pytest.raises(RequirementsError):
         plan(79.6, "fp32")
     assert plan_gpu_memory(tmp_path, Hardware(device="cpu"), resolved) is None
+
+
+def test_read_rows_across_shards_and_row_groups(trace_sample_dir: Path, tmp_path: Path) -> None:
+    """The step's rows are read by global index over several shards, touching only their row groups."""
+    import pyarrow.parquet as pq
+
+    from trace_tui.stages.train_smoke import parquet_rows, read_rows
+
+    table = pq.read_table(trace_sample_dir / "trace-sample.parquet", columns=["instance_id", "answer_gt"])
+    pq.write_table(table.slice(0, 100), tmp_path / "a.parquet", row_group_size=30)
+    pq.write_table(table.slice(100), tmp_path / "b.parquet", row_group_size=50)
+    files = [tmp_path / "a.parquet", tmp_path / "b.parquet"]
+    assert parquet_rows(files, ["instance_id", "answer_gt"]) == 262
+    with pytest.raises(UsageError, match="missing column"):
+        parquet_rows(files, ["prompt_answer"])
+    picked = [250, 3, 99, 100, 161]
+    rows = read_rows(files, picked, ["instance_id", "answer_gt"])
+    ids = table.column("instance_id").to_pylist()
+    assert [r["instance_id"] for r in rows] == [ids[i] for i in picked]
+    assert [(r["_file"], r["_row"]) for r in rows] == [("b.parquet", 150), ("a.parquet", 3), ("a.parquet", 99),
+                                                        ("b.parquet", 0), ("b.parquet", 61)]

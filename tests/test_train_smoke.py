@@ -46,7 +46,7 @@ def run_worker(job: dict, campaign: Path, store: Path) -> tuple[int, list[dict],
     job_path.write_text(json.dumps(job))
     env = {**os.environ, "TRACE_TUI_JOB": str(job_path), "TRACE_TUI_CAMPAIGN": str(campaign),
            "TRACE_TUI_STORE": str(store)}
-    proc = subprocess.run([sys.executable, "-m", "trace_tui.stages.train_smoke"], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "trace_tui.stages.train_smoke"], check=False, env=env, capture_output=True,
                           text=True, timeout=600)
     lines = [json.loads(line) for line in proc.stdout.splitlines()]  # every stdout line is a protocol line
     return proc.returncode, lines, proc.stderr
@@ -70,7 +70,7 @@ def _receipt(campaign: Path) -> dict:
 
 
 def test_one_step_completes_under_the_stage_contract(smoke_runs) -> None:
-    campaign, rc, lines, err = smoke_runs[0]
+    _campaign, rc, lines, err = smoke_runs[0]
     assert rc == 0, err[-3000:]
     assert lines[-1] == {"type": "status", "state": "completed", "exit_code": 0,
                          "message": lines[-1]["message"]} and "sha256set:" in lines[-1]["message"]

@@ -48,8 +48,13 @@ def main() -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print(json.dumps({"ok": False, "error": "torch sees no CUDA GPU"}))
         return 3
-    from fixtures_models import (WARM_LR, WARM_MAX_PIXELS, WARM_MIN_PIXELS, WARM_STEPS,
-                                 trace_warm_up_examples)
+    from fixtures_models import (
+        WARM_LR,
+        WARM_MAX_PIXELS,
+        WARM_MIN_PIXELS,
+        WARM_STEPS,
+        trace_warm_up_examples,
+    )
 
     from trace_tui.stages.tiny_model import build_tiny_qwen25vl, supervised_warm_up
 
@@ -78,7 +83,7 @@ def main() -> int:
     env = {**os.environ, "TRACE_TUI_JOB": str(job_path), "TRACE_TUI_CAMPAIGN": str(campaign),
            "TRACE_TUI_STORE": str(args.release_dir), "PYTHONPATH": str(REPO / "src")}
     t1 = time.time()
-    proc = subprocess.run([sys.executable, "-m", "trace_tui.stages.train_smoke"], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "trace_tui.stages.train_smoke"], check=False, env=env, capture_output=True,
                           text=True)
     worker_s = time.time() - t1
     receipt_path = campaign / "train-smoke" / "run_receipt.json"

@@ -90,17 +90,7 @@ def _corpus() -> list[str]:
     """A deterministic training text: what TRACE prompts and JSON answers are made of."""
     import random
 
-    words = (
-        "the chart shows one image with labels values categories series answer format set requested "
-        "integer number string option letter example json final what how many which total gap between "
-        "count points lines circles area value of in on and is are a an to for from with by each "
-        "figure graph node edge path shortest longest color red blue green yellow black white left right "
-        "top bottom above below first second third last board game piece move player score grid cell "
-        "row column table page map city road distance angle triangle square rectangle polygon radius "
-        "length width height volume mass speed force time energy cube sphere object view camera front "
-        "back side label legend axis bar line pie scatter dice card icon shape symbol word puzzle maze "
-        "you are helpful assistant system user think step reason because therefore so than more less equal"
-    ).split()
+    words = ["the", "chart", "shows", "one", "image", "with", "labels", "values", "categories", "series", "answer", "format", "set", "requested", "integer", "number", "string", "option", "letter", "example", "json", "final", "what", "how", "many", "which", "total", "gap", "between", "count", "points", "lines", "circles", "area", "value", "of", "in", "on", "and", "is", "are", "a", "an", "to", "for", "from", "with", "by", "each", "figure", "graph", "node", "edge", "path", "shortest", "longest", "color", "red", "blue", "green", "yellow", "black", "white", "left", "right", "top", "bottom", "above", "below", "first", "second", "third", "last", "board", "game", "piece", "move", "player", "score", "grid", "cell", "row", "column", "table", "page", "map", "city", "road", "distance", "angle", "triangle", "square", "rectangle", "polygon", "radius", "length", "width", "height", "volume", "mass", "speed", "force", "time", "energy", "cube", "sphere", "object", "view", "camera", "front", "back", "side", "label", "legend", "axis", "bar", "line", "pie", "scatter", "dice", "card", "icon", "shape", "symbol", "word", "puzzle", "maze", "you", "are", "helpful", "assistant", "system", "user", "think", "step", "reason", "because", "therefore", "so", "than", "more", "less", "equal"]
     rng = random.Random(20260601)
     lines = ["You are a helpful assistant.", "system user assistant"]
     for i in range(3000):
@@ -209,9 +199,13 @@ def tiny_config(tokenizer: Any):
 def _image_processor_cls():
     """The PIL/numpy Qwen2-VL image processor (no torchvision): its name differs between transformers 5 and 4."""
     try:
-        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+            Qwen2VLImageProcessorPil,
+        )
     except ImportError:  # transformers 4.x (the GPU train image pins the release's 4.57)
-        from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
+        from transformers.models.qwen2_vl.image_processing_qwen2_vl import (
+            Qwen2VLImageProcessor,
+        )
 
         return Qwen2VLImageProcessor
     return Qwen2VLImageProcessorPil

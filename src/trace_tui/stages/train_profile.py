@@ -425,7 +425,7 @@ def resolve_training(profile: dict[str, Any], hardware: Hardware, overrides: Ove
         # Never drop a key silently: a profile with keys we have not judged is refused.
         raise UsageError(f"training profile: key(s) {', '.join('easyr1.' + k for k in unknown)} not in the "
                          f"TRL mapping table", hint="add them to PROFILE_MAP in trace_tui/stages/train_profile.py")
-    g = lambda key: _get(flat, key)  # noqa: E731
+    g = lambda key: _get(flat, key)
 
     if g("algorithm.adv_estimator") != "grpo":
         raise UsageError(f"training profile: easyr1.algorithm.adv_estimator={g('algorithm.adv_estimator')!r}",
@@ -526,7 +526,7 @@ def resolve_training(profile: dict[str, Any], hardware: Hardware, overrides: Ove
         "num_generations": n,
         "temperature": float(g("worker.rollout.temperature")),
         "top_p": float(g("worker.rollout.top_p")),
-        "top_k": 0 if top_k < 0 else top_k,
+        "top_k": max(top_k, 0),
         "max_completion_length": max_response,
         "per_device_train_batch_size": micro,
         "gradient_accumulation_steps": grad_accum,

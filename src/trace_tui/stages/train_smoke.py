@@ -56,9 +56,9 @@ import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trace_tui.stages import protocol
 from trace_tui.stages.train_profile import Hardware, Overrides, ResolvedTraining
@@ -72,7 +72,7 @@ CHECKPOINT_CONTENT_SUFFIXES = (".safetensors",)
 CHECKPOINT_CONTENT_NAMES = ("config.json", "generation_config.json", "model.safetensors.index.json")
 
 
-InputSpec = Union[str, dict[str, Any]]
+InputSpec = str | dict[str, Any]
 
 
 class SliceSpec(BaseModel):
@@ -571,7 +571,11 @@ class _Run:
     def run(self) -> None:
         job, store = self.job, self.store
         from trace_tui.errors import UsageError
-        from trace_tui.stages.train_profile import demo_profile, load_profile, resolve_training
+        from trace_tui.stages.train_profile import (
+            demo_profile,
+            load_profile,
+            resolve_training,
+        )
 
         self.out.mkdir(parents=True, exist_ok=True)
         self.write_receipt()  # status: launching
@@ -665,8 +669,9 @@ class _Run:
         rows = read_rows(train_files, indices, columns)
 
         processor = trl_processor(model_dir, min_pixels=st["min_pixels"], max_pixels=st["max_pixels"])
-        from PIL import Image
         import io
+
+        from PIL import Image
 
         examples, used, prompt_tokens = [], [], []
         for gi, row in zip(indices, rows, strict=True):
@@ -804,20 +809,33 @@ def fit_to_trl(trl_kwargs: dict[str, Any], fields: set[str]) -> tuple[dict[str, 
     return kwargs, adapted
 
 
-def _offline_env() -> None:
-    # Never reach a hub at run time: every input is a file named in the job spec.
+def _offline_env() -> str | None:
+    """Never reach a hub at run time: every input is a file named in the job spec. Returns a temp HF_HOME to remove."""
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
         os.environ[key] = "1"
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    if "HF_HOME" not in os.environ:
-        os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="trace-tui-hf-")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if "HF_HOME" not in os.environ:
+        # Caches (datasets, modules) must not land in a read-only home inside a container.
+        os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="trace-tui-hf-")
+        return os.environ["HF_HOME"]
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
+    hf_home = _offline_env()
+    try:
+        return _main()
+    finally:
+        if hf_home:
+            import shutil
+
+            shutil.rmtree(hf_home, ignore_errors=True)
+
+
+def _main() -> int:
     from trace_tui.errors import ExitCode, TraceTuiError, UsageError
 
-    _offline_env()
     campaign = Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
     store = Path(os.environ.get("TRACE_TUI_STORE", "/store"))
     job_path = os.environ.get("TRACE_TUI_JOB", "/job/job.json")
