@@ -43,6 +43,15 @@ class Launch:
     output_dir: Path | None = None  # host path the worker writes (made writable for the container user)
 
 
+# A step without network must not even try: the hub libraries fail fast and say so.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def step_env(launch: "Launch") -> dict[str, str]:
+    """The step's environment toggles, plus the offline switches when it has no network."""
+    return {**launch.env, **({} if launch.network else OFFLINE_ENV)}
+
+
 @dataclass(frozen=True)
 class ExitInfo:
     exit_code: int

@@ -28,6 +28,7 @@ from trace_tui.runtime.base import (
     LABEL_STEP,
     STORE_MOUNT,
     ExitInfo,
+    step_env,
     Launch,
     Tail,
     split_lines,
@@ -240,7 +241,7 @@ class DockerRuntime:
                 str(launch.store): {"bind": STORE_MOUNT, "mode": "ro"},
             },
             environment={
-                **launch.env,
+                **step_env(launch),
                 "TRACE_TUI_JOB": f"{JOB_MOUNT}/job.json",
                 "TRACE_TUI_CAMPAIGN": CAMPAIGN_MOUNT,
                 "TRACE_TUI_STORE": STORE_MOUNT,

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from trace_tui.runtime.base import ExitInfo, Launch, Tail
+from trace_tui.runtime.base import ExitInfo, Launch, Tail, step_env
 
 _PR_SET_PDEATHSIG = 1
 try:  # resolved here, in the parent: the child between fork and exec must not load libraries
@@ -101,7 +101,7 @@ class LocalRuntime:
 
     def start(self, launch: Launch) -> LocalHandle:
         env = dict(os.environ)
-        env.update(launch.env)
+        env.update(step_env(launch))
         env.update({
             "TRACE_TUI_JOB": str(launch.job_dir / "job.json"),
             "TRACE_TUI_CAMPAIGN": str(launch.campaign),
