@@ -45,7 +45,9 @@ def direct(model_dir: Path, sample: Path) -> tuple[float, list[str]]:
 def worker(model_dir: Path, sample: Path, campaign: Path) -> tuple[float, list[str]]:
     import json
 
-    from trace_tui.stages import generate, protocol
+    import contextlib
+
+    from trace_tui.stages import generate
 
     os.environ["TRACE_TUI_CAMPAIGN"] = str(campaign)
     os.environ["TRACE_TUI_STORE"] = str(campaign / "store")
@@ -53,13 +55,10 @@ def worker(model_dir: Path, sample: Path, campaign: Path) -> tuple[float, list[s
            "rows": ROWS, "output_dir": "outputs/generate/s", "backend": "transformers",
            "paths": {"model": {"path": str(model_dir)}, "dataset": {"path": str(sample / "trace-sample.parquet")},
                      "system_prompt": {"path": str(sample / "system_prompt_answer.txt")}}}
-    saved, protocol._out = protocol._out, io.StringIO()
-    try:
+    with contextlib.redirect_stdout(io.StringIO()):  # the events, as a runner would read them
         t0 = time.perf_counter()
         generate.run(job)
         took = time.perf_counter() - t0
-    finally:
-        protocol._out = saved
     rows = sorted((campaign / "outputs/generate/s/rows").glob("*.json"))
     return took, [json.loads(f.read_text())["response"] for f in rows]
 

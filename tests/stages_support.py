@@ -16,13 +16,13 @@ GEN_SETTINGS = {"temperature": 0.6, "top_p": 0.95, "top_k": -1, "max_tokens": 12
 def run_worker(monkeypatch: Any, campaign: Path, store: Path, fn: Callable[..., Any], job: dict[str, Any],
                **kwargs: Any) -> tuple[Any, list[dict[str, Any]]]:
     """``fn(job, **kwargs)`` with TRACE_TUI_CAMPAIGN/STORE set; returns (result, events printed)."""
-    from trace_tui.stages import protocol
+    import contextlib
 
     buf = io.StringIO()
     monkeypatch.setenv("TRACE_TUI_CAMPAIGN", str(campaign))
     monkeypatch.setenv("TRACE_TUI_STORE", str(store))
-    monkeypatch.setattr(protocol, "_out", buf)
-    result = fn(job, **kwargs)
+    with contextlib.redirect_stdout(buf):  # the protocol prints events on the current sys.stdout
+        result = fn(job, **kwargs)
     return result, [json.loads(line) for line in buf.getvalue().splitlines()]
 
 
