@@ -81,7 +81,8 @@ def main() -> int:
     job_path.write_text(json.dumps(job))
     campaign = work / "campaign"
     env = {**os.environ, "TRACE_TUI_JOB": str(job_path), "TRACE_TUI_CAMPAIGN": str(campaign),
-           "TRACE_TUI_STORE": str(args.release_dir), "PYTHONPATH": str(REPO / "src")}
+           "TRACE_TUI_STORE": str(args.release_dir),
+           "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(REPO / "src")) if p)}
     t1 = time.time()
     proc = subprocess.run([sys.executable, "-m", "trace_tui.stages.train_smoke"], check=False, env=env, capture_output=True,
                           text=True)

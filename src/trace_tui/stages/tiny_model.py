@@ -128,24 +128,41 @@ def _train_bpe() -> tuple[dict[str, int], list[tuple[str, str]]]:
 
 def build_tiny_tokenizer():
     """The tiny Qwen2Tokenizer (byte-level BPE, 512 tokens, 14 specials, Qwen-VL chat template)."""
+    import inspect
+
     from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer
 
     vocab, merges = _train_bpe()
-    tokenizer = Qwen2Tokenizer(
-        vocab=vocab,
-        merges=merges,
-        unk_token=None,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=list(QWEN_SPECIAL_TOKENS[1:]),
-        model_max_length=32768,
-    )
+    common = {"unk_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
+              "additional_special_tokens": list(QWEN_SPECIAL_TOKENS[1:]), "model_max_length": 32768}
+    if "vocab_file" not in inspect.signature(Qwen2Tokenizer.__init__).parameters:
+        tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges, **common)  # transformers 5.x
+    else:
+        tokenizer = _qwen2_fast_tokenizer_v4(vocab, merges, common)
     tokenizer.add_special_tokens({"additional_special_tokens": list(QWEN_SPECIAL_TOKENS[1:])})
     tokenizer.chat_template = QWEN_VL_CHAT_TEMPLATE
     missing = [t for t in QWEN_SPECIAL_TOKENS if tokenizer.convert_tokens_to_ids(t) is None]
     if missing:  # pragma: no cover - guards a tokenizers/transformers behaviour change
         raise RuntimeError(f"tiny tokenizer lacks special tokens {missing}")
     return tokenizer
+
+
+def _qwen2_fast_tokenizer_v4(vocab: dict[str, int], merges: list[tuple[str, str]], common: dict[str, Any]):
+    """transformers 4.x: the same byte-level BPE, built as Qwen2TokenizerFast builds its own."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
+    from tokenizers.models import BPE
+    from transformers import Qwen2TokenizerFast
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+    tok = Tokenizer(BPE(vocab=vocab, merges=merges, dropout=None, unk_token=None, continuing_subword_prefix="",
+                        end_of_word_suffix="", fuse_unk=False, byte_fallback=False))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN_SPECIAL_TOKENS])
+    return Qwen2TokenizerFast(tokenizer_object=tok, **common)
 
 
 def tiny_config(tokenizer: Any):
