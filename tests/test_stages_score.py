@@ -95,3 +95,29 @@ def test_score_refuses_a_partial_extraction(monkeypatch, tmp_path) -> None:
     write_rows(tmp_path, "outputs/extract/s", ROWS[:4])
     with pytest.raises(JobError, match="holds 4 extracted rows, the slice has 6"):
         run_worker(monkeypatch, tmp_path, tmp_path / "store", score.run, score_job(total=6))
+
+
+def test_score_finds_the_published_accuracies_in_the_store(monkeypatch, tmp_path, trace_release_dir) -> None:
+    """No explicit path: the worker reads results.v1.json from the release entry of the store, the way
+    a validation campaign runs (the entry is staged here from the real release copy)."""
+    from trace_tui.release import release_lock
+    from trace_tui.stages import score
+    from trace_tui.store.manifest import Source
+    from trace_tui.store.names import release_entry
+    from trace_tui.store.store import Store
+
+    lock = release_lock()
+    store = Store(tmp_path / "store")
+    with store.staging(release_entry(lock)) as st:
+        st.add(lock.trace_validation.results_path, trace_release_dir / lock.trace_validation.results_path)
+        st.commit(revision=lock.upstream.commit, source=Source(type="import", imported_from=str(trace_release_dir)))
+    write_rows(tmp_path, "outputs/extract/s", ROWS)
+    job = score_job(benchmark={"key": "trace-validation", "route": "trace_validation"}, total=6)
+    record, events = run_worker(monkeypatch, tmp_path, tmp_path / "store", score.run, job)
+    assert record["published"]["published"] == 41.05
+    logs = [e["message"] for e in events if e["type"] == "log"]
+    assert any("published 41.05% (+8.95), outside the 95% interval" in m for m in logs)
+    # The demo (or anything that is not TRACE validation) has no published value.
+    demo = score_job(benchmark={"key": "counting", "route": "demo"}, total=6)
+    record, _ = run_worker(monkeypatch, tmp_path, tmp_path / "store", score.run, demo)
+    assert "published" not in record

@@ -89,16 +89,19 @@ def model_entry_of(model: dict[str, Any]) -> str:
         entry = str(model["store_entry"])
         return entry if entry.startswith("local:") else f"local:{entry}"
     if model.get("repo_id") and model.get("revision"):
-        return f"model:{model['repo_id']}@{model['revision']}"
+        from trace_tui.store.names import model_entry
+
+        return model_entry(model["repo_id"], model["revision"])
     raise JobError(f"job model {model.get('id')!r} names neither a store entry nor repo_id@revision",
                    "the recipe's models must come from the release lock or local_models")
 
 
 def judge_entry() -> str:
     from trace_tui.release import release_lock
+    from trace_tui.store.names import model_entry
 
     j = release_lock().judge
-    return f"model:{j.repo_id}@{j.revision}"
+    return model_entry(j.repo_id, j.revision)
 
 
 def generation_inputs(job: dict[str, Any]) -> dict[str, Any]:
@@ -124,13 +127,14 @@ def generation_inputs(job: dict[str, Any]) -> dict[str, Any]:
         out["system_prompt"] = {"entry": DEMO_TASKS_ENTRY, "file": DEMO_SYSTEM_PROMPT_FILE}
     elif route == "trace_validation":
         from trace_tui.release import release_lock
+        from trace_tui.store.names import dataset_entry, release_entry
 
         lock = release_lock()
         files = lock.dataset.file("validation")
-        out["dataset"] = {"entry": f"dataset:{lock.dataset.repo_id}@{lock.dataset.revision}:validation",
+        out["dataset"] = {"entry": dataset_entry(lock, "validation"),
                           "file": files[0].path.rsplit("/", 1)[-1] if len(files) == 1 else None,
                           "sha256": files[0].sha256 if len(files) == 1 else None}
-        out["system_prompt"] = {"entry": f"release:{lock.upstream.repository}@{lock.upstream.commit}",
+        out["system_prompt"] = {"entry": release_entry(lock),
                                 "file": lock.trace_validation.system_prompt_file,
                                 "sha256": lock.trace_validation.system_prompt_sha256}
     else:

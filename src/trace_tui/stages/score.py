@@ -108,10 +108,10 @@ def find_published(job: dict[str, Any]) -> tuple[dict[str, float] | None, int | 
         path = Path(explicit)
     else:
         try:
+            from trace_tui.store.names import release_entry
             from trace_tui.store.store import Store
 
-            path = Store(store_dir()).root_of(f"release:{lock.upstream.repository}@{lock.upstream.commit}") \
-                / lock.trace_validation.results_path
+            path = Store(store_dir()).root_of(release_entry(lock)) / lock.trace_validation.results_path
         except Exception:  # noqa: BLE001 - no release entry: the score stands alone
             return None, None
     if not path.is_file():
