@@ -280,3 +280,38 @@ def test_vllm_backend_text_only_judge_gets_no_multimodal_options(monkeypatch, tm
     b.generate([Request(messages=[{"role": "user", "content": "hi"}], sampling=Sampling(temperature=0.0, max_tokens=128))])
     assert "limit_mm_per_prompt" not in seen["init"] and "mm_processor_kwargs" not in seen["init"]
     assert "multi_modal_data" not in seen["prompts"][0]
+
+
+def test_validation_slice_reads_the_store_and_checks_the_dataset_pin(monkeypatch, tmp_path, tiny_qwen25vl_dir,
+                                                                    trace_sample_dir, trace_release_dir) -> None:
+    """A TRACE validation job as the runner writes it (no paths): the worker finds the model, the
+    validation parquet and the release prompt in the store by their entry names, and refuses a
+    validation file whose sha256 is not the one the release lock pins (here: the 262-row sample
+    staged in its place)."""
+    from trace_tui.release import release_lock
+    from trace_tui.stages import generate
+    from trace_tui.stages.jobs import JobError
+    from trace_tui.store.manifest import Source
+    from trace_tui.store.names import dataset_entry, model_entry, release_entry
+    from trace_tui.store.store import Store
+
+    lock = release_lock()
+    pin = lock.models[1]
+    store = Store(tmp_path / "store")
+    staged = {
+        model_entry(pin.repo_id, pin.revision): [(p.name, p) for p in tiny_qwen25vl_dir.iterdir()],
+        dataset_entry(lock, "validation"): [(lock.dataset.file("validation")[0].path, trace_sample_dir / "trace-sample.parquet")],
+        release_entry(lock): [(lock.trace_validation.system_prompt_file, trace_release_dir / lock.trace_validation.system_prompt_file)],
+    }
+    for name, files in staged.items():
+        with store.staging(name) as st:
+            for rel, src in files:
+                st.add(rel, src)
+            st.commit(revision=name.rsplit("@", 1)[-1].split(":")[0], source=Source(type="import", imported_from="test"))
+    job = {"step": "generate", "slice": {"model": pin.id, "seed": 42, "benchmark": "trace-validation"},
+           "model": pin.model_dump(), "benchmark": {"key": "trace-validation", "rows": 2000, "route": "trace_validation"},
+           "settings": dict(GEN_SETTINGS), "output_dir": "outputs/generate/v", "total": 2000}
+    with pytest.raises(JobError) as exc:
+        run_worker(monkeypatch, tmp_path, tmp_path / "store", generate.run, job)
+    assert "job input 'dataset'" in exc.value.line()
+    assert f"expected {lock.dataset.file('validation')[0].sha256}" in exc.value.line()
