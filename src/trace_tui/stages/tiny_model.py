@@ -149,7 +149,14 @@ def build_tiny_tokenizer():
 
 def _qwen2_fast_tokenizer_v4(vocab: dict[str, int], merges: list[tuple[str, str]], common: dict[str, Any]):
     """transformers 4.x: the same byte-level BPE, built as Qwen2TokenizerFast builds its own."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        normalizers,
+        pre_tokenizers,
+    )
     from tokenizers.models import BPE
     from transformers import Qwen2TokenizerFast
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX

@@ -50,7 +50,6 @@ import os
 import platform
 import random
 import socket
-import sys
 import tempfile
 import time
 import traceback
@@ -735,6 +734,12 @@ class _Run:
                           dataloader_num_workers=0, remove_unused_columns=False, **trl_kwargs)
         trainer = GRPOTrainer(model=model, reward_funcs=[make_reward_func(st["answer_key"], rewards)], args=args,
                               train_dataset=train_ds, processing_class=processor, callbacks=[_Events()])
+        # stdout is the event channel: the trainer's own printers (a dict per log, progress bars) stay off it;
+        # the same metrics reach the receipt and the log lines through _Events.
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+        trainer.remove_callback(PrinterCallback)
+        trainer.remove_callback(ProgressCallback)
         self._progress("train", 0, SMOKE_STEPS)
         t0 = time.time()
         if hardware.device == "cuda":
@@ -856,11 +861,6 @@ def _main() -> int:
         protocol.status("failed", exc.line(), exc.exit_code)
         return exc.exit_code
 
-    # Library chatter (progress bars, printed dicts) must not mix with the
-    # protocol's JSON lines: protocol keeps the real stdout, everything else
-    # printing to sys.stdout goes to stderr.
-    real_stdout = sys.stdout
-    sys.stdout = sys.stderr
     try:
         run.run()
     except TraceTuiError as exc:
@@ -879,8 +879,6 @@ def _main() -> int:
         run.finish("failed", ExitCode.FAILED, message)
         protocol.status("failed", message, ExitCode.FAILED)
         return ExitCode.FAILED
-    finally:
-        sys.stdout = real_stdout
     run.finish("completed", ExitCode.OK)
     protocol.status("completed", f"checkpoint {run.receipt['checkpoint']['sha256set']}", ExitCode.OK)
     return ExitCode.OK
