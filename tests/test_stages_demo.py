@@ -131,3 +131,32 @@ def test_recipe_demo_tasks_match_the_generator() -> None:
     assert [(t.key, t.rows) for t in recipe.demo_tasks] == [(k, ROWS_PER_GROUP) for k, _d, _t in GROUPS]
     extract = next(s for s in recipe.steps if s.id == "extract")
     assert extract.per_slice and "--judge" in extract.run
+
+
+@pytest.mark.slow
+def test_demo_prepare_imports_unpinned_entries_once(monkeypatch, tmp_path) -> None:
+    from stages_support import run_worker
+    from trace_tui.stages import demo_prepare
+    from trace_tui.stages.demo_tasks import RELEASE_SYSTEM_PROMPT
+    from trace_tui.stages.jobs import JobError
+    from trace_tui.store.store import Store
+
+    job = {"step": "prepare", "slice": None, "output_dir": "outputs/prepare/_step",
+           "models": [{"id": "tiny-qwen2.5-vl", "store_entry": "local:model/tiny-qwen2.5-vl"}],
+           "benchmarks": [{"key": "counting", "rows": 8}, {"key": "naming", "rows": 8}]}
+    manifest, events = run_worker(monkeypatch, tmp_path, tmp_path / "store", demo_prepare.prepare, job)
+    store = Store(tmp_path / "store")
+    tasks = store.record("local:dataset/demo-tasks")
+    assert {f.path for f in tasks.files} == {"counting.parquet", "arithmetic.parquet", "choice.parquet",
+                                            "naming.parquet", "system_prompt.txt"}
+    prompt = store.root_of("local:dataset/demo-tasks") / "system_prompt.txt"
+    assert prompt.read_text(encoding="utf-8") == RELEASE_SYSTEM_PROMPT
+    model = store.record("local:model/tiny-qwen2.5-vl")
+    assert not model.pinned and manifest["entries"]["local:model/tiny-qwen2.5-vl"]["sha256set"] == model.sha256set
+    _, events = run_worker(monkeypatch, tmp_path, tmp_path / "store", demo_prepare.prepare, job)
+    logs = [e["message"] for e in events if e["type"] == "log"]
+    assert sum("already in the store" in m for m in logs) == 2
+    bad = dict(job, benchmarks=[{"key": "counting", "rows": 4}])
+    with pytest.raises(JobError) as exc:
+        run_worker(monkeypatch, tmp_path, tmp_path / "store", demo_prepare.prepare, bad)
+    assert "has 8 rows, the recipe says 4" in exc.value.line() and "set rows: 8" in exc.value.line()
