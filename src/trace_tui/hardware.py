@@ -40,15 +40,14 @@ Scoring, profile ``judge`` (Qwen3-32B, temperature 0, short outputs <= 512
 tokens): bf16 weights 61 GiB, KV 256 KiB/token (64 layers x 8 KV heads x 128
 x 2 x 2 bytes) → 1 GPU with >= 80 GiB (tp 1, ~11 GiB left for KV at vLLM's 0.90
 memory utilisation, ~44k tokens), or tp 2 on >= 40 GiB, or tp 4 on >= 24 GiB.
-Training, profile ``train`` (one GRPO step, TRL, bf16 weights, gradients and
-AdamW moments — a bf16-loaded model keeps optimizer state in its dtype — so
-8 bytes per parameter, with gradient checkpointing; plus fp32 log-softmax over
-the 151,936-token vocabulary for 8 rollouts x 2,048 completion tokens, ~10 GiB):
-- 3B: 3.75e9 x 8 B = 28 GiB + ~10 GiB logits + activations/rollout KV → 1 GPU
-  with >= 48 GiB.
-- 7B: 8.29e9 x 8 B = 62 GiB + the same ~10-20 GiB → does not fit one 80 GiB
-  GPU with headroom; states sharded (FSDP) over 2 GPUs with >= 80 GiB, or 4
-  with >= 48 GiB. (Upstream trained on 8x H100 80GB; the smoke step needs less.)
+Training, profile ``train`` (one GRPO step, TRL, in one process on one GPU —
+the smoke worker does not shard): the worker's own estimate
+(``trace_tui.stages.train_profile.smoke_requirement``): bf16 weights, gradients
+and AdamW moments at 8 bytes per parameter, the rollout KV cache for 16 prompts
+x 8 rollouts x 4,096 tokens, and activations → 3B: 1 GPU with >= 55 GiB;
+7B: 1 GPU with >= 98 GiB (an H200 or B200; an 80 GiB H100 cannot hold it
+without sharding, which upstream did with FSDP over 8 GPUs). With room for
+fp32 master weights (3B: ~83 GiB) the worker keeps them, as upstream did.
 """
 
 from __future__ import annotations
@@ -102,12 +101,20 @@ REQUIREMENTS: dict[str, dict[str, ProfileRequirement]] = {
                                     options=[EndpointOption(tp=1, min_gib=80), EndpointOption(tp=2, min_gib=40),
                                              EndpointOption(tp=4, min_gib=24)]),
     },
-    "train": {
-        "3B": ProfileRequirement(what="3B GRPO trainer", options=[EndpointOption(tp=1, min_gib=48)]),
-        "7B": ProfileRequirement(what="7B GRPO trainer",
-                                 options=[EndpointOption(tp=2, min_gib=80), EndpointOption(tp=4, min_gib=48)]),
-    },
 }
+
+
+def _train_requirements() -> dict[str, ProfileRequirement]:
+    # The smoke step is one process on one GPU (no FSDP): its own estimate is the requirement,
+    # so the check and the worker's own refusal can never disagree.
+    from trace_tui.stages.train_profile import smoke_requirement
+
+    return {scale: ProfileRequirement(what=f"{scale} GRPO trainer", options=[
+                EndpointOption(tp=1, min_gib=smoke_requirement(scale)["min_gpu_memory_gib"])])
+            for scale in ("3B", "7B")}
+
+
+REQUIREMENTS["train"] = _train_requirements()
 
 # Constants used to *estimate* memory (GiB) per endpoint; the table above rounds
 # these up to card classes. Kept as data so a test recomputes them.
