@@ -250,7 +250,8 @@ def test_gpu_steps_name_their_gpu_count_for_the_engine():
     for name in known_recipes():
         for step in load_recipe(name).steps:
             assert (step.needs.gpus > 0) == (step.needs.gpu_profile is not None), (name, step.id)
-    assert load_recipe("smoke-7b").steps[0].needs.gpus == 2
+    # the one-process smoke trainer does not shard: one (large) GPU
+    assert load_recipe("smoke-7b").steps[0].needs.gpus == 1
 
 
 def test_eval_setup_fetches_what_full_and_validation_read():
