@@ -168,3 +168,18 @@ def test_tiny_model_as_judge_through_the_transformers_backend(monkeypatch, tmp_p
     assert receipt["content"]["judge"]["sha256set"].startswith("sha256set:")
     row = json.loads((tmp_path / "outputs/extract/s/rows/000001.json").read_text())
     assert [a["max_tokens"] for a in row["judge"]["attempts"]] == [4, 8, 16]
+
+
+def test_batched_judge_equals_the_library_row_by_row() -> None:
+    """The worker judges a chunk of rows per budget; for every row the outcome must be exactly what
+    trace_tui.scoring.judge_with_retries gives for that row alone."""
+    from trace_tui.scoring import judge_with_retries
+    from trace_tui.stages.extract import JudgeClient, judge_rows
+
+    cases = [c for c in CASES if c[3]]
+    batched = judge_rows(JudgeClient(None, "scripted", ScriptedJudge({c[0]: c[3] for c in cases})),
+                         [(c[0], c[1]) for c in cases], [128, 256, 512])
+    for case, got in zip(cases, batched, strict=True):
+        alone = ScriptedJudge({case[0]: case[3]})
+        want = judge_with_retries(JudgeClient(None, "scripted", alone), case[0], case[1], [128, 256, 512])
+        assert got.to_dict() == want.to_dict()
