@@ -32,9 +32,13 @@ def test_demo_completes_within_budget(demo_campaign) -> None:
 @pytest.mark.slow
 def test_demo_campaign_verifies_and_is_complete(demo_campaign) -> None:
     c, env = str(demo_campaign["campaign"]), demo_campaign["env"]
-    v = cli("verify", "--campaign", c, env=env)
+    v = cli("verify", "--campaign", c, "--json", env=env)
     assert v.returncode == 0, v.stdout[-3000:] + v.stderr[-2000:]
-    assert "0 failed" in v.stdout and "score recomputed" not in v.stderr
+    report = json.loads(v.stdout)
+    assert report["ok"] and not [x for x in report["checks"] if x["status"] == "failed"]
+    # Every score was recomputed from the extraction rows by the score stage's recomputer.
+    scores = [x for x in report["checks"] if x["id"] == "score"]
+    assert len(scores) == 4 and all(x["status"] == "passed" and "recomputed" in x["message"] for x in scores)
     s = cli("status", "--campaign", c, "--fail-if-incomplete", env=env)
     assert s.returncode == 0, s.stdout[-2000:] + s.stderr[-2000:]
 
