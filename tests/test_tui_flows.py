@@ -34,7 +34,8 @@ async def wait_for(pilot, predicate, timeout: float = 30.0, what: str = "conditi
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            stack = [type(s).__name__ for s in pilot.app.screen_stack]
+            raise AssertionError(f"timed out waiting for {what} (screens: {stack})")
         await pilot.pause(0.05)
 
 
@@ -57,11 +58,16 @@ async def start_run(pilot, app, recipe: str, *, decisions: str = "yy") -> RunScr
                    what="the preview")
     await pilot.press("enter")
     if not app.confirm_all:
-        assert isinstance(app.screen, StepsScreen)
-        for key in decisions:
+        await wait_for(pilot, lambda: isinstance(app.screen, StepsScreen) and app.screen.is_mounted,
+                       what="the steps screen")
+        steps = app.screen
+        for n, key in enumerate(decisions):
+            await wait_for(pilot, lambda n=n: f"step {n + 1}/" in text_of(app, "#steps-title"), what=f"step {n + 1}")
             await pilot.press(key)
-    await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the run screen")
-    return app.screen
+            await wait_for(pilot, lambda n=n: len(steps.decisions) > n, what=f"decision {n + 1}")
+    # A short run may already be over, with the verify screen on top of it.
+    await wait_for(pilot, lambda: any(isinstance(s, RunScreen) for s in app.screen_stack), what="the run screen")
+    return next(s for s in app.screen_stack if isinstance(s, RunScreen))
 
 
 async def test_hardware_without_gpu_says_so_and_offers_cpu_recipes(tmp_path: Path) -> None:
@@ -102,15 +108,14 @@ async def test_recipe_preview_steps_run_verify(tmp_path: Path) -> None:
         preview = text_of(app, "#preview-text")
         assert "TUI test recipe" in preview and resolved.run_tag in preview
         await pilot.press("enter")
-        steps = app.screen
-        assert isinstance(steps, StepsScreen)
+        await wait_for(pilot, lambda: isinstance(app.screen, StepsScreen) and app.screen.is_mounted)
         assert "step 1/2: generate" in text_of(app, "#steps-title")
         assert "runs in: host" in text_of(app, "#step-text")
         await pilot.press("y")
         assert "step 2/2: report" in text_of(app, "#steps-title")
         await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
-        run = app.screen
+        await wait_for(pilot, lambda: any(isinstance(s, RunScreen) for s in app.screen_stack))
+        run = next(s for s in app.screen_stack if isinstance(s, RunScreen))
         await wait_for(pilot, lambda: run.outcome not in (None, "running"), what="the run to finish")
         assert run.outcome == "completed", run.query_one("#run-status").render()
         model = run.model
@@ -384,10 +389,11 @@ async def test_demo_from_hardware_to_verify(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, PreviewScreen) and app.screen.resolved is not None,
                        what="the demo preview")
         await pilot.press("enter")
-        assert isinstance(app.screen, StepsScreen) and "step 1/" in text_of(app, "#steps-title")
+        await wait_for(pilot, lambda: isinstance(app.screen, StepsScreen) and app.screen.is_mounted)
+        assert "step 1/" in text_of(app, "#steps-title")
         await pilot.press("a")  # confirm all
-        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
-        run = app.screen
+        await wait_for(pilot, lambda: any(isinstance(s, RunScreen) for s in app.screen_stack))
+        run = next(s for s in app.screen_stack if isinstance(s, RunScreen))
         await wait_for(pilot, lambda: run.outcome not in (None, "running"), timeout=600, what="the demo run")
         assert run.outcome == "completed", text_of(app, "#run-status")
         assert all(s.state == "completed" for s in run.model.steps.values())
@@ -397,3 +403,20 @@ async def test_demo_from_hardware_to_verify(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: verify.view is not None, timeout=60, what="campaign verification")
         assert verify.view.ok, verify.view.summary
         assert text_of(app, "#verify-summary").startswith("VERIFIED")
+
+
+async def test_failed_step_shows_its_log(tmp_path: Path) -> None:
+    """A step that fails: the run says so, the failed step is selected, and its log file's tail is shown."""
+    resolved = selftest_resolved(name="tuifail", fail_step=True)
+    app = TraceTuiApp(make_backends(tmp_path, extra_recipes={"tuifail": resolved}))
+    async with app.run_test(size=SIZE) as pilot:
+        run = await start_run(pilot, app, "tuifail", decisions="yyy")
+        await wait_for(pilot, lambda: run.outcome not in (None, "running"), what="the run to fail")
+        assert run.outcome == "failed" and app.exit_code == 1
+        assert run.model.steps["broken"].state == "failed" and run.model.steps["report"].state == "pending"
+        assert run.query_one("#run-steps").selected_step == "broken"
+        await wait_for(pilot, lambda: run._file_tail is not None, what="the log file")
+        path, lines = run._file_tail
+        assert path.startswith("logs/broken/")
+        assert "selftest: something went wrong (as asked)" in lines
+        assert isinstance(app.screen, RunScreen)  # no verify screen after a failure

@@ -164,7 +164,7 @@ def make_backends(tmp: Path, *, machine: str = "none", release_dir: Path | None 
 
 def selftest_resolved(name: str = "tuitest", *, rows: int = 6, delay: float = 0.0, seeds=(42, 43),
                       benchmarks: dict[str, int] | None = None, host_step: bool = True,
-                      models: tuple[str, ...] = ("tiny-a",)) -> Any:
+                      models: tuple[str, ...] = ("tiny-a",), fail_step: bool = False) -> Any:
     """A small Python-built recipe over the engine's selftest worker (host steps: no image needed)."""
     import hashlib
     import json
@@ -176,6 +176,9 @@ def selftest_resolved(name: str = "tuitest", *, rows: int = 6, delay: float = 0.
     steps = [Step(id="generate", title="Generate rows (selftest)", stage="host",
                   description="One job per slice: the selftest worker writes one row per slice row.",
                   run=["trace_tui.stages.selftest", "rows", *args], per_slice=True)]
+    if fail_step:
+        steps.append(Step(id="broken", title="A step that fails (selftest)", stage="host",
+                          run=["trace_tui.stages.selftest", "fail"]))
     if host_step:
         steps.append(Step(id="report", title="Report (selftest)", stage="host",
                           run=["trace_tui.stages.selftest", "whoami"]))

@@ -59,3 +59,13 @@ class CampaignRead(Message):
         super().__init__()
         self.opened = opened
         self.error = error
+
+
+class LogTail(Message):
+    """The last lines of the selected step's log file."""
+
+    def __init__(self, step: str, path: str, lines: list[str]) -> None:
+        super().__init__()
+        self.step = step
+        self.path = path
+        self.lines = lines

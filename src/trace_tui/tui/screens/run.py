@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, RichLog, Static
 
-from trace_tui.tui.messages import CampaignRead, EngineEvents, GpuSamples, RunFinished
+from trace_tui.tui.messages import CampaignRead, EngineEvents, GpuSamples, LogTail, RunFinished
 from trace_tui.tui.progress import EventPump, ProgressModel
 from trace_tui.tui.widgets.gpu_panel import GpuPanel
 from trace_tui.tui.widgets.progress_grid import ProgressGrid
@@ -28,6 +28,29 @@ from trace_tui.tui.widgets.step_list import StepList
 REDRAW_INTERVAL_S = 0.1
 GPU_INTERVAL_S = 1.5
 WATCH_INTERVAL_S = 1.0
+LOG_INTERVAL_S = 1.0
+LOG_TAIL_LINES = 200
+LOG_TAIL_BYTES = 64 * 1024
+
+
+def tail_step_log(campaign_dir: Path, step_id: str) -> tuple[str, list[str]] | None:
+    """The most recently written log of a step (logs/STEP/...: a stage's stderr and non-event stdout)."""
+    root = Path(campaign_dir) / "logs" / step_id
+    try:
+        files = [p for p in root.rglob("*.log") if p.is_file()]
+        if not files:
+            return None
+        newest = max(files, key=lambda p: p.stat().st_mtime)
+        with open(newest, "rb") as fh:
+            size = fh.seek(0, 2)
+            fh.seek(max(0, size - LOG_TAIL_BYTES))
+            data = fh.read()
+    except OSError:
+        return None
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if size > LOG_TAIL_BYTES and lines:
+        lines = lines[1:]  # the first line was cut by the seek
+    return newest.relative_to(campaign_dir).as_posix(), lines[-LOG_TAIL_LINES:]
 
 
 def seed_model(model: ProgressModel, resolved: Any, skip: frozenset[str] = frozenset()) -> None:
@@ -75,6 +98,7 @@ class RunScreen(Screen):
         self._watch_timer: Any = None
         self._log_step: str | None = None
         self._log_shown = 0
+        self._file_tail: tuple[str, tuple[str, ...]] | None = None
         self.redraw_count = 0
 
     # -- layout ------------------------------------------------------------------
@@ -92,6 +116,7 @@ class RunScreen(Screen):
     def on_mount(self) -> None:
         self.set_interval(REDRAW_INTERVAL_S, self.redraw)
         self.set_interval(GPU_INTERVAL_S, self.sample_gpus)
+        self.set_interval(LOG_INTERVAL_S, self._poll_log)
         self.sample_gpus()
         self.redraw()
         if self._start_on_mount:
@@ -199,6 +224,12 @@ class RunScreen(Screen):
             "error": f"could not run: {message.detail}",
         }[outcome]
         self._status(text)
+        if outcome == "failed":
+            # Show the failed step's log: the reason is usually in its last lines.
+            failed = [i for i, s in enumerate(self.model.steps.values()) if s.state == "failed"]
+            if failed:
+                self.query_one(StepList).move_cursor(row=failed[0])
+                self._update_log()
         self.app.on_run_finished(self, outcome)
 
     # -- drawing -----------------------------------------------------------------
@@ -211,25 +242,58 @@ class RunScreen(Screen):
         self.query_one(ProgressGrid).redraw()
         self._update_log()
 
-    def _update_log(self) -> None:
-        steps = self.query_one(StepList)
-        step_id = steps.selected_step
+    def _log_step_id(self) -> str | None:
+        step_id = self.query_one(StepList).selected_step
         if step_id is None:
             running = [s.id for s in self.model.steps.values() if s.state == "running"]
             step_id = running[0] if running else None
+        return step_id
+
+    def _update_log(self) -> None:
+        """The selected step's container log (its log file in the campaign) or, before there is one, its events."""
+        step_id = self._log_step_id()
         log = self.query_one("#run-log", RichLog)
-        step = self.model.steps.get(step_id) if step_id else None
         if step_id != self._log_step:
             log.clear()
-            self._log_step, self._log_shown = step_id, 0
+            self._log_step, self._log_shown, self._file_tail = step_id, 0, None
+            self._read_log_file()
+        if self._file_tail is not None:
+            return  # the file tail is shown (and refreshed by _poll_log)
+        step = self.model.steps.get(step_id) if step_id else None
         if step is None:
             return
         lines = list(step.logs)
-        total = step.log_count
-        new = min(total - self._log_shown, len(lines))
+        new = min(step.log_count - self._log_shown, len(lines))
         for line in lines[len(lines) - new:] if new > 0 else []:
             log.write(line)
-        self._log_shown = total
+        self._log_shown = step.log_count
+
+    def _poll_log(self) -> None:
+        if self._log_step is not None:
+            self._read_log_file()
+
+    @work(thread=True, exclusive=True, group="log")
+    def _read_log_file(self) -> None:
+        step_id = self._log_step
+        if step_id is None:
+            return
+        found = tail_step_log(self.campaign_dir, step_id)
+        if found is not None:
+            self.post_message(LogTail(step_id, *found))
+
+    def on_log_tail(self, message: LogTail) -> None:
+        message.stop()
+        if message.step != self._log_step:
+            return
+        tail = (message.path, tuple(message.lines))
+        if tail == self._file_tail:
+            return
+        log = self.query_one("#run-log", RichLog)
+        log.clear()
+        log.write(f"── {message.path} (last {len(message.lines)} lines)")
+        for line in message.lines:
+            log.write(line)
+        self._file_tail = tail
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "run-steps":
