@@ -94,8 +94,9 @@ def responses_dir(job: dict[str, Any]) -> Path:
 class JudgeClient:
     """The judge behind `generate(messages, max_tokens) -> str`, built on first use (it is large)."""
 
-    def __init__(self, model_dir: Path | None, backend_name: str, backend: Any = None) -> None:
+    def __init__(self, model_dir: Path | None, backend_name: str, backend: Any = None, gpus: int = 1) -> None:
         self.model_dir = model_dir
+        self.gpus = max(1, gpus)
         self.backend_name = backend_name
         self.backend = backend
         self.calls = 0
@@ -111,7 +112,8 @@ class JudgeClient:
             return []
         if self.backend is None:
             assert self.model_dir is not None
-            self.backend = build_backend(self.backend_name, str(self.model_dir))
+            options = {"tensor_parallel_size": self.gpus} if self.backend_name == "vllm" else {}
+            self.backend = build_backend(self.backend_name, str(self.model_dir), **options)
         self.calls += len(conversations)
         # Temperature 0 (greedy), thinking off, as the release's judge ran; text only.
         reqs = [Request(messages=m, images=[], sampling=Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens),
@@ -208,7 +210,8 @@ def run(job: dict[str, Any], *, judge_backend: Any = None) -> dict[str, Any]:
     if judge_name and judge_backend is None:
         judge_dir = entry_path(judge_name) if not Path(judge_name).is_dir() else Path(judge_name)
     backend_name = ns.backend or choose_backend(job)
-    judge = None if judge_name is None else JudgeClient(judge_dir, backend_name, judge_backend)
+    judge = None if judge_name is None else JudgeClient(judge_dir, backend_name, judge_backend,
+                                                        gpus=len(job.get("gpus") or []))
     judge_settings = {"entry": judge_name, "budgets": budgets, "temperature": 0.0, "thinking": False,
                       "prompt_sha256": JUDGE_PROMPT_SHA256, "backend": backend_name if judge_name else None}
     done = 0

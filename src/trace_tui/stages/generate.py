@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_tui.stages import protocol
-from trace_tui.stages.backends import Request, Sampling, build_backend, canonical_sha256, text_sha256
+from trace_tui.stages.backends import BACKENDS, Request, Sampling, build_backend, canonical_sha256, text_sha256
 from trace_tui.stages.jobs import (
     RECEIPT_SCHEMA,
     JobError,
@@ -124,6 +124,9 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
     prompt_file = input_path(inputs, "system_prompt", want="file", check_sha256=True)
     system_prompt = prompt_file.read_text(encoding="utf-8")
     backend_name = choose_backend(job)
+    if backend_name not in BACKENDS:
+        raise JobError(f"backend {backend_name!r} is not one of {', '.join(BACKENDS)}",
+                       "set the job's 'backend' or TRACE_TUI_BACKEND to transformers or vllm")
     prompt_key = job.get("prompt_key") or "prompt_answer"
     image_key = job.get("image_key") or "images"
     out = output_dir(job)
@@ -153,8 +156,11 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
                      f"resuming at row {todo[0]}")
     started = time.time()
     if todo and backend is None:
+        options: dict[str, Any] = {}
+        if backend_name == "vllm":  # one endpoint over the GPUs this job was given
+            options["tensor_parallel_size"] = max(1, len(job.get("gpus") or []))
         backend = build_backend(backend_name, str(model_dir), min_pixels=settings["min_image_pixels"],
-                                max_pixels=settings["max_image_pixels"])
+                                max_pixels=settings["max_image_pixels"], **options)
     sampling = Sampling.from_settings(settings)
     # vLLM schedules a large batch itself; the transformers backend runs rows one by one anyway.
     batch = max(1, int(job.get("batch_size") or (256 if backend_name == "vllm" else 8)))
