@@ -140,14 +140,18 @@ class TraceTuiApp(App[int]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Hardware", "The hardware check (first screen)", self.action_show_hardware)
-        yield SystemCommand("Recipes", "All recipes and whether this machine can run them", self.action_show_recipes)
-        yield SystemCommand("Verify release", "Verify a release directory offline", self.action_show_verify)
-        yield SystemCommand("Verify campaign", "Verify a campaign directory offline",
+        # Each entry names the command line that does the same (every action here is also a CLI command).
+        yield SystemCommand("Hardware", "the hardware check — `trace-tui hw`", self.action_show_hardware)
+        yield SystemCommand("Recipes", "every recipe and whether this machine can run it — `trace-tui recipes`",
+                            self.action_show_recipes)
+        yield SystemCommand("Verify release", "a release directory, offline — `trace-tui verify --release-dir DIR`",
+                            self.action_show_verify)
+        yield SystemCommand("Verify campaign", "a campaign, offline — `trace-tui verify --campaign DIR`",
                             lambda: self.show_verify("campaign", None))
-        yield SystemCommand("Help", "Every key binding", self.action_help)
+        yield SystemCommand("Help", "every key binding", self.action_help)
         for name in self.safe_known_recipes():
-            yield SystemCommand(f"Recipe: {name}", f"Preview {name}, then walk its steps",
+            how = f"`trace-tui preview {name}`, `trace-tui --recipe {name}`"
+            yield SystemCommand(f"Recipe: {name}", f"preview, then walk the steps — {how}",
                                 lambda name=name: self.open_recipe(name))
 
     # -- runs --------------------------------------------------------------------

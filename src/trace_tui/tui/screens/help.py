@@ -49,7 +49,9 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(id="help-box"):
             yield Static(f"Keys — {self.target.title or type(self.target).__name__}", id="help-title")
             yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
-            yield Static("arrows/enter move and choose · ctrl+p command palette · esc close", id="help-foot")
+            yield Static("arrows/enter move and choose · ctrl+p command palette · esc close\n"
+                         "The same from the shell: trace-tui hw | recipes | preview NAME | --recipe NAME [--yes] | "
+                         "status --campaign DIR | verify --release-dir DIR | verify --campaign DIR", id="help-foot")
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
