@@ -27,7 +27,10 @@ def test_progress_rates_and_eta_from_the_first_event_seen() -> None:
     m.apply(Progress(step="gen", model="m", seed=42, benchmark="b", phase="generate", done=60, total=100))
     assert cell.rate() == 10.0 and cell.eta() == 4.0
     assert m.totals() == (60, 100) and m.overall_rate() == 10.0 and m.overall_eta() == 4.0
-    assert m.steps["gen"].done == 60 and ("m", "b", 42) in m.dirty_slices
+    assert ("m", "b", 42) in m.dirty_slices
+    assert m.steps["gen"].total == 0  # per-slice progress goes to the grid, not the step line
+    m.apply(Progress(step="prep", phase="prepare", done=1, total=2))  # a whole-step job
+    assert (m.steps["prep"].done, m.steps["prep"].total) == (1, 2) and len(m.slices) == 1
 
 
 def test_slice_and_step_states_logs_and_run_state() -> None:

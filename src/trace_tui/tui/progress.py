@@ -152,8 +152,11 @@ class ProgressModel:
             if self._started is None:
                 self._started = now
             step = self._step(step_id)
-            step.phase, step.done, step.total = event.phase, event.done, event.total
-            if event.model is not None or event.benchmark is not None:
+            step.phase = event.phase
+            if event.model is None and event.benchmark is None:
+                # A whole-step job's own progress; per-slice progress lives in the grid instead.
+                step.done, step.total = event.done, event.total
+            else:
                 cell = self.add_slice(event.model or "-", event.benchmark or step_id, event.seed)
                 if cell.first_seen is None:
                     cell.first_seen = now

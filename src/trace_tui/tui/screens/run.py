@@ -108,7 +108,7 @@ class RunScreen(Screen):
             yield StepList(self.model, id="run-steps")
             with Vertical(id="run-right"):
                 yield ProgressGrid(self.model, id="run-grid")
-                yield GpuPanel("GPUs: sampling…", id="run-gpus")
+        yield GpuPanel("GPUs: sampling…", id="run-gpus")
         yield RichLog(id="run-log", max_lines=500, wrap=False, markup=False)
         yield Static("", id="run-status")
         yield Footer()
