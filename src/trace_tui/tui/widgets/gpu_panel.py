@@ -9,7 +9,6 @@ from textual.widgets import Static
 from trace_tui.tui.backends import GpuSample
 from trace_tui.tui.widgets.progress_grid import bar
 
-
 GPU_CELL = 28  # characters per GPU (with a bar), so that the panel wraps into aligned columns
 GPU_CELL_COMPACT = 18  # without the bar, for narrow terminals
 
