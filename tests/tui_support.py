@@ -107,8 +107,14 @@ def local_runner_factory(home: Path):
 
 def make_backends(tmp: Path, *, machine: str = "none", release_dir: Path | None = None,
                   extra_recipes: dict[str, Any] | None = None, snapshot: bool = False,
-                  runtime: str = "local") -> Backends:
-    """Backends over the real modules; `extra_recipes` adds Python-built resolved recipes by name."""
+                  runtime: str | None = None) -> Backends:
+    """Backends over the real modules; `extra_recipes` adds Python-built resolved recipes by name.
+
+    The runtime for the checks follows what `trace-tui` picks on its own: Docker where its engine
+    answers (the snapshots' 8x H100 host), else local. Runs always use the local runtime here.
+    """
+    if runtime is None:
+        runtime = "docker" if snapshot and machine == "8xh100" else "local"
     extra = dict(extra_recipes or {})
     home = SNAPSHOT_HOME if snapshot else tmp / "home"
 
