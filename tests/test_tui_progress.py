@@ -101,3 +101,19 @@ def test_pump_is_thread_safe() -> None:
     c.join()
     got.extend(pump.drain())
     assert len(got) == 80_000 and len(set(got)) == 80_000 and pump.pushed == 80_000
+
+
+def test_each_per_slice_step_has_its_own_cells_and_the_grid_follows_the_active_one() -> None:
+    m = ProgressModel(clock=Clock())
+    for step in ("generate", "extract"):
+        for b in ("b1", "b2"):
+            m.add_slice("m", b, 42, total=8, step=step)
+    m.grid_step = "generate"
+    for b in ("b1", "b2"):
+        m.apply(Progress(step="generate", model="m", seed=42, benchmark=b, phase="generate", done=8, total=8))
+    assert m.totals() == (16, 16)
+    version = m.structure_version
+    m.apply(SliceState(step="extract", model="m", seed=42, benchmark="b1", state="running", done=0, total=8))
+    assert m.grid_step == "extract" and m.structure_version > version  # the grid redraws for extract
+    assert m.totals() == (0, 16)
+    assert all(c.done == 8 for c in m.step_cells["generate"].values())  # generate's cells are kept

@@ -98,6 +98,11 @@ class TraceTuiApp(App[int]):
         seed_model(model, resolved)
         for event in getattr(opened, "events", None) or []:
             model.apply(event)
+        # Show the last step (in recipe order) whose slices have started.
+        started = [s.id for s in resolved.recipe.steps if s.per_slice and any(
+            c.done or c.state != "pending" for c in model.step_cells.get(s.id, {}).values())]
+        if started:
+            model.show_step(started[-1])
         for step_id, state in (getattr(opened, "step_states", None) or {}).items():
             model.add_step(step_id)
             # "running" in the database of a campaign nobody runs now means it was interrupted.

@@ -97,12 +97,17 @@ def format_rate(rate: float | None) -> str:
 
 
 class ProgressModel:
-    """The campaign's live state: steps, slices, logs. Pure; the clock is injected."""
+    """The campaign's live state: steps, slices, logs. Pure; the clock is injected.
+
+    Each per-slice step has its own cells (generate's 8/8 is not extract's 0/8); the grid
+    shows one step's cells, ``grid_step``: the step that most recently reported slice progress.
+    """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self.steps: dict[str, StepProgress] = {}
-        self.slices: dict[SliceId, SliceProgress] = {}
+        self.step_cells: dict[str, dict[SliceId, SliceProgress]] = {}
+        self.grid_step: str | None = None
         self.models: list[str] = []
         self.benchmarks: dict[str, list[str]] = {}
         self.seeds: dict[str, list[int | None]] = {}
@@ -124,12 +129,29 @@ class ProgressModel:
             self.structure_version += 1
             self.dirty = True
 
-    def add_slice(self, model: str, benchmark: str, seed: int | None, total: int = 0) -> SliceProgress:
+    @property
+    def slices(self) -> dict[SliceId, SliceProgress]:
+        """The cells of the step the grid shows."""
+        return self.step_cells.get(self.grid_step or "", {})
+
+    def show_step(self, step_id: str) -> None:
+        if step_id != self.grid_step and step_id in self.step_cells:
+            self.grid_step = step_id
+            self.structure_version += 1  # the grid redraws every cell
+            self.dirty_slices.clear()
+            self.dirty = True
+
+    def add_slice(self, model: str, benchmark: str, seed: int | None, total: int = 0,
+                  step: str | None = None) -> SliceProgress:
+        step = step or self.grid_step or "run"
+        cells = self.step_cells.setdefault(step, {})
+        if self.grid_step is None:
+            self.grid_step = step
         key = (model, benchmark, seed)
-        cell = self.slices.get(key)
+        cell = cells.get(key)
         if cell is None:
             cell = SliceProgress(model=model, benchmark=benchmark, seed=seed, total=total)
-            self.slices[key] = cell
+            cells[key] = cell
             if model not in self.models:
                 self.models.append(model)
                 self.benchmarks[model] = []
@@ -157,7 +179,8 @@ class ProgressModel:
                 # A whole-step job's own progress; per-slice progress lives in the grid instead.
                 step.done, step.total = event.done, event.total
             else:
-                cell = self.add_slice(event.model or "-", event.benchmark or step_id, event.seed)
+                cell = self.add_slice(event.model or "-", event.benchmark or step_id, event.seed, step=step_id)
+                self.show_step(step_id)
                 if cell.first_seen is None:
                     cell.first_seen = now
                     cell.done_at_first = event.done
@@ -182,7 +205,9 @@ class ProgressModel:
         elif SliceState is not None and isinstance(event, SliceState):
             if event.model is None and event.benchmark is None:
                 return  # a whole-step job: the step list shows it through StepState
-            cell = self.add_slice(event.model or "-", event.benchmark or step_id, event.seed)
+            cell = self.add_slice(event.model or "-", event.benchmark or step_id, event.seed, step=step_id)
+            if event.state in ("running", "resumed"):
+                self.show_step(step_id)
             cell.state = event.state
             if event.total:
                 cell.done, cell.total = event.done, event.total
@@ -190,7 +215,8 @@ class ProgressModel:
                 cell.done = cell.total
             if event.score is not None:
                 cell.score = event.score
-            self.dirty_slices.add((cell.model, cell.benchmark, cell.seed))
+            if step_id == self.grid_step:
+                self.dirty_slices.add((cell.model, cell.benchmark, cell.seed))
         elif RunState is not None and isinstance(event, RunState):
             self.run_state = event.state
             self.run_message = event.message

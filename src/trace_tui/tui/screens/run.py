@@ -50,6 +50,8 @@ def tail_step_log(campaign_dir: Path, step_id: str) -> tuple[str, list[str]] | N
     lines = data.decode("utf-8", errors="replace").splitlines()
     if size > LOG_TAIL_BYTES and lines:
         lines = lines[1:]  # the first line was cut by the seek
+    if not lines:
+        return None  # nothing written yet: the step's events are shown meanwhile
     return newest.relative_to(campaign_dir).as_posix(), lines[-LOG_TAIL_LINES:]
 
 
@@ -63,8 +65,12 @@ def seed_model(model: ProgressModel, resolved: Any, skip: frozenset[str] = froze
         n = b.get("rows") if isinstance(b, dict) else getattr(b, "rows", 0)
         if key:
             rows[str(key)] = int(n or 0)
-    for s in getattr(resolved, "slices", None) or []:
-        model.add_slice(str(s.model), str(s.benchmark), s.seed, rows.get(str(s.benchmark), 0))
+    per_slice = [step.id for step in resolved.recipe.steps if step.per_slice and step.id not in skip]
+    for step_id in per_slice or ["run"]:
+        for s in getattr(resolved, "slices", None) or []:
+            model.add_slice(str(s.model), str(s.benchmark), s.seed, rows.get(str(s.benchmark), 0), step=step_id)
+    if per_slice:
+        model.grid_step = per_slice[0]
 
 
 class RunScreen(Screen):
@@ -238,7 +244,13 @@ class RunScreen(Screen):
         if not self.model.dirty:
             return
         self.redraw_count += 1
-        self.query_one(StepList).redraw()
+        steps = self.query_one(StepList)
+        steps.redraw()
+        if not steps.has_focus:
+            # Follow the running step (and so its log) unless the user is choosing one.
+            running = [i for i, s in enumerate(self.model.steps.values()) if s.state == "running"]
+            if running and steps.cursor_row != running[0]:
+                steps.move_cursor(row=running[0])
         self.query_one(ProgressGrid).redraw()
         self._update_log()
 

@@ -140,10 +140,10 @@ class ProgressGrid(Vertical):
         for key in dirty:
             _, bench, seed = key
             if bench in self._rows and seed in self._seeds:
-                table.update_cell(bench, f"seed-{seed}", cell_text(model.slices.get(key)))
+                table.update_cell(bench, f"seed-{seed}", cell_text(model.slices.get(key)), update_width=True)
                 rate, eta = self._row_rate(current, bench)
-                table.update_cell(bench, "rate", rate)
-                table.update_cell(bench, "eta", eta)
+                table.update_cell(bench, "rate", rate, update_width=True)
+                table.update_cell(bench, "eta", eta, update_width=True)
         model.dirty_slices = {k for k in model.dirty_slices if k[0] != current}
         self._summary()
 
@@ -167,7 +167,8 @@ class ProgressGrid(Vertical):
     def _summary(self) -> None:
         model = self.model
         done, total = model.totals()
-        text = (f"overall {done:,}/{total:,} rows · {format_rate(model.overall_rate())} · "
+        step = f"{model.grid_step}: " if model.grid_step else ""
+        text = (f"{step}{done:,}/{total:,} rows · {format_rate(model.overall_rate())} · "
                 f"ETA {format_duration(model.overall_eta())}")
         if self._current is not None and len(model.models) > 1:
             mdone, mtotal = model.totals(self._current)

@@ -11,6 +11,8 @@ STATE_STYLE = {
     "pending": "dim", "skipped": "dim italic", "running": "bold yellow",
     "completed": "green", "failed": "bold red", "cancelled": "magenta",
 }
+# Short labels so that the state fits beside the step id in a narrow column.
+STATE_LABEL = {"completed": "done", "cancelled": "stopped"}
 STATE_MARK = {
     "pending": "·", "skipped": "−", "running": "▶", "completed": "✓", "failed": "✗", "cancelled": "■",
 }
@@ -30,7 +32,8 @@ class StepList(DataTable):
     def redraw(self) -> None:
         for step in self.model.steps.values():
             progress = f" {step.done}/{step.total}" if step.total and step.state == "running" else ""
-            state = Text(f"{STATE_MARK.get(step.state, '?')} {step.state}{progress}",
+            label = STATE_LABEL.get(step.state, step.state)
+            state = Text(f"{STATE_MARK.get(step.state, '?')} {label}{progress}",
                          style=STATE_STYLE.get(step.state, ""))
             sig = (step.state, progress)
             if step.id not in self._shown:
