@@ -108,6 +108,7 @@ class ProgressModel:
         self.steps: dict[str, StepProgress] = {}
         self.step_cells: dict[str, dict[SliceId, SliceProgress]] = {}
         self.grid_step: str | None = None
+        self.template: dict[SliceId, int] = {}  # the planned slices and their rows (seed_model)
         self.models: list[str] = []
         self.benchmarks: dict[str, list[str]] = {}
         self.seeds: dict[str, list[int | None]] = {}
@@ -144,7 +145,14 @@ class ProgressModel:
     def add_slice(self, model: str, benchmark: str, seed: int | None, total: int = 0,
                   step: str | None = None) -> SliceProgress:
         step = step or self.grid_step or "run"
-        cells = self.step_cells.setdefault(step, {})
+        cells = self.step_cells.get(step)
+        if cells is None:
+            # A step that reports slice progress gets the whole planned matrix at once (the release
+            # evaluator's generate step is one job that reports every slice), not only the slices seen so far.
+            cells = self.step_cells[step] = {}
+            for (m, b, sd), rows in self.template.items():
+                cells[(m, b, sd)] = SliceProgress(model=m, benchmark=b, seed=sd, total=rows)
+                self._register(m, b, sd)
         if self.grid_step is None:
             self.grid_step = step
         key = (model, benchmark, seed)
@@ -152,17 +160,25 @@ class ProgressModel:
         if cell is None:
             cell = SliceProgress(model=model, benchmark=benchmark, seed=seed, total=total)
             cells[key] = cell
-            if model not in self.models:
-                self.models.append(model)
-                self.benchmarks[model] = []
-                self.seeds[model] = []
-            if benchmark not in self.benchmarks[model]:
-                self.benchmarks[model].append(benchmark)
-            if seed not in self.seeds[model]:
-                self.seeds[model].append(seed)
+            self._register(model, benchmark, seed)
+        return cell
+
+    def _register(self, model: str, benchmark: str, seed: int | None) -> None:
+        """Tabs (models), rows (benchmarks) and columns (seeds) of the grid, in the order first seen."""
+        if model not in self.models:
+            self.models.append(model)
+            self.benchmarks[model] = []
+            self.seeds[model] = []
+        changed = False
+        if benchmark not in self.benchmarks[model]:
+            self.benchmarks[model].append(benchmark)
+            changed = True
+        if seed not in self.seeds[model]:
+            self.seeds[model].append(seed)
+            changed = True
+        if changed:
             self.structure_version += 1
             self.dirty = True
-        return cell
 
     # -- events ------------------------------------------------------------------
     def apply(self, event: Any) -> None:

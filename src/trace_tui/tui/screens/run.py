@@ -65,6 +65,8 @@ def seed_model(model: ProgressModel, resolved: Any, skip: frozenset[str] = froze
         n = b.get("rows") if isinstance(b, dict) else getattr(b, "rows", 0)
         if key:
             rows[str(key)] = int(n or 0)
+    model.template = {(str(s.model), str(s.benchmark), s.seed): rows.get(str(s.benchmark), 0)
+                      for s in getattr(resolved, "slices", None) or []}
     per_slice = [step.id for step in resolved.recipe.steps if step.per_slice and step.id not in skip]
     for step_id in per_slice or ["run"]:
         for s in getattr(resolved, "slices", None) or []:

@@ -122,20 +122,23 @@ class ProgressGrid(Vertical):
             self._summary()
             return
         if self._structure_seen != model.structure_version:
+            # Rows, columns, the model tab or the step shown changed: redraw every cell (rare).
             self._structure_seen = model.structure_version
             rows = [b for b in model.benchmarks.get(current, []) if self.filter_text in b.lower()]
             seeds = list(model.seeds.get(current, []))
-            if seeds != self._seeds or rows != self._rows or not table.columns:
-                table.clear(columns=True)
-                table.add_column("benchmark", key="benchmark")
-                for seed in seeds:
-                    table.add_column("seed " + ("—" if seed is None else str(seed)), key=f"seed-{seed}")
-                table.add_column("rows/s", key="rate")
-                table.add_column("ETA", key="eta")
-                for bench in rows:
-                    table.add_row(*self._row_cells(current, bench, seeds), key=bench)
-                self._rows, self._seeds = rows, seeds
-                model.dirty_slices = {k for k in model.dirty_slices if k[0] != current}
+            cursor = table.cursor_coordinate
+            table.clear(columns=True)
+            table.add_column("benchmark", key="benchmark")
+            for seed in seeds:
+                table.add_column("seed " + ("—" if seed is None else str(seed)), key=f"seed-{seed}")
+            table.add_column("rows/s", key="rate")
+            table.add_column("ETA", key="eta")
+            for bench in rows:
+                table.add_row(*self._row_cells(current, bench, seeds), key=bench)
+            if rows:
+                table.cursor_coordinate = table.validate_cursor_coordinate(cursor)
+            self._rows, self._seeds = rows, seeds
+            model.dirty_slices = {k for k in model.dirty_slices if k[0] != current}
         dirty = [k for k in model.dirty_slices if k[0] == current]
         for key in dirty:
             _, bench, seed = key
