@@ -77,6 +77,9 @@ def seed_model(model: ProgressModel, resolved: Any, skip: frozenset[str] = froze
 
 class RunScreen(Screen):
     TITLE = "Run"
+    # The grid has the keys at first; the step list (and so the log) follows the running step
+    # until the user moves to it (tab) and picks one.
+    AUTO_FOCUS = "#grid-table"
     BINDINGS = [
         Binding("c", "cancel", "Cancel run"),
         Binding("slash", "filter", "Filter"),
