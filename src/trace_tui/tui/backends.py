@@ -273,12 +273,3 @@ def default_preview(resolved: Any, report: Any, *, home: Path, campaign_dir: Pat
     from trace_tui.preview import build_preview
 
     return build_preview(resolved, report, home=home, campaign_dir=campaign_dir, runtime=runtime)
-
-
-def _accepts(fn: Any, name: str) -> bool:
-    import inspect
-
-    try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False

@@ -33,8 +33,6 @@ def _tab_id(index: int) -> str:
 class ProgressGrid(Vertical):
     """Redrawn from a ProgressModel by the run screen's timer, never per event."""
 
-    DEFAULT_CSS = ""
-
     def __init__(self, model: ProgressModel, **kwargs) -> None:
         super().__init__(**kwargs)
         self.model = model
