@@ -93,7 +93,8 @@ def test_verification_offers_the_tables_to_the_tui(trace_release_dir: Path) -> N
     view = verify_view(verify_release(trace_release_dir), target="release")
     assert view.ok
     titles = [t.title for t in view.tables]
-    assert titles[0].startswith("Overall") and titles[-1] == "TRACE validation"
-    overall = view.tables[0]
+    # first the stored aggregates against their recomputation (differences highlighted), then the page's tables
+    assert titles[0].startswith("Stored aggregates") and titles[-1] == "TRACE validation"
+    overall = next(t for t in view.tables if t.title.startswith("Overall"))
     assert overall.columns[3] == "Overall"
     assert ("3B", "TRACE Qwen2.5-VL 3B", "TRACE (synthetic)", "42.85 ± 0.39", "+3.51 ± 0.25") in overall.rows
