@@ -418,3 +418,13 @@ class Campaign:
     def flush_events(self) -> None:
         with self._mutex:
             self._events.flush()
+
+
+def read_snapshot(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list["JobRecord"], list["SliceRecord"]]:
+    """(meta, steps, expected jobs, expected slices of whole-step jobs), read once without writing."""
+    conn = connect_readonly(path)
+    try:
+        return (read_meta(conn), read_steps(conn), [j for j in read_jobs(conn) if j.expected],
+                [x for x in read_slices(conn) if x.expected])
+    finally:
+        conn.close()

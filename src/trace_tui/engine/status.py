@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trace_tui.engine.campaign import STEP_SLICE, connect_readonly, read_jobs, read_meta, read_slices, read_steps
+from trace_tui.engine.campaign import STEP_SLICE, read_snapshot
 
 STALE_S = 30.0  # a running job whose record has not moved for this long shows no rate/ETA
 
@@ -31,14 +31,7 @@ def runner_active(path: Path) -> bool:
 
 def campaign_status(path: Path | str, *, now: float | None = None) -> dict[str, Any]:
     path = Path(path).resolve()
-    conn = connect_readonly(path)
-    try:
-        meta = read_meta(conn)
-        steps = read_steps(conn)
-        jobs = [j for j in read_jobs(conn) if j.expected]
-        subs = [x for x in read_slices(conn) if x.expected]
-    finally:
-        conn.close()
+    meta, steps, jobs, subs = read_snapshot(path)
     now = time.time() if now is None else now
     active = runner_active(path)
     pos = {s["step"]: s["position"] for s in steps}

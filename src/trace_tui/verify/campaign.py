@@ -181,21 +181,14 @@ def _is_self_verify(run: list[str]) -> bool:
 def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                     published: dict[tuple[str, int | None, str], tuple[float, float]] | None = None,
                     published_source: str | None = None) -> CampaignVerification:
-    from trace_tui.engine.campaign import STEP_SLICE, connect_readonly, read_jobs, read_meta, read_slices, read_steps
+    from trace_tui.engine.campaign import STEP_SLICE, read_snapshot
     from trace_tui.engine.runner import sha256_json
     from trace_tui.stages.protocol import sha256_file
 
     root = Path(campaign_dir).resolve()
     if not root.is_dir():
         raise UsageError(f"--campaign {campaign_dir}: no such directory")
-    conn = connect_readonly(root)
-    try:
-        meta = read_meta(conn)
-        steps = read_steps(conn)
-        jobs = [j for j in read_jobs(conn) if j.expected]
-        subs = [x for x in read_slices(conn) if x.expected]
-    finally:
-        conn.close()
+    meta, steps, jobs, subs = read_snapshot(root)
     res = CampaignVerification(campaign=str(root), recipe=meta.get("recipe"), run_tag=meta.get("run_tag"),
                                published_source=published_source)
     add = res.checks.append
