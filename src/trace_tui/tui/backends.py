@@ -135,18 +135,12 @@ def read_campaign(path: Path) -> OpenedCampaign:
         raise UsageError(f"{path} is not a campaign (no recipe.json)",
                          hint="give a directory that `trace-tui --recipe NAME` created")
     resolved = ResolvedRecipe.model_validate(json.loads(recipe_json.read_text(encoding="utf-8")))
-    conn = cmod.connect_readonly(path)
-    try:
-        steps = cmod.read_steps(conn)
-        jobs = cmod.read_jobs(conn)
-        meta = cmod.read_meta(conn)
-    finally:
-        conn.close()
+    # Expected jobs, and the slices that whole-step jobs report (the release evaluator's one generate job).
+    meta, steps, jobs, subs = cmod.read_snapshot(path)
+    known = ("pending", "skipped", "running", "resumed", "completed", "failed", "cancelled", "invalidated")
     events = [SliceState(step=j.step, model=j.model, seed=j.seed, benchmark=j.benchmark,
-                         state=j.state if j.state in ("pending", "skipped", "running", "resumed", "completed",
-                                                      "failed", "cancelled", "invalidated") else "pending",
-                         done=j.done, total=j.total, score=j.score)
-              for j in jobs if j.model is not None]
+                         state=j.state if j.state in known else "pending", done=j.done, total=j.total, score=j.score)
+              for j in [*jobs, *subs] if j.model is not None]
     return OpenedCampaign(path=path, resolved=resolved, step_states={s["step"]: s["state"] for s in steps},
                           events=events, live=campaign_is_live(path), last_state=meta.get("last_run_state", ""))
 
