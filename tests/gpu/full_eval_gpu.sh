@@ -35,6 +35,9 @@ docker info --format '{{json .Runtimes}}' | grep -q nvidia \
 
 step() { printf '\n== %s\n' "$*"; }
 
+step "hash-lock the GPU flavour's requirements (needs the package index and the PyTorch cu128 index)"
+[ -f appliance/requirements/common-gpu.lock.txt ] || make install lock FLAVOR=gpu
+
 step "build the GPU flavour (venv, wheelhouse, infer/score/train images with the release evaluator)"
 make appliance FLAVOR=gpu
 
