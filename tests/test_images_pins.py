@@ -94,3 +94,29 @@ def test_a_broken_images_lock_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("TRACE_TUI_IMAGES_LOCK", str(bad))
     with pytest.raises(UsageError, match="not a valid image lock"):
         images.read_images_lock()
+
+
+def _docker_parse(dockerfile: Path, tmp_path: Path) -> str:
+    """Docker's own parser, without building: an unknown target is reported only after a successful parse."""
+    import subprocess
+
+    ctx = tmp_path / "ctx"
+    ctx.mkdir(exist_ok=True)
+    done = subprocess.run(["docker", "build", "-q", "-f", str(dockerfile), "--target", "no-such-stage",
+                           "--build-arg", "BASE_IMAGE=scratch", str(ctx)], capture_output=True, text=True, timeout=60)
+    return done.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", images.IMAGE_NAMES)
+def test_every_dockerfile_parses_with_dockers_own_parser(name, tmp_path):
+    """Both flavours share one file per stage, so this checks the gpu flavour's syntax too (it cannot be built here)."""
+    assert "failed to reach build target no-such-stage" in _docker_parse(ROOT / "containers" / name / "Dockerfile",
+                                                                         tmp_path)
+
+
+@pytest.mark.docker
+def test_the_syntax_check_catches_a_broken_dockerfile(tmp_path):
+    bad = tmp_path / "Dockerfile"
+    bad.write_text((ROOT / "containers" / "infer" / "Dockerfile").read_text().replace("COPY --from=app", "COPPY --from=app"))
+    assert "unknown instruction" in _docker_parse(bad, tmp_path).lower()
