@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 $(BIN)/trace-tui: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[dev,stages]'
+	$(PIP) install -q -e '.[dev,stages]' -c appliance/requirements/dev-constraints.txt
 	@touch $@
 
 install: $(BIN)/trace-tui  ## a .venv with the package and its dev extras
