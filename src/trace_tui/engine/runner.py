@@ -434,8 +434,11 @@ class Runner:
         jobs_after = c.jobs()
         expected = [jobs_after[(j.step.id, j.slice)] for j in plan.jobs]
         done_jobs = sum(1 for j in expected if j.state == "completed")
+        # Rows count against the planned totals only: a job whose rows were unknown when planned (a
+        # preparation step) must not push "rows done" past "rows total".
+        rows_done = sum(min(j.done, p.total) for j, p in zip(expected, plan.jobs) if p.total)
         result = RunResult(exit_code=ExitCode.OK, message="", failed=failed, jobs_total=len(expected),
-                           jobs_done=done_jobs, rows_done=sum(j.done for j in expected), rows_total=rows_total,
+                           jobs_done=done_jobs, rows_done=rows_done, rows_total=rows_total,
                            seconds=time.monotonic() - t0)
         if self._cancel.is_set():
             result.exit_code = ExitCode.INTERRUPTED
