@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from trace_tui.errors import TraceTuiError, UsageError
 
@@ -65,6 +65,8 @@ CREATE TABLE IF NOT EXISTS slices (
 # whole-step job works through (e.g. the release evaluator's model x seed x benchmark matrix), so
 # that status, resume and invalidation stay per slice when one container serves many slices.
 
+SLICE_COLUMNS = ("step", "slice", "model", "seed", "benchmark", "input_hash", "inputs", "state", "phase", "done",
+                 "total", "score", "rate", "message", "expected", "updated_at")
 JOB_COLUMNS = ("step", "slice", "model", "seed", "benchmark", "input_hash", "inputs", "state", "phase", "done",
                "total", "score", "rate", "message", "receipt", "attempts", "expected", "started_at",
                "finished_at", "updated_at")
@@ -85,8 +87,14 @@ def slice_path(slice_: str) -> str:
     return "/".join(_safe(p) for p in slice_.split("/"))
 
 
+_R = TypeVar("_R", bound="SliceRecord")
+
+
 @dataclass(frozen=True)
-class JobRecord:
+class SliceRecord:
+    """One slice's state row; a job row (JobRecord) is the same plus its receipt and timing."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = SLICE_COLUMNS
     step: str
     slice: str
     model: str | None
@@ -101,19 +109,24 @@ class JobRecord:
     score: float | None
     rate: float | None
     message: str
-    receipt: str | None
-    attempts: int
     expected: bool
-    started_at: float | None
-    finished_at: float | None
     updated_at: float | None
 
     @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> JobRecord:
-        d = dict(zip(JOB_COLUMNS, row))
+    def from_row(cls: type[_R], row: tuple[Any, ...]) -> _R:
+        d = dict(zip(cls.COLUMNS, row))
         d["inputs"] = json.loads(d["inputs"])
         d["expected"] = bool(d["expected"])
         return cls(**d)
+
+
+@dataclass(frozen=True)
+class JobRecord(SliceRecord):
+    COLUMNS: ClassVar[tuple[str, ...]] = JOB_COLUMNS
+    receipt: str | None
+    attempts: int
+    started_at: float | None
+    finished_at: float | None
 
 
 def _drop_torn_tail(path: Path) -> None:
@@ -157,35 +170,6 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
         return conn
 
 
-SLICE_COLUMNS = ("step", "slice", "model", "seed", "benchmark", "input_hash", "inputs", "state", "phase", "done",
-                 "total", "score", "rate", "message", "expected", "updated_at")
-
-
-@dataclass(frozen=True)
-class SliceRecord:
-    step: str
-    slice: str
-    model: str | None
-    seed: int | None
-    benchmark: str | None
-    input_hash: str
-    inputs: dict[str, Any]
-    state: str
-    phase: str
-    done: int
-    total: int
-    score: float | None
-    rate: float | None
-    message: str
-    expected: bool
-    updated_at: float | None
-
-    @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> SliceRecord:
-        d = dict(zip(SLICE_COLUMNS, row))
-        d["inputs"] = json.loads(d["inputs"])
-        d["expected"] = bool(d["expected"])
-        return cls(**d)
 
 
 def read_slices(conn: sqlite3.Connection) -> list[SliceRecord]:
