@@ -15,8 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from test_external_prepare import fill_store, install_fake_evaluator
+from test_external_prepare import setup  # noqa: F401 - the same evaluator, campaign and store fixture
 
 from trace_tui.engine.events import parse_stage_line
 from trace_tui.release import release_lock
@@ -25,15 +24,6 @@ from trace_tui.store import Store, local_entry
 LOCK = release_lock()
 TWO = ["qwen2.5-vl-3b-base", "trace-qwen2.5-vl-3b"]
 SMALL_ROWS = {b.key: 3 for b in LOCK.trace_eval.benchmarks}  # the stand-in writes 3 rows per slice
-
-
-@pytest.fixture()
-def setup(tmp_path, trace_release_dir):
-    evaluator = install_fake_evaluator(tmp_path / "trace", trace_release_dir)
-    campaign = tmp_path / "campaign"
-    campaign.mkdir()
-    store = fill_store(tmp_path / "store", trace_release_dir)
-    return tmp_path, evaluator, campaign, store
 
 
 def _job(tmp_path: Path, models=TWO, seeds=(42,), benchmarks=None, **extra) -> Path:
