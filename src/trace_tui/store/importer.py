@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from trace_tui.errors import CheckFailed, UsageError
+from trace_tui.store import hashing
 from trace_tui.store import names as N
 from trace_tui.store import sources as S
 from trace_tui.store.manifest import EntryRecord, Expected, Source
@@ -77,18 +78,18 @@ def import_release(store: Store, lock: "ReleaseLock", root: Path) -> EntryRecord
                                       hint="copy the whole rlvr/ folder of the release at the pinned commit")
                 absent.append(spec.path)
                 continue
-            st.add(spec.path, src, expected=list(spec.expected), display=str(src))
+            st.add(spec.path, src, expected=list(spec.expected), display=str(src), within=root)
         return st.commit(revision=lock.upstream.commit,
                          source=Source(type="import", repo_id=lock.upstream.repository,
                                        revision=lock.upstream.commit, imported_from=str(root.resolve())),
                          absent=absent, notes=plan.notes)
 
 
-def import_paper(store: Store, lock: "ReleaseLock", path: Path) -> EntryRecord:
+def import_paper(store: Store, lock: "ReleaseLock", path: Path, within: Path | None = None) -> EntryRecord:
     plan = S.paper_plan(lock)
     spec = plan.files[0]
     with store.staging(plan.name) as st:
-        st.add(spec.path, path, expected=list(spec.expected), display=str(path))
+        st.add(spec.path, path, expected=list(spec.expected), display=str(path), within=within)
         return st.commit(revision=None, source=Source(type="import", repo_id=lock.upstream.repository,
                                                       imported_from=str(path.resolve())), notes=plan.notes)
 
@@ -133,7 +134,8 @@ def import_dataset(store: Store, lock: "ReleaseLock", root: Path, split: str) ->
             if src is None:
                 raise CheckFailed(f"{root / spec.path}: missing", hint=f"{plan.name} needs every file of the split")
             try:
-                st.add(spec.path, src, expected=list(spec.expected), expected_size=spec.size, display=str(src))
+                st.add(spec.path, src, expected=list(spec.expected), expected_size=spec.size, display=str(src),
+                       within=root)
             except CheckFailed as exc:
                 hist = plan.notes["historical_sha256"].get(spec.path)
                 if hist and f"sha256 {hist} " in exc.message:
@@ -189,7 +191,8 @@ def import_snapshot(store: Store, name: str, snap: Snapshot) -> EntryRecord:
                                   hint="import the hub cache folder as downloaded, or fetch the entry")
             blob = Path(os.path.realpath(link))
             exp = _expected_from_etag(blob.name, f"the hub cache ({blob.parent})")
-            st.add(rel, blob, expected=[exp], display=str(link))
+            # the hub cache's own blobs/ (beside snapshots/), never a link out of the cache
+            st.add(rel, blob, expected=[exp], display=str(link), within=snap.path.parent.parent)
         _check_weight_index(st.files_dir, snap.path)
         return st.commit(revision=snap.revision,
                          source=Source(type="import", repo_id=snap.repo_id, repo_type=snap.repo_type,
@@ -205,7 +208,7 @@ def import_local_dir(store: Store, name: str, root: Path) -> EntryRecord:
         raise CheckFailed(f"{root}: no .cache/huggingface/download metadata, so nothing states the files' hashes",
                           hint="fetch the entry, or import a Hugging Face cache snapshot")
     with store.staging(name) as st:
-        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        for path in sorted(p for p in root.rglob("*") if p.is_file() or p.is_symlink()):
             rel = path.relative_to(root).as_posix()
             if rel.startswith(".cache/"):
                 continue
@@ -216,7 +219,8 @@ def import_local_dir(store: Store, name: str, root: Path) -> EntryRecord:
             if len(lines) < 2 or lines[0].strip() != entry.revision:
                 got = lines[0].strip() if lines else "nothing"
                 raise CheckFailed(f"{path}: downloaded at revision {got}, the pin is {entry.revision}")
-            st.add(rel, path, expected=[_expected_from_etag(lines[1].strip(), str(meta))], display=str(path))
+            st.add(rel, path, expected=[_expected_from_etag(lines[1].strip(), str(meta))], display=str(path),
+                   within=root)
         _check_weight_index(st.files_dir, root)
         return st.commit(revision=entry.revision,
                          source=Source(type="import", repo_id=entry.repo_id,
@@ -239,28 +243,72 @@ def _check_weight_index(files_dir: Path, src: Path) -> None:
 # -- store entries from another store (bundles) ---------------------------------------------
 
 def import_entry_dir(store: Store, entry_dir: Path, lock: "ReleaseLock | None" = None) -> EntryRecord:
-    """An entry folder from another store. Release, paper and dataset entries are checked through the
-    release lock's chain, as a fetch would; others against the record the exporting store verified."""
-    rec = EntryRecord.model_validate_json((entry_dir / "manifest.json").read_bytes())
-    if lock is not None and rec.kind in ("release", "paper", "dataset"):
+    """An entry folder from another store (a bundle, or a store copied over).
+
+    A pinned entry is checked against the release lock, never against the record it arrives with
+    (a bundle can carry any record): release, paper and dataset files through the lock's hash
+    chain, benchmarks against the provenance matrix of the verified release in this store, models
+    against the sha256sets the lock publishes for that repo@revision. A pinned entry the lock
+    cannot vouch for is refused. Unpinned (local:) entries are checked against their record, and
+    the record's sha256set is compared in staging: nothing that fails enters the store.
+    """
+    if lock is None:
+        from trace_tui.release import release_lock
+
+        lock = release_lock()
+    manifest = entry_dir / "manifest.json"
+    try:
+        rec = EntryRecord.model_validate_json(manifest.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise CheckFailed(f"{manifest}: not a readable store manifest ({type(exc).__name__})") from None
+    files = entry_dir / "files"
+    if rec.pinned:
         e = N.parse(rec.name)
-        if rec.kind == "release" and rec.name == N.release_entry(lock):
-            return import_release(store, lock, entry_dir / "files")
-        if rec.kind == "paper" and rec.name == N.paper_entry(lock):
-            return import_paper(store, lock, entry_dir / "files" / lock.published_hash("paper").path)
-        if rec.kind == "dataset" and rec.name == N.dataset_entry(lock, e.split or ""):
-            return import_dataset(store, lock, entry_dir / "files", e.split or "")
-        raise CheckFailed(f"{entry_dir / 'manifest.json'}: {rec.name} is not pinned by this release lock")
+        if rec.name not in N.pinned_entries(lock):
+            raise CheckFailed(f"{manifest}: {rec.name} is not pinned by this release lock, so nothing can vouch "
+                              "for its files", hint="fetch it, or import it as a local: entry")
+        if rec.kind == "release":
+            return import_release(store, lock, files)
+        if rec.kind == "paper":
+            return import_paper(store, lock, files / lock.published_hash("paper").path, files)
+        if rec.kind == "dataset":
+            return import_dataset(store, lock, files, e.split or "")
+        if rec.kind == "benchmark":
+            return _import_bundled_benchmark(store, lock, rec, files)
+        if rec.kind == "model":
+            published = _published_sets(lock, e.repo_id or "", e.revision or "")
+            if rec.sha256set not in published:
+                raise CheckFailed(
+                    f"{manifest}: {rec.name} has sha256set {rec.sha256set}, which the release lock does not "
+                    f"publish for it ({', '.join(sorted(published)) or 'it publishes none'})",
+                    hint=f"fetch it (`trace-tui store fetch --entry {rec.name}`) or import its Hugging Face cache, "
+                         "whose hub hashes are checked")
     with store.staging(rec.name) as st:
         for f in rec.files:
-            exp = [Expected(algorithm="sha256", value=f.sha256, source=str(entry_dir / "manifest.json"))]
-            st.add(f.path, entry_dir / "files" / f.path, expected=exp, expected_size=f.size,
-                   display=str(entry_dir / "files" / f.path))
+            exp = [Expected(algorithm="sha256", value=f.sha256, source=str(manifest))]
+            st.add(f.path, files / f.path, expected=exp, expected_size=f.size, display=str(files / f.path),
+                   within=files)
+        staged = hashing.sha256set({f.path: f.sha256 for f in st.files.values()})
+        if staged != rec.sha256set:
+            raise CheckFailed(f"{manifest}: sha256set {rec.sha256set} does not match its files ({staged})",
+                              hint="nothing was stored")
         src = rec.source.model_copy(update={"imported_from": str(entry_dir.resolve())})
-        new = st.commit(revision=rec.revision, source=src, absent=rec.absent, notes=rec.notes)
-    if new.sha256set != rec.sha256set:
-        raise CheckFailed(f"{entry_dir / 'manifest.json'}: sha256set {rec.sha256set} does not match its files")
-    return new
+        return st.commit(revision=rec.revision, source=src, absent=rec.absent, notes=rec.notes)
+
+
+def _published_sets(lock: "ReleaseLock", repo_id: str, revision: str) -> set[str]:
+    return {v for m in lock.models if m.repo_id == repo_id and m.revision == revision
+            for v in m.published_revision_sets.values()}
+
+
+def _import_bundled_benchmark(store: Store, lock: "ReleaseLock", rec: EntryRecord, files: Path) -> EntryRecord:
+    srcs = S.benchmark_sources(provenance_bytes(store, lock))
+    key = N.parse(rec.name).key or ""
+    src = srcs.get(key)
+    if src is None or src.kind == "hf-repo":
+        raise CheckFailed(f"{files.parent / 'manifest.json'}: the provenance matrix states no file hash for "
+                          f"{rec.name}", hint=f"fetch it: trace-tui store fetch --entry {rec.name}")
+    return import_benchmark(store, src, files / src.filename, files)
 
 
 # -- benchmarks -------------------------------------------------------------------------------
@@ -275,10 +323,10 @@ def provenance_bytes(store: Store, lock: "ReleaseLock") -> bytes:
     return (store.root_of(name) / S.PROVENANCE).read_bytes()
 
 
-def import_benchmark(store: Store, src: S.BenchmarkSource, path: Path) -> EntryRecord:
+def import_benchmark(store: Store, src: S.BenchmarkSource, path: Path, within: Path | None = None) -> EntryRecord:
     name = N.benchmark_entry(src.key)
     with store.staging(name) as st:
-        st.add(src.filename, path, expected=list(src.expected()), display=str(path))
+        st.add(src.filename, path, expected=list(src.expected()), display=str(path), within=within)
         notes = {} if src.md5 else {"checksum": "the provenance matrix publishes none; sha256 computed on import"}
         return st.commit(revision=src.revision,
                          source=Source(type="import", url=src.url, repo_id=src.repo_id,
@@ -324,7 +372,7 @@ def import_dir(store: Store, lock: "ReleaseLock", root: Path, *, only: list[str]
         result.add(lambda: import_release(store, lock, release_root), N.release_entry(lock))
     paper = lock.published_hash("paper").path
     if (root / paper).is_file() and wanted(N.paper_entry(lock)):
-        result.add(lambda: import_paper(store, lock, root / paper), N.paper_entry(lock))
+        result.add(lambda: import_paper(store, lock, root / paper, root), N.paper_entry(lock))
 
     for split in ("validation", "train"):
         name = N.dataset_entry(lock, split)
@@ -366,7 +414,7 @@ def import_dir(store: Store, lock: "ReleaseLock", root: Path, *, only: list[str]
             name = N.benchmark_entry(key)
             if src.kind != "hf-repo" and src.filename in bench_files and wanted(name):
                 report(f"importing {name} from {bench_files[src.filename]}")
-                result.add(lambda s=src: import_benchmark(store, s, bench_files[s.filename]), name)
+                result.add(lambda s=src: import_benchmark(store, s, bench_files[s.filename], root), name)
 
     if want:
         handled = {r.name for r in result.imported} | {n for n, _ in result.refused}

@@ -55,6 +55,28 @@ def check_expected(display: str, digests: dict[str, str], size: int, expected: l
                               hint="the file was not stored")
 
 
+def readable_source(src: Path, within: Path | None, display: str) -> int:
+    """The mode of ``src``, a regular file inside ``within`` (after links); CheckFailed otherwise."""
+    if within is None:
+        if src.is_symlink():
+            raise CheckFailed(f"{display}: a symbolic link; imports copy regular files only",
+                              hint="copy the file itself into the folder you import")
+        real = src
+    else:
+        real = Path(os.path.realpath(src))
+        root = Path(os.path.realpath(within))
+        if real != root and root not in real.parents:
+            raise CheckFailed(f"{display}: links outside {within} (to {real}); imports read nothing outside "
+                              "the folder given", hint="copy the file itself into the folder you import")
+    try:
+        st = os.stat(real)
+    except OSError as exc:
+        raise CheckFailed(f"{display}: cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CheckFailed(f"{display}: not a regular file", hint="imports copy regular files only")
+    return st.st_mode
+
+
 @dataclass
 class Staging:
     """A folder inside the store where one entry is assembled and verified before it is committed."""
@@ -75,9 +97,15 @@ class Staging:
         return self.files_dir / rel_path
 
     def add(self, rel: str, src: Path, *, expected: list[Expected] = (), expected_size: int | None = None,
-            display: str | None = None, move: bool = False) -> FileRecord:
-        """Verify ``src`` and place it at ``rel`` in the staged tree (copied, or moved when ``move``)."""
+            display: str | None = None, move: bool = False, within: Path | None = None) -> FileRecord:
+        """Verify ``src`` and place it at ``rel`` in the staged tree (copied, or moved when ``move``).
+
+        ``within``: the tree the user gave; ``src`` (links resolved) must lie inside it. Without it,
+        ``src`` must not be a link at all. Either way only a regular file is read.
+        """
         dst = self.target(rel)
+        if not move:
+            source_mode = readable_source(Path(src), within, display or str(src))
         dst.parent.mkdir(parents=True, exist_ok=True)
         algorithms = {e.algorithm for e in expected}
         if move:
@@ -92,6 +120,8 @@ class Staging:
                 digests = hashing.copy_digest(src, dst, algorithms)
             except OSError as exc:
                 raise CheckFailed(f"{display or src}: cannot be read ({exc.strerror or exc})") from None
+            # never wider than the source: a file only its owner could read stays so in the store
+            os.chmod(dst, stat.S_IMODE(source_mode) & 0o644)
         return self.adopt(rel, expected=expected, expected_size=expected_size, display=display or str(src),
                           _digests=digests)
 
@@ -263,7 +293,8 @@ class Store:
                     os.link(blob, staged)
                 else:
                     blob.parent.mkdir(parents=True, exist_ok=True)
-                    os.chmod(staged, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+                    # read-only, and never wider than the staged file (which kept its source's bits)
+                    os.chmod(staged, stat.S_IMODE(os.stat(staged).st_mode) & 0o444)
                     tmp_blob = blob.with_name(blob.name + f".{uuid.uuid4().hex[:8]}")
                     os.link(staged, tmp_blob)
                     os.replace(tmp_blob, blob)
@@ -305,11 +336,11 @@ class Store:
             if src.is_file():
                 st.add(src.name, src)
             else:
-                for path in sorted(p for p in src.rglob("*") if p.is_file()):
+                for path in sorted(p for p in src.rglob("*") if p.is_file() or p.is_symlink()):
                     rel = path.relative_to(src).as_posix()
                     if rel.startswith(".cache/") or "/.git/" in f"/{rel}":
                         continue  # tool caches and VCS metadata are not part of the content
-                    st.add(rel, path)
+                    st.add(rel, path, within=src)
             if not st.files:
                 raise CheckFailed(f"{src}: no files to import", hint=f"cannot import {name}")
             return st.commit(revision=None, source=Source(type="local", imported_from=str(src.resolve())),
