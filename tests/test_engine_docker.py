@@ -279,3 +279,38 @@ def test_gpu_request_without_a_gpu_runtime_is_a_clear_requirement_error(docker_i
             DockerRuntime(images=IMAGES).start(launch)
         assert "cannot give GPUs" in err.value.line() and "NVIDIA Container Toolkit" in err.value.line()
         assert labelled(c.id) == []
+
+
+def plant_hostile_modules(campaign: Path) -> Path:
+    """A campaign holding a json.py and a trace_tui/ package that would run if the campaign were on sys.path."""
+    marker = campaign.parent / "campaign-code-ran"
+    campaign.mkdir(parents=True, exist_ok=True)
+    payload = f"open({str(marker)!r}, 'a').write('ran\\n')\n"
+    (campaign / "json.py").write_text(payload)
+    (campaign / "trace_tui").mkdir(exist_ok=True)
+    (campaign / "trace_tui" / "__init__.py").write_text(payload)
+    return marker
+
+
+def test_stage_containers_have_memory_pids_limits_and_a_read_only_root(docker_image: str, tmp_path: Path) -> None:
+    """The hardening of the success test, for limits: no swap beyond the memory limit, a pids limit,
+    a root filesystem the stage cannot write, a tmpfs at /tmp for scratch, and a neutral working
+    directory (never the campaign) so nothing a campaign holds is importable."""
+    from trace_tui.runtime.docker import PIDS_LIMIT
+
+    recipe = make_recipe([selftest_step("who", "whoami", per_slice=False)])
+    marker = plant_hostile_modules(tmp_path / "c")
+    result, _, _ = run_docker(tmp_path, resolved_for(recipe), runtime=DockerRuntime(images=IMAGES, mem_limit="256m"))
+    assert result.exit_code == 0, result.message
+    who = report(tmp_path / "c", "who", "whoami")
+    assert who["root_write"] == "error 30"  # EROFS: read-only root filesystem
+    assert who["tmp_write"] == "ok"
+    assert who["pids_max"] == str(PIDS_LIMIT)
+    assert who["memory_max"] == str(256 << 20)
+    assert who["cwd"] == "/" and "/campaign" not in who["sys_path"] and "" not in who["sys_path"]
+    assert not marker.exists()
+    # Without a configured limit a stage still gets one (90% of the host's memory), never none.
+    result, _, _ = run_docker(tmp_path, resolved_for(recipe), name="d")
+    assert result.exit_code == 0, result.message
+    assert int(report(tmp_path / "d", "who", "whoami")["memory_max"]) < os.sysconf("SC_PAGE_SIZE") * os.sysconf(
+        "SC_PHYS_PAGES")

@@ -107,6 +107,30 @@ def ensure_writable(path: Path, uid: int, gid: int) -> None:
                 os.lchown(name, uid, gid)
 
 
+# A stage that forks without end (or leaks threads) stops at this many tasks, not at the host's limit.
+PIDS_LIMIT = 8192
+
+
+def default_mem_limit() -> str:
+    """Without a configured limit, a stage may use at most 90% of the host's memory: the host stays usable."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):  # pragma: no cover - not Linux
+        return "8g"
+    return f"{max(total * 9 // 10 >> 20, 256)}m"
+
+
+def confinement(mem_limit: str | None) -> dict[str, Any]:
+    """Resource limits and a read-only root filesystem for a stage container.
+
+    Memory without swap (over the limit is an OOM kill the runner names), a pids limit, and a
+    root filesystem the stage cannot change: scratch space is a tmpfs at /tmp (HOME points there).
+    """
+    mem = mem_limit or default_mem_limit()
+    return {"mem_limit": mem, "memswap_limit": mem, "pids_limit": PIDS_LIMIT, "read_only": True,
+            "tmpfs": {"/tmp": "rw,nosuid,nodev,mode=1777"}}
+
+
 class DockerHandle:
     def __init__(self, container: Any, launch: Launch) -> None:
         self.container = container
@@ -248,15 +272,15 @@ class DockerRuntime:
                 "PYTHONUNBUFFERED": "1",
                 "HOME": "/tmp",
             },
-            working_dir=CAMPAIGN_MOUNT,
+            # Never the campaign: `python -m` puts the working directory first on sys.path, and a
+            # json.py or trace_tui/ a campaign holds would run in place of ours.
+            working_dir="/",
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             labels=labels,
             network_mode=None if launch.network else "none",
         )
-        mem = launch.mem_limit or self.mem_limit
-        if mem:
-            kwargs.update(mem_limit=mem, memswap_limit=mem)  # no swap: over the limit is an OOM kill
+        kwargs.update(confinement(launch.mem_limit or self.mem_limit))
         if launch.gpus:
             kwargs["device_requests"] = [DeviceRequest(device_ids=[str(g) for g in launch.gpus],
                                                        capabilities=[["gpu"]])]

@@ -21,6 +21,7 @@ from typing import IO
 from trace_tui.runtime.base import ExitInfo, Launch, Tail, step_env
 
 _PR_SET_PDEATHSIG = 1
+NEUTRAL_CWD = "/"  # a directory nobody but root writes to
 try:  # resolved here, in the parent: the child between fork and exec must not load libraries
     _prctl = ctypes.CDLL(None, use_errno=True).prctl
 except (OSError, AttributeError):  # pragma: no cover - not Linux
@@ -107,6 +108,7 @@ class LocalRuntime:
             "TRACE_TUI_CAMPAIGN": str(launch.campaign),
             "TRACE_TUI_STORE": str(launch.store),
             "PYTHONUNBUFFERED": "1",
+            "PYTHONSAFEPATH": "1",  # Python >= 3.11: never the working directory on sys.path
         })
         if launch.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in launch.gpus)
@@ -119,7 +121,9 @@ class LocalRuntime:
              *(a.replace("{campaign}", str(launch.campaign)).replace("{store}", str(launch.store))
                for a in launch.args)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-            cwd=launch.campaign,
+            # Never the campaign: `python -m` puts the working directory first on sys.path, and a
+            # json.py or trace_tui/ a campaign holds would run as the user in place of ours.
+            cwd=NEUTRAL_CWD,
             # Own process group: Ctrl-C in the terminal reaches the runner, which stops workers itself.
             start_new_session=True, preexec_fn=_die_with_parent,
         )

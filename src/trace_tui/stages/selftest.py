@@ -215,7 +215,32 @@ def mode_whoami(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
     nnp = next((ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("NoNewPrivs:")), "")
     return mode_report(job, campaign, "whoami", {"uid": os.getuid(), "gid": os.getgid(), "cap_eff": caps,
                                                   "no_new_privs": nnp, "job_write": job_write,
-                                                  "gpus_env": os.environ.get("CUDA_VISIBLE_DEVICES")})
+                                                  "gpus_env": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                                                  "root_write": _try_write(Path("/selftest-root-write")),
+                                                  "tmp_write": _try_write(Path("/tmp/selftest-tmp-write")),
+                                                  "pids_max": _cgroup("pids.max", "pids/pids.max"),
+                                                  "memory_max": _cgroup("memory.max",
+                                                                        "memory/memory.limit_in_bytes"),
+                                                  "cwd": os.getcwd(), "sys_path": sys.path})
+
+
+def _try_write(path: Path) -> str:
+    try:
+        path.write_text("x")
+        path.unlink()
+        return "ok"
+    except OSError as exc:
+        return f"error {exc.errno}"
+
+
+def _cgroup(v2: str, v1: str) -> str | None:
+    """A limit of this container's cgroup (v2 file, else the v1 controller's)."""
+    for name in (v2, v1):
+        try:
+            return Path("/sys/fs/cgroup", name).read_text().strip()
+        except OSError:
+            continue
+    return None
 
 
 def mode_oom(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
