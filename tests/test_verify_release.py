@@ -276,3 +276,15 @@ def test_a_declared_path_outside_the_release_is_the_declarer_failure(release_cop
     assert result.failed_files == [RELEASE_RECEIPTS]
     assert any("outside the release" in c.message for c in result.failed)
     assert not any("passwd" in f.path for f in result.files)
+
+
+@pytest.mark.parametrize("rel", [RESULTS, "rlvr/configs/trace-qwen2.5-vl-3b.yaml"])
+@pytest.mark.parametrize("depth", [900, 200_000])
+def test_deeply_nested_json_or_yaml_fails_that_file_only(release_copy: Path, rel: str, depth: int) -> None:
+    """Nesting past the interpreter's recursion limit (and just under it) fails the file, never verify."""
+    path = release_copy / rel
+    path.write_text('{"a": ' * depth + "1" + "}" * depth if rel.endswith(".json") else "[" * depth + "]" * depth)
+    result = verify_release(release_copy)
+    assert result.failed_files == [rel]
+    doc = next(c for c in result.checks if c.id == f"document:{rel}")
+    assert doc.status == "failed"

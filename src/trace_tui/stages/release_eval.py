@@ -261,6 +261,9 @@ def recompute_score(campaign_dir: Path, content: dict[str, Any]) -> float:
         raise ValueError(f"{rel}: no score file recorded for {want[0]}/{want[1]}/{want[2]}")
     root = campaign_dir / data["campaign_root"]
     score_path = root / entry["scores_path"]
+    resolved_campaign = campaign_dir.resolve()
+    if resolved_campaign not in score_path.resolve().parents:
+        raise ValueError(f"{rel}: names a score file outside the campaign; it was not read")
     where = f"{data['campaign_root']}/{entry['scores_path']}"
     if not score_path.is_file():
         raise ValueError(f"{where}: missing")

@@ -9,8 +9,9 @@ Checks (pure over the campaign's files and its state database, read-only):
 - scores: each recorded score recomputed from the per-row results and equal to
   the record. Stages say how: ``register_score_recomputer(step_kind, fn)``
   with ``step_kind`` the worker module (``step.run[0]``) and
-  ``fn(campaign_dir, receipt_content) -> float``; a worker module may instead
-  define ``recompute_score(campaign_dir, receipt_content)`` (found by import);
+  ``fn(campaign_dir, receipt_content) -> float``; trace-tui's own scoring
+  workers are in a fixed table (KNOWN_RECOMPUTERS). A module a receipt names is
+  never imported: an unknown kind is a failed check;
 - pinned inputs: the model revisions and generation settings a campaign
   recorded against the release lock (and image ids against the image lock, as
   information: images are not bit-reproducible across machines);
@@ -48,17 +49,34 @@ def register_score_recomputer(step_kind: str, fn: ScoreRecomputer) -> None:
     _RECOMPUTERS[step_kind] = fn
 
 
+# The step kinds whose scores verify recomputes, and the module of trace-tui that knows how. A fixed
+# table: the kind comes from a receipt, which a campaign handed over may have written to name any module.
+KNOWN_RECOMPUTERS: dict[str, str] = {
+    "trace_tui.stages.score": "trace_tui.stages.score",
+    "trace_tui.stages.release_eval": "trace_tui.stages.release_eval",
+    "trace_tui.stages.selftest": "trace_tui.stages.selftest",
+}
+
+
 def recomputer_for(step_kind: str) -> ScoreRecomputer | None:
     if step_kind in _RECOMPUTERS:
         return _RECOMPUTERS[step_kind]
-    try:
-        module = importlib.import_module(step_kind)
-    except Exception:  # noqa: BLE001 - a worker that cannot import here simply has no recomputer
+    module_name = KNOWN_RECOMPUTERS.get(step_kind)
+    if module_name is None:
         return None
+    module = importlib.import_module(module_name)
     if step_kind in _RECOMPUTERS:  # the module registered itself on import
         return _RECOMPUTERS[step_kind]
     fn = getattr(module, "recompute_score", None)
     return fn if callable(fn) else None
+
+
+def inside(root: Path, rel: Any) -> Path | None:
+    """``root / rel`` when it names a file inside the campaign (links resolved), else None."""
+    if not isinstance(rel, str) or not rel or "\x00" in rel:
+        return None
+    path = (root / rel).resolve()
+    return path if root in path.parents else None
 
 
 Status = Literal["passed", "failed", "absent", "info"]
@@ -224,7 +242,11 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
         step = recipe_steps.get(j.step, {})
         if _is_self_verify(step.get("run", [])):
             continue
-        receipt_path = root / j.receipt if j.receipt else None
+        if j.receipt and inside(root, j.receipt) is None:
+            add(Check(id="receipt", status="failed", subject=subject,
+                      message=f"receipt path {j.receipt!r} is outside the campaign; it was not read"))
+            continue
+        receipt_path = inside(root, j.receipt) if j.receipt else None
         if j.state != "completed" or receipt_path is None:
             add(Check(id="complete", status="failed", subject=subject,
                       message=f"not complete ({j.state}, {j.done}/{j.total} rows)"))
@@ -252,7 +274,12 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
             add(Check(id="receipt", status="passed", subject=j.receipt, message="receipt intact"))
         bad = 0
         for rel, want in sorted(content.get("outputs", {}).items()):
-            path = root / rel
+            path = inside(root, rel)
+            if path is None:
+                add(Check(id="output", status="failed", subject=str(rel),
+                          message="output path is outside the campaign; it was not read"))
+                bad += 1
+                continue
             if not path.is_file():
                 add(Check(id="output", status="failed", subject=rel, message="output missing",
                           expected=want["sha256"]))
@@ -267,8 +294,10 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
             add(Check(id="output", status="passed", subject=subject,
                       message=f"{len(content.get('outputs', {}))} output(s) match their sha256"))
 
-        # 3. scores recomputed from per-row results
+        # 3. scores recomputed from per-row results (never from a file outside the campaign)
         recorded = content.get("score")
+        if any(inside(root, rel) is None for rel in content.get("outputs", {})):
+            content = {**content, "score": None, "slices": {}}
         if recorded is not None:
             kind = content.get("kind") or by_step_kind.get(j.step, "")
             fn = recomputer_for(kind)
@@ -277,8 +306,9 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                           message="campaign state and receipt disagree on the score", expected=recorded,
                           actual=j.score))
             if fn is None:
-                add(Check(id="score", status="info", subject=subject,
-                          message=f"score {recorded} not recomputed: no recomputer for {kind}"))
+                add(Check(id="score", status="failed", subject=subject,
+                          message=f"score {recorded} cannot be recomputed: {str(kind)[:80]!r} is not a scoring "
+                                  "step of trace-tui"))
             else:
                 try:
                     again = fn(root, content)
@@ -303,8 +333,9 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
             fn = recomputer_for(kind)
             where = f"{j.step} {name}"
             if fn is None:
-                add(Check(id="score", status="info", subject=where,
-                          message=f"score {sub['score']} not recomputed: no recomputer for {kind}"))
+                add(Check(id="score", status="failed", subject=where,
+                          message=f"score {sub['score']} cannot be recomputed: {str(kind)[:80]!r} is not a "
+                                  "scoring step of trace-tui"))
             else:
                 try:
                     again = fn(root, {**content, "slice": name, "model": sub.get("model"), "seed": sub.get("seed"),

@@ -183,6 +183,9 @@ class _Problem(NamedTuple):
     actual: Any = None
 
 
+TOO_DEEP = "nested too deeply to be a release document"
+
+
 class _Release:
     """Reads each file once; parses each document once; remembers what went wrong."""
 
@@ -234,11 +237,15 @@ class _Release:
                     self._raw[path] = (yaml.load(data.decode("utf-8"), Loader=loader), None)  # noqa: S506 - safe loader
                 except (yaml.YAMLError, UnicodeDecodeError) as exc:
                     self._raw[path] = (None, f"not valid YAML: {str(exc).splitlines()[0]}")
+                except RecursionError:
+                    self._raw[path] = (None, TOO_DEEP)
             else:
                 try:
                     self._raw[path] = (json.loads(data), None)
                 except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
                     self._raw[path] = (None, f"not valid JSON: {exc}")
+                except RecursionError:  # this file fails; the others are still verified
+                    self._raw[path] = (None, TOO_DEEP)
         return self._raw[path]
 
     def doc(self, path: str, schema: type) -> tuple[Any, str | None]:
@@ -254,6 +261,8 @@ class _Release:
                     self._docs[key] = (schema.model_validate(value), None)
                 except d.SchemaError as exc:
                     self._docs[key] = (None, f"schema: {exc.line()}")
+                except RecursionError:
+                    self._docs[key] = (None, TOO_DEEP)
         return self._docs[key]
 
 
