@@ -135,7 +135,7 @@ def test_changed_pinned_input_invalidates_only_affected_slices(tmp_path: Path) -
     first = resolved_for(two_step_recipe(), benchmarks={"t1": 4, "t2": 4})
     assert run_campaign(tmp_path, first)[0].exit_code == 0
     changed = resolved_for(two_step_recipe(), benchmarks={"t1": 4, "t2": 6})  # t2's dataset entry changed
-    result, events = run_campaign(tmp_path, changed)
+    result, events = run_campaign(tmp_path, changed, redo=True)
     assert result.exit_code == 0
     inv = [e for e in events if isinstance(e, SliceState) and e.state == "invalidated"]
     assert {(e.step, e.benchmark) for e in inv} == {("gen", "t2"), ("agg", None)}
@@ -342,7 +342,7 @@ def test_whole_step_job_tracks_resumes_and_invalidates_per_slice(tmp_path: Path,
     assert res.ok and sum(1 for x in res.checks if x.id == "score" and x.status == "passed") == 4
     # t2 changes: only its two slices are redone (and the step after, which reads them all)
     changed = resolved_for(recipe, seeds=[42, 43], benchmarks={"t1": 5, "t2": 6})
-    result, events = run_campaign(tmp_path, changed)
+    result, events = run_campaign(tmp_path, changed, redo=True)
     assert result.exit_code == 0
     inv = {(e.step, e.benchmark) for e in events if isinstance(e, SliceState) and e.state == "invalidated"}
     assert inv == {("gen", "t2"), ("agg", None)}

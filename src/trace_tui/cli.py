@@ -12,7 +12,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from trace_tui import __version__
 from trace_tui.errors import ExitCode, TraceTuiError
@@ -31,6 +31,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line naming the problem and where help is (the README's promise), exit 2."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def add_recipe_selection(p: argparse.ArgumentParser) -> None:
     """--models/--seeds/--benchmarks: every command that takes --recipe narrows with these."""
     p.add_argument("--models", nargs="+", metavar="MODEL", help="only these models (release model ids)")
@@ -46,7 +53,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="trace-tui",
         description="Reproduce and verify the TRACE release. With no arguments, opens the terminal UI.",
     )
@@ -58,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--campaign", metavar="DIR", help="campaign directory (default: HOME/campaigns/RUN_TAG)")
     run.add_argument("--runtime", choices=("docker", "local"), default=None, help="where steps run")
     run.add_argument("--offline", action="store_true", help="no network for any step")
+    run.add_argument("--redo", action="store_true",
+                     help="redo finished work whose inputs changed (its outputs are kept under superseded/)")
     run.add_argument("--local-model", action="append", metavar="ID=PATH[@REV]", default=None,
                      help="also evaluate your own checkpoint (recipe full); repeatable")
     add_recipe_selection(parser)

@@ -160,14 +160,19 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
     wal = db.with_name(db.name + "-wal").exists()
     uri = f"file:{db}?mode=ro" if wal else f"file:{db}?immutable=1"
     try:
-        conn = sqlite3.connect(uri, uri=True, timeout=5)
-        conn.execute("SELECT count(*) FROM jobs").fetchone()
-        return conn
-    except sqlite3.OperationalError:
-        # e.g. a read-only copy of a campaign whose -shm is missing: read the file as it is
-        conn = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
-        conn.execute("SELECT count(*) FROM jobs").fetchone()
-        return conn
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=5)
+            conn.execute("SELECT count(*) FROM jobs").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            # e.g. a read-only copy of a campaign whose -shm is missing: read the file as it is
+            conn = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
+            conn.execute("SELECT count(*) FROM jobs").fetchone()
+            return conn
+    except sqlite3.DatabaseError as exc:  # empty, truncated or not a database at all
+        raise UsageError(f"{db}: not a readable campaign database ({exc})",
+                         hint="run the recipe on this campaign again: the state is rebuilt from its receipts "
+                              f"(move a broken file aside first: `mv {db} {db}.broken`)") from None
 
 
 
@@ -200,29 +205,92 @@ class Campaign:
     """The writer's view of a campaign directory. Thread-safe (one lock around the connection)."""
 
     def __init__(self, path: Path, *, lock: bool = True) -> None:
+        from trace_tui.engine.recovery import check_campaign_dir
+
         self.path = Path(path).resolve()
         self._mutex = threading.RLock()
         self._lock_fd: int | None = None
+        check_campaign_dir(self.path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"cannot create campaign directory {self.path}: {exc.strerror}") from None
         if lock:
             self._acquire_lock()
-        self.db = sqlite3.connect(self.path / "state.sqlite", check_same_thread=False, timeout=30,
-                                  isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        # NORMAL in WAL mode: a committed transaction survives a process kill (not a power cut,
-        # which the rerun repairs anyway because outputs are checked against receipts).
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(_SCHEMA)
+        state_lost = lock and self._state_lost()
+        self.rebuilt = 0  # jobs whose state was rebuilt from their receipts on this open
+        self.db = self._open_db()
         self.id = self._identity()
+        if state_lost:
+            self.rebuilt = self.rebuild_from_receipts()
         for sub in ("jobs", "outputs", "logs", "receipts"):
             (self.path / sub).mkdir(exist_ok=True)
         events = self.path / "events.jsonl"
         if lock:
             _drop_torn_tail(events)
         self._events = open(events, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    # -- the state database ---------------------------------------------------
+    def _state_lost(self) -> bool:
+        """The database is gone or empty although receipts say work was finished here."""
+        db = self.path / "state.sqlite"
+        try:
+            empty = db.stat().st_size == 0
+        except FileNotFoundError:
+            empty = True
+        if not empty or not any((self.path / "receipts").rglob("*.json")):
+            return False
+        for stale in (db.with_name("state.sqlite-wal"), db.with_name("state.sqlite-shm")):
+            stale.unlink(missing_ok=True)  # a log of a database that is no more must not be replayed
+        return True
+
+    def _open_db(self) -> sqlite3.Connection:
+        db_path = self.path / "state.sqlite"
+        try:
+            db = sqlite3.connect(db_path, check_same_thread=False, timeout=30, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode: a committed transaction survives a process kill (not a power cut,
+            # which the rerun repairs anyway because outputs are checked against receipts).
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            db.execute("SELECT count(*) FROM jobs").fetchone()
+            return db
+        except sqlite3.DatabaseError as exc:
+            raise UsageError(f"{db_path}: not a readable campaign database ({exc})",
+                             hint=f"move it aside (`mv {db_path} {db_path}.broken`) and run again: the state "
+                                  "is rebuilt from the receipts") from None
+
+    def rebuild_from_receipts(self, receipts: list[Path] | None = None) -> int:
+        """Job and slice rows from the intact receipts (all of them, or the ones given)."""
+        from trace_tui.engine.recovery import receipt_rows
+
+        jobs, slices = receipt_rows(self.path, receipts)
+        with self._mutex:
+            self.db.execute("BEGIN")
+            self.db.executemany(
+                "INSERT OR REPLACE INTO jobs(step, slice, model, seed, benchmark, input_hash, inputs, state, done,"
+                " total, score, receipt, expected, updated_at) VALUES (:step, :slice, :model, :seed, :benchmark,"
+                " :input_hash, :inputs, 'completed', :done, :total, :score, :receipt, 1, :now)", jobs)
+            self.db.executemany(
+                "INSERT OR REPLACE INTO slices(step, slice, model, seed, benchmark, input_hash, inputs, state, done,"
+                " total, score, expected, updated_at) VALUES (:step, :slice, :model, :seed, :benchmark,"
+                " :input_hash, :inputs, 'completed', :done, :total, :score, 1, :now)", slices)
+            self.db.execute("COMMIT")
+        return len(jobs)
+
+    def supersede(self, step: str, slice_: str, stamp: str, changes: list[str]) -> list[str]:
+        """Move a finished job's outputs and receipt aside (kept under superseded/STAMP, listed)."""
+        from trace_tui.engine.recovery import supersede
+
+        return supersede(self.path, stamp, step, slice_, self.output_rel(step, slice_),
+                         self.receipt_path(step, slice_), changes)
+
+    def supersede_slice(self, step: str, slice_: str, stamp: str, changes: list[str]) -> list[str]:
+        """A whole-step job's slice: its folder OUTPUT_DIR/slices/SLICE goes aside (no receipt of its own)."""
+        from trace_tui.engine.recovery import supersede
+
+        rel = f"{self.output_rel(step, STEP_SLICE)}/slices/{slice_path(slice_)}"
+        return supersede(self.path, stamp, step, slice_, rel, self.path / "__none__", changes)
 
     # -- identity and locking -------------------------------------------------
     def _acquire_lock(self) -> None:
@@ -252,6 +320,8 @@ class Campaign:
         with self._mutex:
             try:
                 self._events.close()
+            except OSError:
+                pass  # a full disk: the torn last line is cut on the next open
             finally:
                 self.db.close()
                 if self._lock_fd is not None:

@@ -95,6 +95,9 @@ def run_headless(args: argparse.Namespace, resolved: Any) -> int:
     if problems:
         raise RequirementsError(f"recipe {resolved.recipe.name} cannot run here: " + "; ".join(problems))
     path = campaign_path(args, resolved)
+    from trace_tui.engine.recovery import check_campaign_dir
+
+    check_campaign_dir(path)  # before anything (the log file) is written into it
     fmt = getattr(args, "log_format", "console") or "console"
     logs.configure(fmt, log_file=Path(args.log_file) if getattr(args, "log_file", None) else path / "runner.log")
     log = logs.get_logger("trace-tui.run")
@@ -102,7 +105,8 @@ def run_headless(args: argparse.Namespace, resolved: Any) -> int:
     with Campaign(path) as campaign:
         groups, dealt = gpu_assignment(resolved, report)
         runner = Runner(resolved, campaign, runtime, store=paths.store_dir(home),
-                        offline=bool(getattr(args, "offline", False)), gpu_groups=groups, slice_groups=dealt)
+                        offline=bool(getattr(args, "offline", False)), gpu_groups=groups, slice_groups=dealt,
+                        redo=bool(getattr(args, "redo", False)))
         log.info("run starting", recipe=resolved.recipe.name, campaign=str(path), runtime=runtime.name,
                  run_tag=resolved.run_tag)
 

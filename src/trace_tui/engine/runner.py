@@ -16,8 +16,8 @@ import collections
 import hashlib
 import json
 import os
-import shutil
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -37,7 +37,7 @@ from trace_tui.engine.events import (
     StepState,
     parse_stage_line,
 )
-from trace_tui.errors import ExitCode, RequirementsError
+from trace_tui.errors import CheckFailed, ExitCode, RequirementsError, UsageError
 from trace_tui.runtime.base import LABEL_CAMPAIGN, ExitInfo, Handle, Launch, Runtime
 
 EventSink = Callable[[Any], None]
@@ -86,11 +86,11 @@ def diff_inputs(old: Any, new: Any, prefix: str = "") -> list[str]:
     if old == new:
         return []
 
-    def short(v: Any) -> str:
-        s = v if isinstance(v, str) else canonical_json(v)
-        return s if len(s) <= 24 else s[:12] + "…"
+    def full(v: Any) -> str:
+        # Whole values: two image ids that differ only after their first characters must not look equal.
+        return v if isinstance(v, str) else canonical_json(v)
 
-    return [f"{prefix or 'inputs'}: {short(old)} -> {short(new)}"]
+    return [f"{prefix or 'inputs'}: {full(old)} -> {full(new)}"]
 
 
 @dataclass
@@ -224,7 +224,8 @@ class Runner:
                  offline: bool = False, gpu_groups: list[list[int]] | None = None,
                  slice_groups: dict[str, int] | None = None,
                  host_runtime: Runtime | None = None, mem_limit: str | None = None,
-                 extra_inputs: Callable[[Any, PlannedJob, Any], dict[str, Any]] | None = None) -> None:
+                 extra_inputs: Callable[[Any, PlannedJob, Any], dict[str, Any]] | None = None,
+                 redo: bool = False, confirm_redo: Callable[[list[str]], bool] | None = None) -> None:
         self.resolved = resolved
         self.recipe = resolved.recipe
         self.campaign = campaign
@@ -242,6 +243,10 @@ class Runner:
         self.slice_groups = slice_groups or {}
         self.mem_limit = mem_limit
         self.extra_inputs = extra_inputs
+        # Finished work whose inputs changed is replaced only when asked: `--redo`, or a yes from
+        # confirm_redo (the TUI's question), which gets every change in full.
+        self.redo = redo
+        self.confirm_redo = confirm_redo
         self._cancel = threading.Event()
         self._handles: set[Handle] = set()
         self._handles_lock = threading.Lock()
@@ -350,6 +355,40 @@ class Runner:
         return self._cancel.is_set()
 
     def run(self, on_event: EventSink | None = None) -> RunResult:
+        """Plan and run; a full disk stops the run with one line naming where (the job is marked failed)."""
+        try:
+            return self._run(on_event)
+        except (OSError, sqlite3.OperationalError) as exc:
+            where = disk_full_path(exc, self.campaign.path)
+            if where is None:
+                raise
+            self._mark_unfinished_failed("no space left on device")
+            raise CheckFailed(f"no space left on device writing {where}",
+                              hint="free space there and run the same command again to resume") from None
+
+    def _mark_unfinished_failed(self, why: str) -> None:
+        try:
+            for (step, slice_), rec in self.campaign.jobs().items():
+                if rec.state == "running":
+                    self.campaign.update_job(step, slice_, state="failed", message=why, rate=None)
+        except (OSError, sqlite3.Error):
+            pass  # still full: a job left "running" is resumed on the next run anyway
+
+    def redo_changes(self, plan: Plan) -> list[str]:
+        """One line per finished job (or slice) whose pinned inputs changed, with the full old and new values."""
+        c = self.campaign
+        lines = []
+        for j in plan.jobs:
+            if j.action == "invalidate" and ((c.path / c.output_rel(j.step.id, j.slice)).exists()
+                                             or c.receipt_path(j.step.id, j.slice).exists()):
+                lines.append(f"{j.step.id} {j.slice}: {j.reason}")
+            elif j.action != "invalidate":
+                out = c.path / c.output_rel(j.step.id, j.slice) / "slices"
+                lines += [f"{j.step.id} {x.slice}: {x.reason}" for x in j.subs
+                          if x.action == "invalidate" and (out / slice_path(x.slice)).exists()]
+        return lines
+
+    def _run(self, on_event: EventSink | None = None) -> RunResult:
         self._sink = on_event or (lambda e: None)
         t0 = time.monotonic()
         self.preflight()
@@ -358,6 +397,18 @@ class Runner:
         # anything is planned, removed or swept.
         stale = self.runtime.cleanup(c.id)
         plan = self.plan()
+        changes = self.redo_changes(plan)
+        if changes and not self.redo and not (self.confirm_redo is not None and self.confirm_redo(changes)):
+            for line in changes:
+                self._log(f"inputs changed for finished work: {line}", "warning")
+            c.flush_events()
+            raise UsageError(f"{len(changes)} finished job(s) or slice(s) have changed inputs, first: {changes[0]}",
+                             hint="nothing was changed; run again with --redo to redo them (their outputs are "
+                                  f"kept under {c.path / 'superseded'})")
+        if c.rebuilt:
+            self._log(f"state.sqlite was missing or empty: {c.rebuilt} finished job(s) restored from their receipts",
+                      "warning")
+        stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
         c.sweep_temporaries()
         from trace_tui.stages.protocol import atomic_write_json
 
@@ -369,7 +420,7 @@ class Runner:
         c.upsert_steps((s.id, i, s.title, s.run[0], s.per_slice) for i, s in enumerate(self.recipe.steps))
         for j in plan.jobs:
             if j.action == "invalidate":
-                c.remove_outputs(j.step.id, j.slice)
+                c.supersede(j.step.id, j.slice, stamp, [j.reason])
         c.record_plan([{"step": j.step.id, "slice": j.slice, "model": j.model, "seed": j.seed,
                         "benchmark": j.benchmark, "input_hash": j.input_hash, "inputs": canonical_json(j.inputs),
                         "state": "pending", "total": j.total, "message": j.reason if j.action == "invalidate" else "",
@@ -379,8 +430,7 @@ class Runner:
             for x in j.subs:
                 if x.action == "invalidate" and j.action != "invalidate":
                     # Convention for whole-step workers: a slice's outputs live in OUTPUT_DIR/slices/SLICE.
-                    shutil.rmtree(c.path / c.output_rel(j.step.id, j.slice) / "slices" / slice_path(x.slice),
-                                  ignore_errors=True)
+                    c.supersede_slice(j.step.id, x.slice, stamp, [x.reason])
                 sub_rows.append({"step": j.step.id, "slice": x.slice, "model": x.model, "seed": x.seed,
                                  "benchmark": x.benchmark, "input_hash": x.input_hash,
                                  "inputs": canonical_json(x.inputs), "total": x.total,
@@ -727,6 +777,9 @@ class Runner:
         reason = None
         if info.exit_code != 0 or info.oom_killed:
             reason = info.describe()
+            if any("[Errno 28]" in t or "No space left on device" in t for t in info.tail):
+                reason = f"no space left on device (ENOSPC) writing {c.path / c.output_rel(step.id, job.slice)} " \
+                         f"({reason}); free space there"
             if ctx.status is not None and ctx.status.state == "failed" and ctx.status.message:
                 reason += f": {ctx.status.message}"
         elif ctx.status is not None and ctx.status.state != "completed":
@@ -790,6 +843,17 @@ class Runner:
         atomic_write_json(path, {"content": content, "content_sha256": sha256_json(content),
                                  "circumstance": circumstance})
         return path.relative_to(c.path).as_posix(), None
+
+
+def disk_full_path(exc: BaseException, campaign: Path) -> str | None:
+    """Where a write failed for want of space (ENOSPC, EDQUOT, SQLite's "disk is full"), else None."""
+    import errno
+
+    if isinstance(exc, sqlite3.OperationalError):
+        return str(campaign / "state.sqlite") if "disk is full" in str(exc) else None
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return str(exc.filename or campaign)
+    return None
 
 
 def iter_plan_lines(plan: Plan) -> Iterable[str]:
