@@ -8,7 +8,9 @@ and single-field mutations of a valid recipe (the most realistic mistakes).
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -99,3 +101,105 @@ def test_arbitrary_recipe_names(name):
         load_recipe(name)
     except UsageError as exc:
         assert "\n" not in exc.line()
+
+
+# -- the bad values a user actually writes: each must be refused (exit 2), never accepted --------
+
+DEMO = yaml.safe_load((Path(__file__).resolve().parents[1] / "recipes" / "demo.yaml").read_text())
+
+
+def _refused(doc_or_text) -> str:
+    """The one line a bad recipe gets; fails the test when the recipe (and its resolution) is accepted."""
+    text = doc_or_text if isinstance(doc_or_text, str) else yaml.safe_dump(doc_or_text, allow_unicode=True)
+    try:
+        recipe = parse_recipe(text, source="fuzz.yaml")
+        resolve_recipe(recipe)
+    except UsageError as exc:
+        line = exc.line()
+        assert "\n" not in line and line.startswith(("fuzz.yaml", "recipe ")), line
+        return line
+    raise AssertionError(f"accepted: {text[:200]!r}")
+
+
+def _with(doc: dict, path: tuple, value) -> dict:
+    doc = copy.deepcopy(doc)
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return doc
+
+
+BAD_SETTINGS = [("max_tokens", 10**100), ("max_tokens", -1), ("max_tokens", "abc"), ("max_tokens", 0),
+                ("max_tokens", 2.5), ("max_tokens", True), ("temperature", -3), ("temperature", float("inf")),
+                ("temperature", float("nan")), ("top_p", 0), ("top_p", 1.5), ("seed", 10**40), ("seed", -1),
+                ("min_image_pixels", 0), ("max_image_pixels", -5), ("top_k", -2), ("repetition_penalty", 0)]
+
+
+@pytest.mark.parametrize(("key", "value"), BAD_SETTINGS)
+def test_out_of_range_or_mistyped_settings_are_refused(key, value):
+    line = _refused(_with(DEMO, ("settings", key), value))
+    assert f"settings.{key}" in line
+
+
+def test_min_pixels_above_max_pixels_is_refused():
+    doc = _with(DEMO, ("settings", "min_image_pixels"), 60_000)
+    assert "min_image_pixels" in _refused(_with(doc, ("settings", "max_image_pixels"), 50_000))
+
+
+def test_duplicate_and_unknown_task_keys_are_refused():
+    tasks = DEMO["demo_tasks"]
+    assert "used twice" in _refused(_with(DEMO, ("demo_tasks",), tasks + [dict(tasks[0])]))
+    assert "unknown value" in _refused(_with(DEMO, ("selection", "benchmarks"), ["counting", "nope"]))
+    assert "listed twice" in _refused(_with(DEMO, ("selection", "benchmarks"), ["counting", "counting"]))
+    assert "listed twice" in _refused(_with(BASE, ("selection", "benchmarks"), ["mmstar", "mmstar"]))
+
+
+@pytest.mark.parametrize("seed", [10**40, -1, 2**32])
+def test_seeds_out_of_range_are_refused(seed):
+    assert "selection.seeds" in _refused(_with(BASE, ("selection", "seeds"), [seed]))
+    assert "selection.seeds" in _refused(_with(DEMO, ("selection", "seeds"), [seed]))
+
+
+@pytest.mark.parametrize("path", [("selection", "models"), ("selection", "seeds"), ("selection", "benchmarks")])
+def test_empty_selections_giving_no_slices_are_refused(path):
+    assert "0 slices" in _refused(_with(BASE, path, []))
+
+
+def test_a_demo_without_tasks_gives_no_slices_and_is_refused():
+    assert "0 slices" in _refused(_with(DEMO, ("demo_tasks",), []))
+
+
+@pytest.mark.parametrize("dup", ["name: mini\nname: other\n", "selection:\n  suite: demo\n  suite: trace_eval\n"])
+def test_duplicate_yaml_keys_are_refused(dup):
+    text = VALID.replace("name: mini\n", dup) if dup.startswith("name") else VALID.replace(
+        "selection:\n  suite: trace_eval\n", dup)
+    assert "appears twice" in _refused(text)
+
+
+@FUZZ
+@given(st.sampled_from(sorted({k for k, _ in BAD_SETTINGS} | {"min_image_pixels", "max_image_pixels"})),
+       st.one_of(st.integers(min_value=10**10), st.integers(max_value=-2), st.text(max_size=8),
+                 st.floats(allow_nan=True, allow_infinity=True).filter(lambda f: not (0 <= f <= 1)), st.booleans()))
+def test_fuzzed_bad_settings_are_refused(key, value):
+    if key == "top_k" and isinstance(value, int) and not isinstance(value, bool) and -1 <= value <= 1_000_000:
+        return
+    _refused(_with(DEMO, ("settings", key), value))
+
+
+@FUZZ
+@given(st.lists(st.one_of(st.integers(min_value=2**32), st.integers(max_value=-1)), min_size=1, max_size=3))
+def test_fuzzed_bad_seeds_are_refused(seeds):
+    _refused(_with(BASE, ("selection", "seeds"), seeds))
+
+
+@FUZZ
+@given(st.sampled_from(["name", "title", "purpose", "selection", "steps"]), st.data())
+def test_fuzzed_duplicate_top_level_keys_are_refused(key, data):
+    lines = VALID.splitlines(keepends=True)
+    i = next(n for n, ln in enumerate(lines) if ln.startswith(f"{key}:"))
+    block = [lines[i]] + [ln for ln in lines[i + 1:] if ln.startswith(" ")][:0]
+    at = data.draw(st.integers(0, len(lines)))
+    while at < len(lines) and lines[at].startswith(" "):
+        at += 1
+    _refused("".join(lines[:at] + block + lines[at:]))

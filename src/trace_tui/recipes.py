@@ -321,6 +321,10 @@ def parse_recipe(text: str, *, source: str = "<recipe>", lock: "ReleaseLock | No
         raise UsageError(f"{source}: not valid YAML: nested too deeply") from None
     except Exception as exc:  # noqa: BLE001 - yaml constructors raise ValueError/TypeError etc. on odd scalars
         raise UsageError(_one_line(f"{source}: not valid YAML: {type(exc).__name__}: {exc}")) from None
+    dup = _duplicate_key(root)
+    if dup is not None:
+        raise UsageError(f"{source}:{dup[1]}: key {_short(dup[0])} appears twice in the same mapping",
+                         hint="keep one; YAML would silently use the last")
     if not isinstance(data, dict):
         raise UsageError(f"{source}:1: a recipe is a mapping with name, title, purpose, steps "
                          f"(got {type(data).__name__})")
@@ -410,6 +414,7 @@ def _short(value: Any) -> str:
 def _check_against_lock(recipe: Recipe, root: Any, source: str, lock: "ReleaseLock | None") -> None:
     """Model ids, seeds and benchmark keys a recipe names must exist in the release lock."""
     sel = recipe.selection
+    _check_selection(recipe, root, source)
     if sel.suite in (None, "demo"):
         if sel.suite is None and (sel.seeds or sel.benchmarks):
             line = _node_line(root, ("selection",))
@@ -427,6 +432,7 @@ def _check_against_lock(recipe: Recipe, root: Any, source: str, lock: "ReleaseLo
             if key not in allowed:
                 raise UsageError(f"{source}:{_node_line(root, ('settings', key))}: settings.{key}: unknown setting; "
                                  f"allowed values: {', '.join(allowed)}")
+        _check_settings(recipe, root, source, lock.trace_validation.generation.model_dump())
     if isinstance(sel.models, list) and sel.models:
         _subset(sel.models, [m.id for m in lock.models], source,
                 _node_line(root, ("selection", "models")), "selection.models")
@@ -437,6 +443,92 @@ def _check_against_lock(recipe: Recipe, root: Any, source: str, lock: "ReleaseLo
         if isinstance(sel.benchmarks, list) and sel.benchmarks:
             _subset(sel.benchmarks, [b.key for b in _suite_benchmarks(recipe, lock)], source,
                     _node_line(root, ("selection", "benchmarks")), "selection.benchmarks")
+
+
+# Each generation setting a demo recipe may override: its type and the range a backend accepts.
+# (kind, lowest, highest); bounds included, except top_p's lower one.
+SETTING_RANGES: dict[str, tuple[type, float, float]] = {
+    "seed": (int, 0, 2**32 - 1),
+    "temperature": (float, 0, 100),
+    "top_p": (float, 0, 1),
+    "top_k": (int, -1, 1_000_000),  # -1: no top-k (vLLM's spelling)
+    "presence_penalty": (float, -2, 2),
+    "frequency_penalty": (float, -2, 2),
+    "repetition_penalty": (float, 0.01, 10),
+    "max_tokens": (int, 1, 1_048_576),
+    "min_image_pixels": (int, 1, 10**9),
+    "max_image_pixels": (int, 1, 10**9),
+}
+SEED_RANGE = (0, 2**32 - 1)
+
+
+def _check_settings(recipe: Recipe, root: Any, source: str, base: dict[str, Any]) -> None:
+    """Types, ranges and the min/max pixel order of a recipe's generation settings."""
+    import math
+
+    for key, value in recipe.settings.items():
+        line = _node_line(root, ("settings", key))
+        kind, low, high = SETTING_RANGES.get(key, (float, -math.inf, math.inf))
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or (kind is int and not isinstance(value, int)):
+            raise UsageError(f"{source}:{line}: settings.{key}: {_short(value)} is not "
+                             f"{'an integer' if kind is int else 'a number'}")
+        bad_top_p = key == "top_p" and value <= 0
+        if not math.isfinite(value) or not low <= value <= high or bad_top_p:
+            raise UsageError(f"{source}:{line}: settings.{key}: {_short(value)} is out of range; "
+                             f"allowed values: {'above' if key == 'top_p' else 'from'} {low} to {high}")
+    merged = {**base, **recipe.settings}
+    lo, hi = merged.get("min_image_pixels"), merged.get("max_image_pixels")
+    if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
+        key = "min_image_pixels" if "min_image_pixels" in recipe.settings else "max_image_pixels"
+        raise UsageError(f"{source}:{_node_line(root, ('settings', key))}: settings: min_image_pixels {lo} is "
+                         f"above max_image_pixels {hi}", hint="the smallest image size must not exceed the largest")
+
+
+def _check_selection(recipe: Recipe, root: Any, source: str) -> None:
+    """No repeated keys or seeds, seeds in range, task keys unique."""
+    sel = recipe.selection
+    for field in ("models", "seeds", "benchmarks"):
+        values = getattr(sel, field)
+        if isinstance(values, list):
+            dupes = [v for i, v in enumerate(values) if v in values[:i]]
+            if dupes:
+                raise UsageError(f"{source}:{_node_line(root, ('selection', field))}: selection.{field}: "
+                                 f"{_short(dupes[0])} is listed twice")
+    if isinstance(sel.seeds, list):
+        for seed in sel.seeds:
+            if not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+                raise UsageError(f"{source}:{_node_line(root, ('selection', 'seeds'))}: selection.seeds: "
+                                 f"{_short(seed)} is out of range; allowed values: {SEED_RANGE[0]} to {SEED_RANGE[1]}")
+    keys = [t.key for t in recipe.demo_tasks]
+    dupes = [k for i, k in enumerate(keys) if k in keys[:i]]
+    if dupes:
+        raise UsageError(f"{source}:{_node_line(root, ('demo_tasks',))}: demo_tasks: key {dupes[0]!r} "
+                         f"is used twice", hint="each task group has its own key")
+
+
+def _duplicate_key(node: Any) -> tuple[str, int] | None:
+    """The first key a YAML mapping repeats (PyYAML keeps the last silently), with its line."""
+    import yaml
+
+    stack = [node]
+    seen_nodes: set[int] = set()
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen_nodes:
+            continue
+        seen_nodes.add(id(n))
+        if isinstance(n, yaml.MappingNode):
+            keys: set[str] = set()
+            for k, v in n.value:
+                if isinstance(k, yaml.ScalarNode):
+                    if k.value in keys:
+                        return k.value, k.start_mark.line + 1
+                    keys.add(k.value)
+                stack.append(v)
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+    return None
 
 
 def _subset(values: list[Any], allowed: list[Any], source: str, line: int, field: str) -> None:
@@ -619,6 +711,11 @@ def resolve_recipe(recipe: Recipe | str, *, models: list[str] | None = None, see
     slices: list[SliceKey] = []
     if sel.suite is not None:  # a suite selection defines the slice matrix
         slices = [SliceKey(model=m.id, seed=s, benchmark=b.key) for m in chosen for s in chosen_seeds for b in chosen_b]
+    if sel.suite is not None and not slices:
+        empty = next((k for k, v in (("models", chosen), ("seeds", chosen_seeds), ("benchmarks", chosen_b)) if not v),
+                     "models")
+        raise UsageError(f"recipe {recipe.name}: its selection gives 0 slices (no {empty} selected)",
+                         hint=f"select at least one of selection.{empty}, or `all`")
     rows = {b.key: b.rows for b in chosen_b}
     rows_total = sum(rows[s.benchmark] for s in slices)
     store = _store_entries(recipe, chosen, chosen_b, lock)
