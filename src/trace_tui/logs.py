@@ -70,8 +70,14 @@ def configure(fmt: str = "console", *, log_file: Path | None = None, stream: Tex
     json_renderer = structlog.processors.JSONRenderer(sort_keys=True)
     log_handle: TextIO | None = None
     if log_file is not None:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        log_handle = open(log_file, "a", encoding="utf-8")  # noqa: SIM115 - lives for the process
+        try:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            log_handle = open(log_file, "a", encoding="utf-8")  # noqa: SIM115 - lives for the process
+        except OSError as exc:
+            from trace_tui.errors import UsageError
+
+            raise UsageError(f"--log-file {log_file}: cannot be written ({exc.strerror or exc})",
+                             hint="name a file in a writable directory") from None
 
     def _emit(logger: Any, name: str, event: dict[str, Any]) -> str:
         if log_handle is not None:

@@ -35,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
 
     store = Store(store_dir(home(args.home)))
     if args.bundle_command == "export":
+        dest = Path(args.dir)
+        if dest.exists() and not dest.is_dir():
+            raise UsageError(f"bundle export {dest}: is a file, not a directory",
+                             hint="name a new or empty directory for the bundle")
         from trace_tui.recipes import resolve_recipe
 
         resolved = resolve_recipe(args.recipe, models=args.models, seeds=args.seeds, benchmarks=args.benchmarks)

@@ -115,7 +115,10 @@ class SliceRecord:
     @classmethod
     def from_row(cls: type[_R], row: tuple[Any, ...]) -> _R:
         d = dict(zip(cls.COLUMNS, row))
-        d["inputs"] = json.loads(d["inputs"])
+        try:
+            d["inputs"] = json.loads(d["inputs"])
+        except (TypeError, ValueError):
+            raise BrokenRow(f"{d.get('step')} {d.get('slice')}: its inputs are not valid JSON") from None
         d["expected"] = bool(d["expected"])
         return cls(**d)
 
@@ -182,12 +185,28 @@ def read_slices(conn: sqlite3.Connection) -> list[SliceRecord]:
         rows = conn.execute(f"SELECT {', '.join(SLICE_COLUMNS)} FROM slices").fetchall()
     except sqlite3.OperationalError:  # a campaign from before sub-slices were tracked
         return []
-    return [SliceRecord.from_row(r) for r in rows]
+    try:
+        return [SliceRecord.from_row(r) for r in rows]
+    except BrokenRow as exc:
+        raise _broken_state(conn, exc) from None
+
+
+class BrokenRow(ValueError):
+    """A state row that does not parse (the database was edited or damaged)."""
+
+
+def _broken_state(conn: sqlite3.Connection, exc: BrokenRow) -> UsageError:
+    db = conn.execute("PRAGMA database_list").fetchone()[2] or "state.sqlite"
+    return UsageError(f"{db}: {exc}", hint=f"move it aside (`mv {db} {db}.broken`) and run the recipe again: "
+                                           "the state is rebuilt from the receipts")
 
 
 def read_jobs(conn: sqlite3.Connection) -> list[JobRecord]:
     rows = conn.execute(f"SELECT {', '.join(JOB_COLUMNS)} FROM jobs").fetchall()
-    return [JobRecord.from_row(r) for r in rows]
+    try:
+        return [JobRecord.from_row(r) for r in rows]
+    except BrokenRow as exc:
+        raise _broken_state(conn, exc) from None
 
 
 def read_steps(conn: sqlite3.Connection) -> list[dict[str, Any]]:

@@ -260,7 +260,9 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
         try:
             receipt = json.loads(receipt_path.read_text(encoding="utf-8"))
             content = receipt["content"]
-        except (OSError, ValueError, KeyError) as exc:
+            if not isinstance(content, dict) or not isinstance(content.get("outputs", {}), dict):
+                raise ValueError("its content is not an object with outputs")
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             add(Check(id="receipt", status="failed", subject=j.receipt, message=f"unreadable receipt: {exc}"))
             continue
         if sha256_json(content) != receipt.get("content_sha256"):

@@ -1,0 +1,146 @@
+"""Every bad input a user can give is one line on stderr naming what and where, with README's exit code.
+
+Real `python -m trace_tui` processes; a real read-only tmpfs for the unwritable campaign directory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+RECIPE = """name: enginetest
+title: engine test
+purpose: exercise the engine
+canonical: false
+selection: {suite: demo, seeds: all, benchmarks: all}
+local_models:
+  - {id: tiny-a, label: A, store_entry: "local:model/tiny-a"}
+demo_tasks:
+  - {key: t1, rows: 3}
+steps:
+  - {id: gen, title: rows, stage: host, per_slice: true, run: [trace_tui.stages.selftest, rows]}
+"""
+
+
+def cli(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TRACE_TUI_DEBUG"}
+    return subprocess.run([sys.executable, "-m", "trace_tui", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, env=env)
+
+
+def one_line(out: subprocess.CompletedProcess, code: int, *must: str) -> str:
+    # a run's own log lines (structlog's console lines) may come before the error; the error is one line
+    lines = [x for x in out.stderr.splitlines() if x.strip() and not re.match(r"^\S+Z \[(info|warning)", x)]
+    assert out.returncode == code, (out.returncode, out.stderr)
+    assert len(lines) == 1, out.stderr
+    assert "Traceback" not in out.stderr and "internal error" not in out.stderr, out.stderr
+    for text in must:
+        assert text in lines[0], (text, lines[0])
+    return lines[0]
+
+
+@pytest.fixture()
+def campaign(tmp_path: Path) -> tuple[Path, Path]:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE)
+    out = cli("--home", str(tmp_path / "home"), "--recipe", str(recipe), "--yes", "--runtime", "local",
+              "--campaign", str(tmp_path / "c"))
+    assert out.returncode == 0, out.stderr
+    return tmp_path / "c", recipe
+
+
+@pytest.mark.parametrize("argv", [["--bogus"], ["verify", "--nope"], ["store", "fetch", "--entry"],
+                                  ["bundle"], ["status", "--watch", "x"], ["--runtime", "podman"]])
+def test_usage_errors_are_one_line(argv: list[str]) -> None:
+    line = one_line(cli(*argv), 2, "error:")
+    assert "--help" in line
+
+
+def test_a_corrupt_state_database_is_one_line(campaign) -> None:
+    c, recipe = campaign
+    db = c / "state.sqlite"
+    for extra in ("state.sqlite-wal", "state.sqlite-shm"):
+        (c / extra).unlink(missing_ok=True)
+    db.write_bytes(b"garbage" * 200)
+    one_line(cli("status", "--campaign", str(c)), 2, str(db))
+    one_line(cli("verify", "--campaign", str(c)), 2, str(db))
+    one_line(cli("--home", str(c.parent / "home"), "--recipe", str(recipe), "--yes", "--runtime", "local",
+                 "--campaign", str(c)), 2, str(db), "mv")
+
+
+def test_bad_inputs_json_in_the_state_is_one_line(campaign) -> None:
+    c, recipe = campaign
+    db = sqlite3.connect(c / "state.sqlite")
+    db.execute("UPDATE jobs SET inputs='{not json'")
+    db.commit()
+    db.close()
+    one_line(cli("status", "--campaign", str(c)), 2, str(c / "state.sqlite"), "not valid JSON")
+    one_line(cli("--home", str(c.parent / "home"), "--recipe", str(recipe), "--yes", "--runtime", "local",
+                 "--campaign", str(c)), 2, "state.sqlite")
+
+
+def test_an_unreadable_receipt_is_a_failed_check_not_a_crash(campaign) -> None:
+    c, _ = campaign
+    receipt = next((c / "receipts").rglob("*.json"))
+    receipt.write_text(json.dumps([1, 2, 3]))
+    out = cli("verify", "--campaign", str(c))
+    assert out.returncode == 1 and "Traceback" not in out.stderr and "internal error" not in out.stderr
+    receipt.write_text(json.dumps({"content": "nope"}))
+    out = cli("verify", "--campaign", str(c))
+    assert out.returncode == 1 and "Traceback" not in out.stderr and "internal error" not in out.stderr
+
+
+def test_a_campaign_that_is_a_file_a_fifo_or_unwritable_is_one_line(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE)
+    base = ["--home", str(tmp_path / "home"), "--recipe", str(recipe), "--yes", "--runtime", "local", "--campaign"]
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    one_line(cli(*base, str(a_file)), 2, str(a_file), "a file")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    one_line(cli(*base, str(fifo)), 2, str(fifo), "FIFO")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(ro)], capture_output=True).returncode:
+        ro.chmod(0o555)  # not root: an unwritable directory by its mode
+        if os.access(ro, os.W_OK):
+            pytest.skip("neither a read-only mount nor a read-only mode is possible here")
+    try:
+        one_line(cli(*base, str(ro)), 2, str(ro), "not writable")
+    finally:
+        subprocess.run(["umount", "-l", str(ro)], capture_output=True)
+
+
+def test_bundle_export_to_a_file_is_one_line(tmp_path: Path) -> None:
+    target = tmp_path / "bundle.tar"
+    target.write_text("x")
+    one_line(cli("bundle", "export", str(target), "--recipe", "demo", "--home", str(tmp_path / "home")), 2,
+             str(target))
+
+
+def test_a_log_file_that_is_a_directory_is_one_line(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE)
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    one_line(cli("--home", str(tmp_path / "home"), "--recipe", str(recipe), "--yes", "--runtime", "local",
+                 "--log-file", str(logdir), "--campaign", str(tmp_path / "c")), 2, str(logdir))
+
+
+def test_a_home_that_is_a_file_is_one_line_before_anything_runs(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE)
+    home = tmp_path / "home"
+    home.write_text("x")
+    one_line(cli("--home", str(home), "--recipe", str(recipe), "--yes", "--runtime", "local"), 2, str(home))
+    one_line(cli("recipes", "--home", str(home)), 2, str(home))
