@@ -234,7 +234,10 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         campaign = Campaign(campaign_dir)
         try:
             runner = Runner(without_steps(resolved, skip), campaign, make_runtime(runtime_name()),
-                            store=paths.store_dir(home), offline=offline)
+                            store=paths.store_dir(home), offline=offline,
+                            # finished work with changed inputs: the run screen shows the one line
+                            # listing the change unless the TUI was started with --redo
+                            redo=bool(getattr(args, "redo", False)))
         except BaseException:
             campaign.close()
             raise
