@@ -44,6 +44,22 @@ FirstPaint(default_backends(None)).run(headless=True, size=(80, 24))
 """
 
 BASELINE = "import textual.app, textual.widgets"
+# A bare Textual app, spawned the same way: time to its first paint (the goal's baseline).
+BARE_APP = r"""
+import sys, time
+from textual.app import App
+from textual.widgets import Static
+
+class Bare(App):
+    def compose(self):
+        yield Static("hello")
+
+    def on_mount(self):
+        self.call_after_refresh(lambda: (print(f"PAINTED {time.time():.6f}", flush=True), self.exit(0)))
+
+Bare().run(headless=True, size=(80, 24))
+"""
+GOAL_RATIO = 1.3
 
 
 def _spawn(code: str, env: dict[str, str]) -> tuple[float, float | None]:
@@ -68,12 +84,16 @@ def first_screen(repeat: int = 5) -> list[str]:
         _spawn(BASELINE, env)  # warm the page cache for both
         base = [_spawn(BASELINE, env)[0] for _ in range(repeat)]
         paints = [_spawn(FIRST_PAINT, env)[1] for _ in range(repeat)]
+        bare = [_spawn(BARE_APP, env)[1] for _ in range(repeat)]
     paint = statistics.median(p for p in paints if p is not None)
     baseline = statistics.median(base)
+    bare_paint = statistics.median(p for p in bare if p is not None)
     return [f"first screen (spawn → hardware screen painted, 80x24): median {paint:.3f} s of {repeat} "
             f"[target < 1 s: {'ok' if paint < 1.0 else 'MISSED'}]",
             f"baseline (spawn → import textual App + widgets, exit): median {baseline:.3f} s; "
-            f"ratio {paint / baseline:.2f}x"]
+            f"ratio {paint / baseline:.2f}x",
+            f"bare Textual app (spawn → first paint): median {bare_paint:.3f} s; RATIO first screen / bare app "
+            f"{paint / bare_paint:.2f}x (goal <= {GOAL_RATIO}x: {'ok' if paint / bare_paint <= GOAL_RATIO else 'MISSED'})"]
 
 
 async def _flood(seconds: float = 3.0, rate: int = 10_000) -> dict[str, float]:
