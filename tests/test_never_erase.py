@@ -8,7 +8,6 @@ at the narrowest edge (the receipt write), as the docstring of that test says.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shutil
 import subprocess

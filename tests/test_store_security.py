@@ -6,6 +6,7 @@ Real release files (TRACE_RELEASE_DIR), a real store on disk, the bundle's own e
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -36,8 +37,6 @@ def fake_entry(bundle_root: Path, name: str, kind: str, files: dict[str, bytes],
     entry_dir = bundle_root / "store" / kind / e.dirname
     (entry_dir / "files").mkdir(parents=True)
     recs = []
-    import hashlib
-
     for rel, data in files.items():
         p = entry_dir / "files" / rel
         p.parent.mkdir(parents=True, exist_ok=True)
