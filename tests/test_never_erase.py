@@ -72,6 +72,11 @@ def test_redo_moves_superseded_outputs_aside_listed_and_restorable(tmp_path: Pat
     assert {(e["step"], e["slice"]) for e in kept} == {("gen", "tiny-a/42/t2"), ("agg", "_step")}
     assert all("4 -> 6" in " ".join(e["changes"]) for e in kept if e["step"] == "gen")
     stamp = kept[0]["stamp"]
+    from trace_tui.engine.status import campaign_status, render_status
+
+    listed = campaign_status(tmp_path / "c")["superseded"]
+    assert {(e["step"], e["slice"], e["stamp"]) for e in listed} == {(e["step"], e["slice"], stamp) for e in kept}
+    assert f"superseded/{stamp}" in render_status(campaign_status(tmp_path / "c"))
     old_rows = tmp_path / "c/superseded" / stamp / "outputs/gen/tiny-a/42/t2/rows.jsonl"
     assert old_rows.read_bytes() == before["outputs/gen/tiny-a/42/t2/rows.jsonl"]
     # put the old outputs back: the campaign is as it was before the change, and verifies for the old inputs

@@ -62,7 +62,15 @@ def campaign_status(path: Path | str, *, now: float | None = None) -> dict[str, 
             "jobs": len(jobs), "jobs_completed": sum(1 for j in jobs if j.state == "completed"),
             "rows_done": sum(j.done for j in jobs), "rows_total": sum(j.total for j in jobs),
             "slices_total": len(slices), "slices_completed": sum(1 for x in slices if x["state"] == "completed"),
-            "steps": out_steps, "slices": slices}
+            "steps": out_steps, "slices": slices, "superseded": _superseded(Path(path))}
+
+
+def _superseded(path: Path) -> list[dict[str, Any]]:
+    """Outputs moved aside when their inputs changed (kept under superseded/STAMP, restorable)."""
+    from trace_tui.engine.recovery import superseded
+
+    return [{"stamp": e["stamp"], "step": e["step"], "slice": e["slice"], "changes": e.get("changes", [])}
+            for e in superseded(path)]
 
 
 def render_status(st: dict[str, Any]) -> str:
@@ -88,6 +96,9 @@ def render_status(st: dict[str, Any]) -> str:
             lines.append(f"{x['step']:<14} {x['model'] or '':<28} {x['seed'] if x['seed'] is not None else '':>5} "
                          f"{x['benchmark'] or '':<22} {x['state']:<11} {x['phase'] or '':<10} {x['done']:>7} "
                          f"{x['total']:>7} {score:>7} {rate:>7} {eta:>7}")
+    for e in st.get("superseded") or []:
+        lines.append(f"superseded: {e['step']} {e['slice']} kept under superseded/{e['stamp']} "
+                     f"({'; '.join(e['changes'])})")
     for s in st["steps"]:
         if s["state"] == "failed" and s.get("failures"):
             for msg in s["failures"]:
