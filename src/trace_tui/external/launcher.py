@@ -82,7 +82,22 @@ def deltas_for(models: list[EvaluatorModel], base_of: dict[str, str]) -> list[tu
     return out
 
 
-_KV = re.compile(r"(\w+)=(\"[^\"]*\"|'[^']*'|\S+)")
+# run_trace_eval.sh prints `model=SLUG path=PATH revision=REV source=SRC label=LABEL` unquoted: the
+# label (free text, spaces allowed) is the rest of the line; the other four have no spaces.
+_MODEL_LINE = re.compile(r"^model=(?P<model>\S*) path=(?P<path>\S*) revision=(?P<revision>\S*) "
+                         r"source=(?P<source>\S*) label=(?P<label>.*)$")
+# The launcher's check of a model's source: owner/repo@ a 40- or 64-hex immutable revision.
+SOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*@([0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+def local_source(model_id: str, revision: str) -> str:
+    """A local checkpoint's `source` in the form the launcher accepts: local/<name>@<64 hex>.
+
+    Its immutable revision is `sha256set:<64 hex>` (the evaluator's content hash, register-local)
+    or a commit; the launcher takes only the hex after `@`.
+    """
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", model_id).lstrip("._-") or "model"
+    return f"local/{name}@{revision.split(':', 1)[-1]}"
 
 
 def parse_print_config(text: str) -> PrintedConfig:
@@ -91,7 +106,8 @@ def parse_print_config(text: str) -> PrintedConfig:
     for raw in text.splitlines():
         line = raw.strip()
         if line.startswith("model="):
-            cfg.models.append({k: v.strip("\"'") for k, v in _KV.findall(line)})
+            m = _MODEL_LINE.match(line)
+            cfg.models.append(m.groupdict() if m else {"model": line.split()[0].split("=", 1)[1]})
         elif line.startswith("suite="):
             cfg.suite = line.split("=", 1)[1].strip()
         elif line.startswith("run_tag="):

@@ -56,8 +56,8 @@ def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path
     Where this campaign's prepare step made the model's directory (links into the store plus the
     evaluator's revision marker, trace_tui.stages.eval_prepare), that directory is the path.
     """
-    from trace_tui.external.launcher import EvaluatorModel
-    from trace_tui.stages.eval_prepare import prepared_model_path
+    from trace_tui.external.launcher import EvaluatorModel, local_source
+    from trace_tui.stages.eval_prepare import marker_revision, prepared_model_path
     from trace_tui.store import Store, model_entry
 
     st = Store(store)
@@ -86,10 +86,12 @@ def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path
             from trace_tui.store import fix_command
 
             raise RequirementsError(f"model {model_id}: the store has no entry {entry}", hint=fix_command(entry))
-        # A local checkpoint's immutable revision: the one given with it, else its content hash.
-        revision = local.get("revision") or record.sha256set
+        # A local checkpoint's immutable revision: what the evaluator's register-local recorded in its
+        # marker (its content hash, equal to the store's sha256set), else the one given with it.
+        revision = (marker_revision(evaluator, model_id) if evaluator is not None else None) \
+            or local.get("revision") or record.sha256set
         out.append(EvaluatorModel(model_id=model_id, slug=model_id, path=where(model_id, entry), revision=revision,
-                                  source=f"local/{model_id}@{revision}", label=local.get("label") or model_id))
+                                  source=local_source(model_id, revision), label=local.get("label") or model_id))
     return out
 
 
