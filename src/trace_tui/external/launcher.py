@@ -66,9 +66,32 @@ def launcher_env(phase: Phase, gpu_groups: list[list[int]]) -> dict[str, str]:
     return {**PHASE_TOGGLES[phase], "GPU_GROUPS": groups}
 
 
+EVALUATOR_PROVENANCE = "rlvr/evaluation/scripts/trace_eval_evaluator_provenance.py"
+CODE_PROVENANCE = "rlvr/evaluation/scripts/trace_eval_code_provenance.py"
+
+
 def verifier_argv(campaign_root: str, slugs: list[str], seeds: list[int], python: str = "python") -> list[str]:
-    return [python, VERIFIER, "--campaign-root", campaign_root, "--phase", "score",
-            "--model-slug", *slugs, "--seeds", *(str(s) for s in seeds)]
+    """verify_trace_eval.py --phase score (its --model-slug is append: one flag per slug)."""
+    argv = [python, VERIFIER, "--campaign-root", campaign_root, "--phase", "score", "--json"]
+    for slug in slugs:
+        argv += ["--model-slug", slug]
+    return argv + ["--seeds", *(str(s) for s in seeds)]
+
+
+def generation_verifier_argv(campaign_root: str, models: list[EvaluatorModel], seeds: list[int], *, code_hash: str,
+                             evaluator_hash: str, python: str = "python") -> list[str]:
+    """verify_trace_eval.py --phase generation, as the launcher runs it after each model's generation."""
+    argv = [python, VERIFIER, "--campaign-root", campaign_root, "--phase", "generation", "--json",
+            "--code-hash", code_hash, "--evaluator-provenance-sha256", evaluator_hash]
+    for m in models:
+        argv += ["--model-entry", f"{m.slug}={m.path}={m.revision}"]
+    return argv + ["--seeds", *(str(s) for s in seeds)]
+
+
+def provenance_argvs(python: str = "python") -> tuple[list[str], list[str]]:
+    """The launcher's two fingerprints: the evaluator's (--hash-only) and the code's (append the first's hash)."""
+    return ([python, EVALUATOR_PROVENANCE, "--repo-root", ".", "--vlmeval-root", "external/VLMEvalKit", "--hash-only"],
+            [python, CODE_PROVENANCE, "--repo-root", ".", "--vlmeval-root", "external/VLMEvalKit", "--evaluator-sha256"])
 
 
 def deltas_for(models: list[EvaluatorModel], base_of: dict[str, str]) -> list[tuple[str, str, str]]:
