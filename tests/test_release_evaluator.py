@@ -295,3 +295,24 @@ def test_a_partial_slice_is_incomplete_for_both(scored, release_evaluator):
     ours = next(s for s in layout.scan_campaign(root, slugs=list(models), seeds=[42], rows=ROWS)
                 if (s.slug, s.benchmark) == ("trace-qwen25vl3b", "logicvista"))
     assert (ours.rows_done, ours.generation_complete) == (100, False)
+
+
+# --------------------------------------------------------------------------- the slugs
+
+def test_the_evaluator_knows_our_public_slugs_and_none_for_the_trace_checkpoints(release_evaluator, tmp_path):
+    """download-public knows the six public models and the judge by exactly our evaluator slugs; the two TRACE
+    checkpoints are not public models to it (they are registered local, with any slug: ours are in the one
+    mapping table, results.json names them by model_id). Offline, download-public stops at the Hub after
+    accepting a slug, and before it with an unknown one."""
+    trace = {m.evaluator_slug for m in LOCK.models if m.id.startswith("trace-")}
+    public = [m.evaluator_slug for m in LOCK.models if not m.id.startswith("trace-")] + [LOCK.judge.evaluator_slug]
+    env = script_env(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
+    for slug in public:
+        done = run_script(release_evaluator, "prepare_trace_eval_models.py", "download-public", "--model-root",
+                          str(tmp_path / "m"), "--only", slug, env=env)
+        assert done.returncode != 0 and "unknown public model slugs" not in done.stderr, (slug, done.stderr[-300:])
+    for slug in sorted(trace):
+        done = run_script(release_evaluator, "prepare_trace_eval_models.py", "download-public", "--model-root",
+                          str(tmp_path / "m"), "--only", slug, env=env)
+        assert done.returncode != 0 and f"unknown public model slugs: ['{slug}']" in done.stderr
+    assert trace == {"trace-qwen25vl3b", "trace-qwen25vl7b"}
