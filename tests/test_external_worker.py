@@ -85,7 +85,11 @@ def test_generate_keeps_the_print_config_and_reports_progress_per_slice(setup):
     # the evaluator's own generation verification passed on what the stand-in wrote
     verified = json.loads((campaign / "steps/generate/generation-verification.json").read_text())
     assert verified["complete"] is True and verified["completed_slices"] == 48
-    # The evaluator's campaign lives in ours, so a rerun resumes it.
+    # The evaluator's campaign lives in ours (.work/<run tag> is a link into it, and the evaluator's own
+    # verify read it through that link), so a rerun resumes it.
+    link = evaluator / "rlvr/evaluation/.work/full-test"
+    assert link.is_symlink() and link.resolve() == (campaign / "evaluator" / "full-test").resolve()
+    assert verified["records"][0]["path"].startswith(str((campaign / "evaluator" / "full-test").resolve()))
     assert (campaign / "evaluator" / "full-test" / "seed_42" / "runs" / "chartqapro").is_dir()
 
 
