@@ -154,7 +154,8 @@ def write_scores(root: Path, checkout: Path, *, seed: int, models: dict[str, str
                                    "generation_summary_sha256": _sha256(summary) if summary.is_file() else "0" * 64,
                                    "dataset_snapshot_sha256": dataset["snapshot"]}
     contract = {
-        "contract_version": "trace-eval-score-campaign-v1", "suite": s.suite_id, "dataset_view": s.dataset_manifest_view,
+        "contract_version": "trace-eval-score-campaign-v1", "suite": s.suite_id,
+        "dataset_view": s.dataset_manifest_view,
         "seed": seed, "selection": {"sha256": s.manifest_sha256, "benchmarks": list(s.benchmark_keys)},
         "routes": {"official_vlmevalkit": list(s.routes["official_vlmevalkit"]),
                    "direct": list(s.routes["direct_score"]), "mme_reasoning": list(s.routes["dedicated_score"])},
@@ -166,7 +167,8 @@ def write_scores(root: Path, checkout: Path, *, seed: int, models: dict[str, str
         "dataset_manifest": {"view_snapshot_sha256": dataset["snapshot"]}}
     contract_sha = hashlib.sha256(json.dumps(contract, ensure_ascii=True, allow_nan=False, sort_keys=True,
                                              separators=(",", ":")).encode()).hexdigest()
-    _write(score_root / f"score_campaign_manifest_seed_{seed}.json", {"contract": contract, "contract_sha256": contract_sha})
+    _write(score_root / f"score_campaign_manifest_seed_{seed}.json",
+           {"contract": contract, "contract_sha256": contract_sha})
     _write(score_root / f"score_campaign_completion_seed_{seed}.json", {
         "contract_sha256": contract_sha, "expected_slices": len(listed), "completed_slices": len(listed),
         "slices": listed})

@@ -122,7 +122,8 @@ def test_the_dataset_view_is_linked_and_the_evaluators_manifest_script_names_wha
     # the script's own receipts: one per benchmark, each recording why
     manifest = json.loads((lmu / "trace_eval_v1_dataset_manifest.json").read_text())
     assert manifest["dataset_views"] == {"trace_eval_v1": [b.key for b in LOCK.trace_eval.benchmarks]}
-    assert {k: v["status"] for k, v in manifest["datasets"].items()} == {b.key: "error" for b in LOCK.trace_eval.benchmarks}
+    assert {k: v["status"] for k, v in manifest["datasets"].items()} == \
+        {b.key: "error" for b in LOCK.trace_eval.benchmarks}
     assert manifest["lmu_data_root"] == str(lmu.resolve())
 
 
@@ -145,8 +146,8 @@ def test_the_model_markers_pass_the_evaluators_own_deep_verify(setup):
     target = view / "model.safetensors"
     target.unlink()
     target.write_text("other weights")
-    done = subprocess.run(eval_prepare.verify_argv(sys.executable, [("qwen25vl3b-base", str(view), LOCK.models[0].revision)]),
-                          cwd=evaluator, capture_output=True, text=True, check=False)
+    argv = eval_prepare.verify_argv(sys.executable, [("qwen25vl3b-base", str(view), LOCK.models[0].revision)])
+    done = subprocess.run(argv, cwd=evaluator, capture_output=True, text=True, check=False)
     assert done.returncode != 0 and f"model content hash mismatch: {target}" in done.stderr
 
 
@@ -156,8 +157,8 @@ def test_a_model_without_weights_is_refused_naming_them(setup):
     view = eval_prepare.model_view(evaluator, "empty")
     view.mkdir(parents=True)
     (view / "config.json").write_text("{}")
-    done = subprocess.run(eval_prepare.register_local_argv(sys.executable, "empty", str(view), "local/empty@" + "0" * 64),
-                          cwd=evaluator, capture_output=True, text=True, check=False)
+    argv = eval_prepare.register_local_argv(sys.executable, "empty", str(view), "local/empty@" + "0" * 64)
+    done = subprocess.run(argv, cwd=evaluator, capture_output=True, text=True, check=False)
     assert done.returncode != 0 and f"missing or empty model weights under {view}" in done.stderr
 
 

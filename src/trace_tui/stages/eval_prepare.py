@@ -304,7 +304,8 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
                 protocol.atomic_write_bytes(view / MARKER, marker_bytes(public_marker(
                     m["slug"], m["repo_id"], m["revision"], {f.path: f.sha256 for f in rec.files}, stamp)))
             else:
-                ran = _run(register_local_argv(python, m["slug"], str(view), source), evaluator, f"register {m['slug']}")
+                ran = _run(register_local_argv(python, m["slug"], str(view), source), evaluator,
+                           f"register {m['slug']}")
                 if ran.returncode != 0 or not (view / MARKER).is_file():
                     _fail(f"register-local {m['slug']}", ran)
                 revision = _marker_revision(view) or revision
