@@ -316,3 +316,24 @@ def test_the_evaluator_knows_our_public_slugs_and_none_for_the_trace_checkpoints
                           str(tmp_path / "m"), "--only", slug, env=env)
         assert done.returncode != 0 and f"unknown public model slugs: ['{slug}']" in done.stderr
     assert trace == {"trace-qwen25vl3b", "trace-qwen25vl7b"}
+
+
+def test_manifest_verify_only_names_every_benchmark_without_real_receipts(release_evaluator, tmp_path):
+    """`prepare_trace_eval_manifest.py --verify-only` (the launcher's first validation) with our command line:
+    a manifest with only the suite's view and rows (as tests/evaluator_layout.py writes it) is not a prepared
+    dataset view; the script names each benchmark whose receipt (media and content hashes) is not complete."""
+    import sys
+
+    from trace_tui.stages import eval_prepare
+
+    lay.use(release_evaluator)
+    lmu = tmp_path / "LMUData"
+    manifest = lmu / "trace_eval_v1_dataset_manifest.json"
+    lay.write_dataset_manifest(manifest)
+    argv = eval_prepare.manifest_argv(sys.executable, str(lmu), str(manifest), verify_only=True)
+    done = subprocess.run(argv, cwd=release_evaluator, env=script_env(), capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 1, done.stderr[-400:]
+    stale = [line.split("key=")[1].split()[0] for line in done.stdout.splitlines() if "verify-error" in line]
+    assert stale == list(ROWS)
+    assert "ready=0/24" in done.stdout
