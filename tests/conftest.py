@@ -10,7 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 # Tiny local Qwen2.5-VL checkpoints as session fixtures (tests/fixtures_models.py).
-pytest_plugins = ["fixtures_models", "fixtures_stages"]
+pytest_plugins = ["fixtures_models", "fixtures_stages", "fixtures_evaluator"]
 
 
 def release_dir() -> Path:

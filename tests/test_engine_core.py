@@ -356,6 +356,33 @@ def test_whole_step_job_tracks_resumes_and_invalidates_per_slice(tmp_path: Path,
     assert verify_campaign(tmp_path / "c").ok
 
 
+def test_a_whole_step_job_exiting_0_with_short_slices_fails_and_a_rerun_resumes_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that exits 0 is not a finished step: each slice must reach its planned rows (as the release
+    evaluator's generate step: 3 of 1,948 rows was reported "completed")."""
+    recipe = make_recipe([selftest_step("gen", "matrix", per_slice=False, image=None)])
+    recipe = recipe.model_copy(update={"steps": [recipe.steps[0].model_copy(update={"stage": "infer"})]})
+    resolved = resolved_for(recipe, seeds=[42, 43], benchmarks={"t1": 5, "t2": 4})
+    monkeypatch.setenv("SELFTEST_STOP_AT", "4")  # t1 (5 rows) stops one short; t2 (4 rows) finishes
+    result, events = run_campaign(tmp_path, resolved)
+    assert result.exit_code == 1
+    assert "2 of 4 slices short of their planned rows" in result.message
+    assert "tiny-a/42/t1 (4/5)" in result.message and "tiny-a/43/t1 (4/5)" in result.message
+    assert "t2" not in result.message.split("short of their planned rows")[1].split(";")[0]
+    st = campaign_status(tmp_path / "c")
+    assert not st["complete"] and {(x["benchmark"], x["state"]) for x in st["slices"]} == {
+        ("t1", "failed"), ("t2", "completed")}
+    monkeypatch.delenv("SELFTEST_STOP_AT")
+    result, events = run_campaign(tmp_path, resolved)
+    assert result.exit_code == 0, result.message
+    # the one worker goes over the matrix again; every slice picks up where it stopped, none from row 0
+    started = {(e.seed, e.benchmark, e.state, e.done) for e in events if isinstance(e, SliceState) and e.model
+               and e.state in ("running", "resumed")}
+    assert started == {(s, b, "resumed", 4) for s in (42, 43) for b in ("t1", "t2")}
+    st = campaign_status(tmp_path / "c")
+    assert st["complete"] and st["slices_completed"] == 4
+
+
 def test_slices_are_spread_over_gpu_groups(tmp_path: Path) -> None:
     """GPU ids are only labels here (local runtime: CUDA_VISIBLE_DEVICES); the scheduling is real."""
     step = selftest_step("gen", "whoami", image="infer", gpus=1)

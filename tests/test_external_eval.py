@@ -156,12 +156,13 @@ def test_phase_environment(phase, on, off):
     assert env["GPU_GROUPS"] == "0,1 2,3"
 
 
+# As the release launcher prints it (labels unquoted; test_release_evaluator runs the launcher itself).
 RECORDED_PRINT_CONFIG = """\
 suite=trace_eval_v1
 run_tag=full-abc
 seeds=42 43
-model=qwen25vl3b-base path=/store/models/qwen25vl3b-base revision=66285546d2b821cf421d4f5eb2576359d3770cd3 source=Qwen/Qwen2.5-VL-3B-Instruct@66285546d2b821cf421d4f5eb2576359d3770cd3 label="Qwen2.5-VL-3B Base"
-model=trace-qwen25vl3b path=/store/models/trace-qwen25vl3b revision=2ec2374d5c219e6b12e26bda93d3b3adeb1e30c5 source=maveryn/trace-qwen2.5-vl-3b@2ec2374d5c219e6b12e26bda93d3b3adeb1e30c5 label="TRACE Qwen2.5-VL 3B"
+model=qwen25vl3b-base path=/store/models/qwen25vl3b-base revision=66285546d2b821cf421d4f5eb2576359d3770cd3 source=Qwen/Qwen2.5-VL-3B-Instruct@66285546d2b821cf421d4f5eb2576359d3770cd3 label=Qwen2.5-VL-3B Base
+model=trace-qwen25vl3b path=/store/models/trace-qwen25vl3b revision=2ec2374d5c219e6b12e26bda93d3b3adeb1e30c5 source=maveryn/trace-qwen2.5-vl-3b@2ec2374d5c219e6b12e26bda93d3b3adeb1e30c5 label=TRACE Qwen2.5-VL 3B
 delta=TRACE Qwen2.5-VL 3B - Qwen2.5-VL-3B Base=trace-qwen25vl3b=qwen25vl3b-base
 """
 

@@ -1,23 +1,22 @@
 """The eval_prepare stage worker: the release evaluator's dataset view and model markers, from the store.
 
-The release's prepare_trace_eval_manifest.py and prepare_trace_eval_models.py
-need the evaluator's environment and the real benchmark files; their stand-ins
-(tests/fake_evaluator) speak only the documented interface (the dataset manifest
-and the `.trace_model_revision.json` marker, register-local, verify). The store,
-its entries, the real provenance matrix (checked against its published sha256),
-the links and the worker are real. Benchmark files are small TSVs with the suite's
-row counts (the real ones are not redistributable and not here).
+The release's own prepare_trace_eval_manifest.py and prepare_trace_eval_models.py run
+here, unchanged, in the checkout laid out from the pinned sources (tests/fixtures_evaluator.py),
+against a store laid out as ours is. Benchmark files are small TSVs with the suite's row
+counts and model weights a few bytes (the real ones are not redistributable and not here):
+the manifest script is run up to the point where it needs the real benchmark data and its
+refusal is asserted; the model script (register-local, verify --deep) runs to the end.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import evaluator_layout as lay
 import pytest
 
 from trace_tui.engine.events import parse_stage_line
@@ -27,21 +26,17 @@ from trace_tui.store import Store, benchmark_entry, local_entry, model_entry
 from trace_tui.store.manifest import Source
 from trace_tui.store.sources import PROVENANCE, benchmark_sources
 
-FAKE = Path(__file__).parent / "fake_evaluator"
 LOCK = release_lock()
 TWO = ["qwen2.5-vl-3b-base", "trace-qwen2.5-vl-3b"]
 
 
-def install_fake_evaluator(where: Path, release_dir: Path) -> Path:
-    """The stand-in scripts where the release's are, and the provenance matrix the repository carries."""
-    scripts = where / "rlvr" / "evaluation" / "scripts"
-    scripts.mkdir(parents=True)
-    for f in FAKE.iterdir():
-        if f.is_file():
-            shutil.copy(f, scripts / f.name)
-    (where / PROVENANCE).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(release_dir / PROVENANCE, where / PROVENANCE)
-    return where
+def prepared_dataset_view(checkout: Path, campaign: Path) -> Path:
+    """The dataset manifest as prepare_trace_eval_manifest.py leaves it after a successful run (it needs the
+    real benchmark data, which is not here): the suite's view and rows, written by tests/evaluator_layout.py."""
+    lay.use(checkout)
+    manifest = campaign / "evaluator" / eval_prepare.DATASET_MANIFEST
+    lay.write_dataset_manifest(manifest)
+    return manifest
 
 
 def _entry(store: Store, name: str, files: dict[str, str], revision: str | None, scratch: Path) -> None:
@@ -60,10 +55,12 @@ def fill_store(root: Path, release_dir: Path, models=TWO, *, benchmarks: bool = 
     scratch = root.parent / f"{root.name}-src"
     for m in LOCK.models:
         if m.id in models:
-            _entry(store, model_entry(m.repo_id, m.revision), {"config.json": json.dumps({"model": m.id})},
+            _entry(store, model_entry(m.repo_id, m.revision), {"config.json": json.dumps({"model": m.id}),
+                                                                 "model.safetensors": f"weights of {m.id}"},
                    m.revision, scratch)
     j = LOCK.judge
-    _entry(store, model_entry(j.repo_id, j.revision), {"config.json": "{}"}, j.revision, scratch)
+    _entry(store, model_entry(j.repo_id, j.revision), {"config.json": "{}", "model.safetensors": "judge"},
+           j.revision, scratch)
     if benchmarks:
         sources = benchmark_sources((release_dir / PROVENANCE).read_bytes())
         for b in LOCK.trace_eval.benchmarks:
@@ -79,8 +76,8 @@ def fill_store(root: Path, release_dir: Path, models=TWO, *, benchmarks: bool = 
 
 
 @pytest.fixture()
-def setup(tmp_path, trace_release_dir):
-    evaluator = install_fake_evaluator(tmp_path / "trace", trace_release_dir)
+def setup(tmp_path, trace_release_dir, evaluator_checkout):
+    evaluator = evaluator_checkout
     campaign = tmp_path / "campaign"
     campaign.mkdir()
     store = fill_store(tmp_path / "store", trace_release_dir)
@@ -106,37 +103,67 @@ def run_worker(module: str, tmp_path: Path, evaluator: Path, campaign: Path, sto
     return done, [parse_stage_line(line) for line in done.stdout.splitlines()]
 
 
-def test_the_dataset_view_and_model_markers_come_from_the_store(setup):
+def test_the_dataset_view_is_linked_and_the_evaluators_manifest_script_names_what_it_lacks(setup):
+    """The real manifest script over our view: it gets past its own checks (suite, VLMEvalKit pin, paths) to
+    materializing each benchmark, which needs VLMEvalKit's dataset packages (the images' eval_deps) and the
+    real files; the step fails naming every benchmark and the first cause."""
     tmp_path, evaluator, campaign, store = setup
     done, events = run_worker("trace_tui.stages.eval_prepare", tmp_path, evaluator, campaign, store,
                               _job(tmp_path, _pins()))
     status = [e for e in events if e.type == "status"][-1]
-    assert status.state == "completed", (status.message, done.stderr[-800:])
-    # the view lives in the campaign, linked from the evaluator's .work
+    assert done.returncode == 1 and status.state == "failed" and "Traceback" not in done.stderr
+    assert "prepare_trace_eval_manifest.py exited 1: 24 of 24 benchmarks not prepared" in status.message
+    assert "blink, chartqapro" in status.message and "first error: " in status.message
+    # the view lives in the campaign, linked from the evaluator's .work, under VLMEvalKit's file names
     lmu = campaign / "evaluator" / "LMUData"
     assert (evaluator / "rlvr/evaluation/.work/LMUData").resolve() == lmu.resolve()
-    manifest = json.loads((lmu / "trace_eval_v1_dataset_manifest.json").read_text())
-    assert {e["benchmark_id"] for e in manifest["benchmarks"]} == {b.key for b in LOCK.trace_eval.benchmarks}
-    assert {e["status"] for e in manifest["benchmarks"]} == {"ready"}
     assert os.readlink(lmu / "chartqapro.tsv") == str(store.path_of(benchmark_entry("chartqapro")))
     assert (lmu / "evochart").is_symlink() and (lmu / "evochart" / "evochart.tsv").is_file()
-    # every model, the judge included, has its marker at the pinned revision
+    # the script's own receipts: one per benchmark, each recording why
+    manifest = json.loads((lmu / "trace_eval_v1_dataset_manifest.json").read_text())
+    assert manifest["dataset_views"] == {"trace_eval_v1": [b.key for b in LOCK.trace_eval.benchmarks]}
+    assert {k: v["status"] for k, v in manifest["datasets"].items()} == \
+        {b.key: "error" for b in LOCK.trace_eval.benchmarks}
+    assert manifest["lmu_data_root"] == str(lmu.resolve())
+
+
+def test_the_model_markers_pass_the_evaluators_own_deep_verify(setup):
+    """With the dataset view prepared, every model's view (links into the store plus its marker) passes the
+    release's `prepare_trace_eval_models.py verify --entry ... --deep`, as the launcher will run it."""
+    tmp_path, evaluator, campaign, store = setup
+    prepared_dataset_view(evaluator, campaign)
+    job = json.loads(_job(tmp_path, _pins()).read_text())
+    record = eval_prepare.prepare(job, campaign, store.root, evaluator, only_missing=True, report=False)
     for m in [m for m in LOCK.models if m.id in TWO] + [LOCK.judge]:
         marker = json.loads((campaign / "evaluator/models" / m.evaluator_slug / ".trace_model_revision.json").read_text())
-        assert (marker["slug"], marker["revision"]) == (m.evaluator_slug, m.revision)
-        assert marker["source"] == f"{m.repo_id}@{m.revision}" and set(marker["files"]) == {"config.json"}
-    prepared = json.loads((campaign / "outputs/prepare-eval/_step/prepared.json").read_text())
-    assert len(prepared["datasets"]) == 24 and len(prepared["models"]) == 3
-    chart = next(d for d in prepared["datasets"] if d["benchmark"] == "chartqapro")
-    assert chart["md5"] == "27653ea8dd8dd3a85bc4f432db96447a" and len(chart["files"]["chartqapro.tsv"]) == 64
-    assert {e.path for e in events if e.type == "artifact"} == {"outputs/prepare-eval/_step/prepared.json",
-                                                                "outputs/prepare-eval/_step/dataset_manifest.json"}
-    progress = [e for e in events if e.type == "progress"]
-    assert progress[-1].done == progress[-1].total == 24 + 3 + 2
+        assert (marker["slug"], marker["immutable_revision"], marker["resolved_commit"]) == \
+            (m.evaluator_slug, m.revision, m.revision)
+        assert marker["source"] == m.repo_id and set(marker["file_sha256"]) == {"config.json", "model.safetensors"}
+    assert [r["revision"] for r in record["models"]] == [m.revision for m in LOCK.models if m.id in TWO] + \
+        [LOCK.judge.revision]
+    # a weight changed after preparation: the evaluator's deep verify names the file
+    view = campaign / "evaluator/models/qwen25vl3b-base"
+    target = view / "model.safetensors"
+    target.unlink()
+    target.write_text("other weights")
+    argv = eval_prepare.verify_argv(sys.executable, [("qwen25vl3b-base", str(view), LOCK.models[0].revision)])
+    done = subprocess.run(argv, cwd=evaluator, capture_output=True, text=True, check=False)
+    assert done.returncode != 0 and f"model content hash mismatch: {target}" in done.stderr
 
 
-def test_a_missing_benchmark_file_names_the_fetch(tmp_path, trace_release_dir):
-    evaluator = install_fake_evaluator(tmp_path / "trace", trace_release_dir)
+def test_a_model_without_weights_is_refused_naming_them(setup):
+    tmp_path, evaluator, campaign, store = setup
+    prepared_dataset_view(evaluator, campaign)
+    view = eval_prepare.model_view(evaluator, "empty")
+    view.mkdir(parents=True)
+    (view / "config.json").write_text("{}")
+    argv = eval_prepare.register_local_argv(sys.executable, "empty", str(view), "local/empty@" + "0" * 64)
+    done = subprocess.run(argv, cwd=evaluator, capture_output=True, text=True, check=False)
+    assert done.returncode != 0 and f"missing or empty model weights under {view}" in done.stderr
+
+
+def test_a_missing_benchmark_file_names_the_fetch(tmp_path, trace_release_dir, evaluator_checkout):
+    evaluator = evaluator_checkout
     (tmp_path / "campaign").mkdir()
     store = fill_store(tmp_path / "store", trace_release_dir, benchmarks=False)
     done, events = run_worker("trace_tui.stages.eval_prepare", tmp_path, evaluator, tmp_path / "campaign", store,
@@ -157,45 +184,35 @@ def test_an_evaluator_not_at_the_pinned_commit_is_refused(setup):
     assert done.returncode == 1 and "is not the published" in status.message and "rebuild" in status.message
 
 
-def test_the_evaluator_refusing_the_view_is_a_failed_step(setup):
+def test_a_users_checkpoint_is_registered_by_the_evaluator_with_its_content_revision(setup):
     tmp_path, evaluator, campaign, store = setup
-    # a benchmark file the evaluator cannot find (e.g. linked under another name) fails its manifest script
-    original = eval_prepare.dataset_link_name
-    assert original(benchmark_sources((evaluator / PROVENANCE).read_bytes())["mathvista"]) == "MathVista_MINI.tsv"
-    (evaluator / "rlvr/evaluation/scripts/prepare_trace_eval_manifest.py").write_text(
-        "import sys\nprint('mathvista: md5 mismatch')\nsys.exit(1)\n")
-    done, events = run_worker("trace_tui.stages.eval_prepare", tmp_path, evaluator, campaign, store,
-                              _job(tmp_path, _pins()))
-    status = [e for e in events if e.type == "status"][-1]
-    assert done.returncode == 1 and "prepare_trace_eval_manifest.py exited 1: mathvista: md5 mismatch" in status.message
-
-
-def test_a_users_checkpoint_is_registered_with_its_revision(setup):
-    tmp_path, evaluator, campaign, store = setup
+    prepared_dataset_view(evaluator, campaign)
     ckpt = tmp_path / "my-ckpt"
     ckpt.mkdir()
     (ckpt / "config.json").write_text("{}")
+    (ckpt / "model.safetensors").write_bytes(b"my weights")
     entry = local_entry("model", "my-ckpt")
     store.import_local(entry, ckpt)
-    models = [{"id": "my-ckpt", "label": "My checkpoint", "store_entry": entry, "revision": "v1"},
-              {"id": "no-revision", "label": "x", "store_entry": entry}]
-    done, events = run_worker("trace_tui.stages.eval_prepare", tmp_path, evaluator, campaign, store,
-                              _job(tmp_path, models))
-    assert [e for e in events if e.type == "status"][-1].state == "completed", done.stdout[-800:]
+    job = json.loads(_job(tmp_path, [{"id": "my-ckpt", "label": "My checkpoint", "store_entry": entry}]).read_text())
+    record = eval_prepare.prepare(job, campaign, store.root, evaluator, only_missing=True, report=False)
     marker = json.loads((campaign / "evaluator/models/my-ckpt/.trace_model_revision.json").read_text())
-    assert (marker["revision"], marker["source"]) == ("v1", "local/my-ckpt@v1")
-    # without a revision: the content hash of its files (the store's sha256set)
-    other = json.loads((campaign / "evaluator/models/no-revision/.trace_model_revision.json").read_text())
-    assert other["revision"] == f"sha256set:{store.record(entry).sha256set}"
+    # register-local's revision is the content hash of the files: the store's sha256set, the same value
+    sha256set = store.record(entry).sha256set
+    assert (marker["model_origin"], marker["immutable_revision"]) == ("local_registration", sha256set)
+    assert marker["source"] == f"local/my-ckpt@{sha256set.split(':')[1]}"
+    mine = next(r for r in record["models"] if r["model"] == "my-ckpt")
+    assert mine["revision"] == sha256set == eval_prepare.marker_revision(evaluator, "my-ckpt")
 
 
 def test_argument_lists_are_data(trace_release_dir):
-    assert eval_prepare.manifest_argv("py") == ["py", "rlvr/evaluation/scripts/prepare_trace_eval_manifest.py"]
-    assert eval_prepare.register_local_argv("py", "s", "/p", "r", "o/r@r", "/root") == [
-        "py", "rlvr/evaluation/scripts/prepare_trace_eval_models.py", "register-local", "--model-root", "/root",
-        "--slug", "s", "--path", "/p", "--revision", "r", "--source", "o/r@r"]
-    assert eval_prepare.verify_argv("py", "/root", ["a", "b"], deep=True)[2:] == [
-        "verify", "--model-root", "/root", "--only", "a", "b", "--deep"]
+    assert eval_prepare.manifest_argv("py", "/l", "/l/m.json") == [
+        "py", "rlvr/evaluation/scripts/prepare_trace_eval_manifest.py", "--lmu-root", "/l", "--manifest", "/l/m.json"]
+    assert eval_prepare.manifest_argv("py", "/l", "/m", verify_only=True)[-1] == "--verify-only"
+    assert eval_prepare.register_local_argv("py", "s", "/p", "o/r@" + "a" * 64) == [
+        "py", "rlvr/evaluation/scripts/prepare_trace_eval_models.py", "register-local", "--slug", "s", "--path", "/p",
+        "--source", "o/r@" + "a" * 64]
+    assert eval_prepare.verify_argv("py", [("a", "/m/a", "r1"), ("b", "/m/b", "r2")])[2:] == [
+        "verify", "--entry", "a=/m/a=r1", "--entry", "b=/m/b=r2", "--deep"]
     sources = benchmark_sources((trace_release_dir / PROVENANCE).read_bytes())
     names = {k: eval_prepare.dataset_link_name(s) for k, s in sources.items()}
     assert names["evochart"] == "evochart" and names["countqa"] == "countqa"

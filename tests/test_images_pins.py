@@ -45,6 +45,17 @@ def test_gpu_flavour_fetches_the_evaluator_at_pinned_commits(name):
     assert "requirements-runtime.txt" in text
 
 
+@pytest.mark.parametrize("name", ["infer", "score"])
+def test_gpu_flavour_keeps_what_the_release_launcher_needs_at_run_time(name):
+    """run_trace_eval.sh asks git for both checkouts' HEADs and fingerprints them with `git ls-files`
+    (tests/test_release_evaluator.py runs it): the .git folders stay, git is in the final image and trusts
+    the root-owned checkouts while the container runs as the invoking user."""
+    text = (ROOT / "containers" / name / "Dockerfile").read_text()
+    assert "rm -rf /opt/trace/.git" not in text and "VLMEvalKit/.git;" not in text
+    final = text[text.rindex("FROM ${BASE_IMAGE}"):]
+    assert "install -y --no-install-recommends git" in final and "safe.directory '*'" in final
+
+
 def test_build_args_come_from_the_lock_and_pins():
     pins = images.load_pins()
     assert set(pins["flavors"]) == {"cpu", "gpu"}

@@ -1,13 +1,25 @@
-"""Body of the test stand-in launcher (see run_trace_eval.sh)."""
+"""Body of the test stand-in launcher (see run_trace_eval.sh): the GPU phases, as files.
 
-import hashlib
+Arguments are the launcher's own (already accepted by the real `--print-config`). With
+RUN_GENERATION=1 it writes each (model, seed, benchmark) slice's finished rows (all of
+the suite's rows, or FAKE_EVAL_SPEC's "rows" when a test wants a short run) and, for a
+full slice, the generation summary; with RUN_SCORING=1 the score files and the per-seed
+score campaign receipts. Everything is laid out by tests/evaluator_layout.py through the
+evaluator's own functions, under the launcher's campaign root (.work/<run tag>).
+"""
+
 import json
 import os
 import sys
 from pathlib import Path
 
+sys.path.insert(0, os.environ["FAKE_EVAL_TESTS"])
+import evaluator_layout as lay  # noqa: E402
+
+checkout = Path.cwd()
+lay.use(checkout)
 argv = sys.argv[1:]
-models, seeds, deltas, run_tag, print_config = [], [], [], None, False
+models, seeds, run_tag = [], [], None
 i = 0
 while i < len(argv):
     a = argv[i]
@@ -19,56 +31,33 @@ while i < len(argv):
         while i < len(argv) and not argv[i].startswith("--"):
             seeds.append(int(argv[i]))
             i += 1
-    elif a == "--delta":
-        deltas.append(argv[i + 1])
+    elif a in ("--delta", "--run-tag"):
+        run_tag = argv[i + 1] if a == "--run-tag" else run_tag
         i += 2
-    elif a == "--run-tag":
-        run_tag = argv[i + 1]
-        i += 2
-    elif a == "--print-config":
-        print_config = True
-        i += 1
     else:
-        sys.exit(f"unknown argument {a}")
-
-if print_config:
-    print("suite=trace_eval_v1")
-    print(f"run_tag={run_tag}")
-    print("seeds=" + " ".join(map(str, seeds)))
-    for slug, path, rev, source, label in models:
-        print(f'model={slug} path={path} revision={rev} source={source} label="{label}"')
-    for d in deltas:
-        print(f"delta={d}")
-    sys.exit(0)
+        sys.exit(f"[fatal] unknown argument: {a}")
 
 spec = json.loads(Path(os.environ["FAKE_EVAL_SPEC"]).read_text())
-rows = spec["rows"]
-scores = spec["scores"]  # "slug/seed/bench" -> score
-root = Path("rlvr/evaluation/.work") / run_tag
-print(f"GPU_GROUPS={os.environ.get('GPU_GROUPS')} RUN_GENERATION={os.environ['RUN_GENERATION']} "
-      f"RUN_SCORING={os.environ['RUN_SCORING']}", flush=True)
+root = checkout / "rlvr/evaluation/.work" / run_tag
+manifest = checkout / "rlvr/evaluation/.work/LMUData/trace_eval_v1_dataset_manifest.json"
+data = json.loads(manifest.read_text())
+view = data["dataset_views"]["trace_eval_v1"]
+dataset = {"snapshot": data["view_snapshot_sha256"]["trace_eval_v1"],
+           "revision": f"{data['schema_version']}:{data['view_snapshot_sha256']['trace_eval_v1']}"}
+print(f"[trace-eval] tag={run_tag} GPU_GROUPS={os.environ.get('GPU_GROUPS')} "
+      f"RUN_GENERATION={os.environ['RUN_GENERATION']} RUN_SCORING={os.environ['RUN_SCORING']}", flush=True)
 if os.environ.get("FAKE_EVAL_FAIL"):
     print("CUDA out of memory", flush=True)
     sys.exit(3)
+suite_rows = lay.suite().rows_by_benchmark
 for seed in seeds:
-    slices = []
-    for slug, *_ in models:
-        for bench, n in rows.items():
-            run = root / f"seed_{seed}" / "runs" / bench / slug / "r0"
+    for slug, path, revision, _source, _label in models:
+        for bench in view:
             if os.environ["RUN_GENERATION"] == "1":
-                (run / "api_row_results").mkdir(parents=True, exist_ok=True)
-                for k in range(n):
-                    (run / "api_row_results" / f"{k}.{k:016x}.json").write_text("{}")
-                (run / "generation_summary.json").write_text(json.dumps({"rows": n, "expected_rows": n}))
-            if os.environ["RUN_SCORING"] == "1":
-                out = root / "scoring" / f"seed_{seed}" / "benchmark" / bench / slug / "r0" / "scores.json"
-                out.parent.mkdir(parents=True, exist_ok=True)
-                metric = "accuracy" if bench == "mme_reasoning" else "score"  # as documented for MME-Reasoning
-                out.write_text(json.dumps({metric: scores[f"{slug}/{seed}/{bench}"]}))
-                slices.append({"benchmark_key": bench, "model_slug": slug, "rows": n,
-                               "score": scores[f"{slug}/{seed}/{bench}"],
-                               "scores_path": out.relative_to(root).as_posix(),
-                               "scores_sha256": hashlib.sha256(out.read_bytes()).hexdigest()})
+                rows = int((spec.get("rows") or {}).get(bench, suite_rows[bench]))
+                lay.write_generation(root, checkout, slug=slug, model=path, revision=revision, seed=seed, bench=bench,
+                                     rows=rows, dataset=dataset, row_files=spec.get("row_files", True))
     if os.environ["RUN_SCORING"] == "1":
-        (root / "scoring" / f"score_campaign_completion_seed_{seed}.json").write_text(json.dumps(
-            {"expected_slices": len(slices), "completed_slices": len(slices), "slices": slices}))
+        scores = {(slug, bench): spec["scores"][f"{slug}/{seed}/{bench}"] for slug, *_ in models for bench in view}
+        lay.write_scores(root, checkout, seed=seed, models={m[0]: m[1] for m in models}, scores=scores,
+                         dataset=dataset)

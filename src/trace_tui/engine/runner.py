@@ -153,6 +153,22 @@ def decide(job: PlannedJob, record: Any, sub_records: dict[str, Any] | None = No
     return job
 
 
+def short_slices_reason(subs: Iterable[Any]) -> str | None:
+    """A whole-step job's slices that did not reach their planned rows (None: every one did).
+
+    The worker exiting 0 is not enough: a slice is complete only when its finished rows (as the
+    worker read them from its layout) equal the rows planned for it.
+    """
+    subs = list(subs)
+    planned = {id(x): x.job.total or x.total for x in subs}  # the plan's rows, not what the worker says
+    short = [x for x in subs if planned[id(x)] and x.done < planned[id(x)]]
+    if not short:
+        return None
+    names = ", ".join(f"{x.job.model}/{x.job.seed}/{x.job.benchmark} ({x.done}/{planned[id(x)]})" for x in short[:6])
+    return (f"{len(short)} of {len(subs)} slices short of their planned rows: {names}"
+            + (f" and {len(short) - 6} more" if len(short) > 6 else ""))
+
+
 @dataclass
 class RunResult:
     exit_code: int
@@ -736,7 +752,8 @@ class Runner:
                                   state="resumed" if resumed else "running", done=ev.done, total=ev.total or x.total))
         sub.done, sub.total, sub.phase = ev.done, ev.total or sub.total, ev.phase
         sub.tick(now)
-        if sub.total and sub.done >= sub.total and not sub.finished:
+        planned = x.total or sub.total  # a slice is finished at its planned rows, whatever total the worker says
+        if planned and sub.done >= planned and not sub.finished:
             sub.finished = True
             self.campaign.update_slice(step.id, x.slice, done=sub.done, total=sub.total, phase=sub.phase,
                                        rate=None, state="completed")
@@ -785,6 +802,8 @@ class Runner:
         elif ctx.status is not None and ctx.status.state != "completed":
             # A worker that exits 0 without a status line (e.g. `trace_tui verify`) is judged by its exit code.
             reason = ctx.status.message or "the worker reported failure"
+        if reason is None and ctx.subs:
+            reason = short_slices_reason(ctx.subs.values())
         receipt = None
         if reason is None:
             receipt, problem = self._write_receipt(job, ctx, info, started_wall, gpus)

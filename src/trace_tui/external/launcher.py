@@ -66,9 +66,32 @@ def launcher_env(phase: Phase, gpu_groups: list[list[int]]) -> dict[str, str]:
     return {**PHASE_TOGGLES[phase], "GPU_GROUPS": groups}
 
 
+EVALUATOR_PROVENANCE = "rlvr/evaluation/scripts/trace_eval_evaluator_provenance.py"
+CODE_PROVENANCE = "rlvr/evaluation/scripts/trace_eval_code_provenance.py"
+
+
 def verifier_argv(campaign_root: str, slugs: list[str], seeds: list[int], python: str = "python") -> list[str]:
-    return [python, VERIFIER, "--campaign-root", campaign_root, "--phase", "score",
-            "--model-slug", *slugs, "--seeds", *(str(s) for s in seeds)]
+    """verify_trace_eval.py --phase score (its --model-slug is append: one flag per slug)."""
+    argv = [python, VERIFIER, "--campaign-root", campaign_root, "--phase", "score", "--json"]
+    for slug in slugs:
+        argv += ["--model-slug", slug]
+    return argv + ["--seeds", *(str(s) for s in seeds)]
+
+
+def generation_verifier_argv(campaign_root: str, models: list[EvaluatorModel], seeds: list[int], *, code_hash: str,
+                             evaluator_hash: str, python: str = "python") -> list[str]:
+    """verify_trace_eval.py --phase generation, as the launcher runs it after each model's generation."""
+    argv = [python, VERIFIER, "--campaign-root", campaign_root, "--phase", "generation", "--json",
+            "--code-hash", code_hash, "--evaluator-provenance-sha256", evaluator_hash]
+    for m in models:
+        argv += ["--model-entry", f"{m.slug}={m.path}={m.revision}"]
+    return argv + ["--seeds", *(str(s) for s in seeds)]
+
+
+def provenance_argvs(python: str = "python") -> tuple[list[str], list[str]]:
+    """The launcher's two fingerprints: the evaluator's (--hash-only) and the code's (append the first's hash)."""
+    return ([python, EVALUATOR_PROVENANCE, "--repo-root", ".", "--vlmeval-root", "external/VLMEvalKit", "--hash-only"],
+            [python, CODE_PROVENANCE, "--repo-root", ".", "--vlmeval-root", "external/VLMEvalKit", "--evaluator-sha256"])
 
 
 def deltas_for(models: list[EvaluatorModel], base_of: dict[str, str]) -> list[tuple[str, str, str]]:
@@ -82,7 +105,22 @@ def deltas_for(models: list[EvaluatorModel], base_of: dict[str, str]) -> list[tu
     return out
 
 
-_KV = re.compile(r"(\w+)=(\"[^\"]*\"|'[^']*'|\S+)")
+# run_trace_eval.sh prints `model=SLUG path=PATH revision=REV source=SRC label=LABEL` unquoted: the
+# label (free text, spaces allowed) is the rest of the line; the other four have no spaces.
+_MODEL_LINE = re.compile(r"^model=(?P<model>\S*) path=(?P<path>\S*) revision=(?P<revision>\S*) "
+                         r"source=(?P<source>\S*) label=(?P<label>.*)$")
+# The launcher's check of a model's source: owner/repo@ a 40- or 64-hex immutable revision.
+SOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*@([0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+def local_source(model_id: str, revision: str) -> str:
+    """A local checkpoint's `source` in the form the launcher accepts: local/<name>@<64 hex>.
+
+    Its immutable revision is `sha256set:<64 hex>` (the evaluator's content hash, register-local)
+    or a commit; the launcher takes only the hex after `@`.
+    """
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", model_id).lstrip("._-") or "model"
+    return f"local/{name}@{revision.split(':', 1)[-1]}"
 
 
 def parse_print_config(text: str) -> PrintedConfig:
@@ -91,7 +129,8 @@ def parse_print_config(text: str) -> PrintedConfig:
     for raw in text.splitlines():
         line = raw.strip()
         if line.startswith("model="):
-            cfg.models.append({k: v.strip("\"'") for k, v in _KV.findall(line)})
+            m = _MODEL_LINE.match(line)
+            cfg.models.append(m.groupdict() if m else {"model": line.split()[0].split("=", 1)[1]})
         elif line.startswith("suite="):
             cfg.suite = line.split("=", 1)[1].strip()
         elif line.startswith("run_tag="):

@@ -65,8 +65,11 @@ def _read_json(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def score_of(data: dict) -> float | None:
-    """The slice's metric: `score`, or `accuracy` (MME-Reasoning)."""
+def score_of(data: dict, benchmark: str | None = None) -> float | None:
+    """The slice's metric: `score`, `accuracy` for MME-Reasoning (the key the evaluator's receipts check)."""
+    if benchmark is not None:
+        value = data.get("accuracy" if benchmark == "mme_reasoning" else "score")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
     for key in SCORE_KEYS:
         value = data.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -91,8 +94,8 @@ def scan_campaign(root: Path, *, slugs: list[str], seeds: list[int], rows: dict[
                 for run in _run_dirs(root / "scoring" / f"seed_{seed}" / "benchmark" / bench / slug):
                     path = run / "scores.json"
                     data = _read_json(path)
-                    if data is not None and score_of(data) is not None:
-                        score = score_of(data)
+                    if data is not None and score_of(data, bench) is not None:
+                        score = score_of(data, bench)
                         scores_path = path.relative_to(root).as_posix()
                         scores_sha = hashlib.sha256(path.read_bytes()).hexdigest()
                 out.append(EvalSlice(slug=slug, seed=seed, benchmark=bench, rows_done=min(done, expected),

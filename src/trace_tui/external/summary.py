@@ -143,7 +143,7 @@ def _slices(campaign: Path, data: dict[str, Any], rel: str) -> tuple[list[Any], 
             if sha256_file(path)[0] != s.scores_sha256:
                 problems.append(f"{where}: sha256 differs from {rel}")
                 continue
-            score = score_of(json.loads(path.read_text(encoding="utf-8")))
+            score = score_of(json.loads(path.read_text(encoding="utf-8")), s.benchmark)
             if score is None or abs(score - (s.score or 0.0)) > 1e-9:
                 problems.append(f"{where}: score {score} differs from the recorded {s.score}")
                 continue

@@ -11,17 +11,20 @@ pinned commit). From the store only:
    location (VLMEvalKit's own download name), then the release's
    ``prepare_trace_eval_manifest.py`` writes ``trace_eval_v1_dataset_manifest.json``;
 2. the models: each model (the selected ones and the Qwen3-32B judge) gets a
-   writable view ``.work/models/<slug>/`` of links to its store files, and
-   ``prepare_trace_eval_models.py register-local`` writes its
-   ``.trace_model_revision.json`` marker there (all models come from the store,
-   so public ones are registered as local too: there is no network); then
-   ``prepare_trace_eval_models.py verify`` checks them all.
+   writable view ``.work/models/<slug>/`` of links to its store files with its
+   ``.trace_model_revision.json`` marker. A model pinned to a Hugging Face commit
+   gets the marker ``prepare_trace_eval_models.py download-public`` writes (origin
+   public_download, immutable revision = resolved commit = the pin, per-file sha256):
+   the store fetched those files at that commit, and there is no network here. A
+   user's own checkpoint is registered by the script itself (``register-local``),
+   whose revision is its content hash (``sha256set:``, the store's sha256set).
+   Then ``prepare_trace_eval_models.py verify --entry SLUG=PATH=REVISION ... --deep``
+   checks them all, as the launcher's own validation will.
 
 ``.work``'s folders live in the campaign (``evaluator/``), so the generation and
-scoring steps of the same campaign read this view. What the release guide does not
-state (the manifest script's flags, register-local's and verify's arguments, where
-a whole-repository benchmark snapshot goes) is data here, in one place each:
-MANIFEST_ARGS, register_local_argv, verify_argv, dataset_link_name.
+scoring steps of the same campaign read this view. The scripts' command lines are
+data here, in one place each (manifest_argv, register_local_argv, verify_argv,
+public_marker), checked against the release's scripts by the tests.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +45,7 @@ WORK = "rlvr/evaluation/.work"
 WORK_DIRS = ("LMUData", "models", "results", "logs")
 DATASET_MANIFEST = "LMUData/trace_eval_v1_dataset_manifest.json"
 MARKER = ".trace_model_revision.json"
-# The guide documents no flags for the manifest script: it prepares .work/LMUData from what is there.
-MANIFEST_ARGS: list[str] = []
+MARKER_SCHEMA = "trace-model-revision-v1"
 
 
 # --------------------------------------------------------------------------- the plan, as data
@@ -56,17 +59,34 @@ def dataset_link_name(source: Any) -> str:
     return source.filename
 
 
-def register_local_argv(python: str, slug: str, path: str, revision: str, source: str, model_root: str) -> list[str]:
-    return [python, MODELS_SCRIPT, "register-local", "--model-root", model_root, "--slug", slug, "--path", path,
-            "--revision", revision, "--source", source]
+def register_local_argv(python: str, slug: str, path: str, source: str) -> list[str]:
+    """register-local computes the revision itself (the content hash) and writes the marker into PATH."""
+    return [python, MODELS_SCRIPT, "register-local", "--slug", slug, "--path", path, "--source", source]
 
 
-def verify_argv(python: str, model_root: str, slugs: list[str], *, deep: bool = False) -> list[str]:
-    return [python, MODELS_SCRIPT, "verify", "--model-root", model_root, "--only", *slugs, *(["--deep"] if deep else [])]
+def verify_argv(python: str, entries: list[tuple[str, str, str]], *, deep: bool = True) -> list[str]:
+    """`verify --entry SLUG=PATH=IMMUTABLE_REVISION ...` (the launcher verifies with --deep by default)."""
+    argv = [python, MODELS_SCRIPT, "verify"]
+    for slug, path, revision in entries:
+        argv += ["--entry", f"{slug}={path}={revision}"]
+    return argv + (["--deep"] if deep else [])
 
 
-def manifest_argv(python: str) -> list[str]:
-    return [python, MANIFEST_SCRIPT, *MANIFEST_ARGS]
+def manifest_argv(python: str, lmu_root: str, manifest: str, *, verify_only: bool = False) -> list[str]:
+    return [python, MANIFEST_SCRIPT, "--lmu-root", lmu_root, "--manifest", manifest,
+            *(["--verify-only"] if verify_only else [])]
+
+
+def public_marker(slug: str, repo_id: str, revision: str, file_sha256: dict[str, str], registered_at: str) -> dict:
+    """The marker download-public writes for a snapshot of REPO_ID at commit REVISION."""
+    return {"schema_version": MARKER_SCHEMA, "slug": slug, "source": repo_id, "immutable_revision": revision,
+            "resolved_commit": revision, "model_origin": "public_download", "file_count": len(file_sha256),
+            "file_sha256": dict(sorted(file_sha256.items())), "registered_at": registered_at}
+
+
+def marker_bytes(marker: dict) -> bytes:
+    # The script's own encoding (canonical JSON and a newline), so a marker reads the same either way.
+    return (json.dumps(marker, ensure_ascii=True, sort_keys=True, separators=(",", ":")) + "\n").encode()
 
 
 def models_to_prepare(job: dict[str, Any], lock: Any, campaign: Path | None) -> list[dict[str, str]]:
@@ -83,13 +103,14 @@ def models_to_prepare(job: dict[str, Any], lock: Any, campaign: Path | None) -> 
         pin, m = pins.get(mid), described.get(mid) or {}
         if pin is not None:
             out.append({"id": pin.id, "slug": pin.evaluator_slug, "entry": model_entry(pin.repo_id, pin.revision),
-                        "revision": pin.revision, "source": pin.ref, "label": pin.label})
+                        "revision": pin.revision, "repo_id": pin.repo_id, "source": pin.ref, "label": pin.label})
         elif m.get("store_entry"):
-            out.append({"id": mid, "slug": mid, "entry": m["store_entry"], "revision": m.get("revision") or "",
+            out.append({"id": mid, "slug": mid, "entry": m["store_entry"], "revision": "", "repo_id": "",
                         "source": "", "label": m.get("label") or mid})
     j = lock.judge
     out.append({"id": j.evaluator_slug, "slug": j.evaluator_slug, "entry": model_entry(j.repo_id, j.revision),
-                "revision": j.revision, "source": f"{j.repo_id}@{j.revision}", "label": "Qwen3-32B judge"})
+                "revision": j.revision, "repo_id": j.repo_id, "source": f"{j.repo_id}@{j.revision}",
+                "label": "Qwen3-32B judge"})
     return list({m["slug"]: m for m in out}.values())
 
 
@@ -101,6 +122,11 @@ def prepared_model_path(evaluator: Path, slug: str) -> Path | None:
     """The prepared model directory (with its revision marker), when this campaign has one."""
     view = model_view(evaluator, slug)
     return view if (view / MARKER).is_file() else None
+
+
+def marker_revision(evaluator: Path, slug: str) -> str | None:
+    """The immutable revision the prepared model's marker records (what the launcher must be given)."""
+    return _marker_revision(model_view(evaluator, slug))
 
 
 # --------------------------------------------------------------------------- I/O
@@ -136,8 +162,8 @@ def _run(argv: list[str], cwd: Path, what: str) -> subprocess.CompletedProcess[s
 
 
 def _manifest_entries(data: Any) -> dict[str, dict[str, Any]]:
-    """The dataset manifest's per-benchmark entries by key (a list of objects or an object of objects)."""
-    items = data.get("benchmarks") if isinstance(data, dict) else None
+    """The dataset manifest's per-benchmark receipts by key (`datasets`, an object of objects)."""
+    items = data.get("datasets") if isinstance(data, dict) else None
     out: dict[str, dict[str, Any]] = {}
     if isinstance(items, dict):
         return {str(k): v for k, v in items.items() if isinstance(v, dict)}
@@ -169,12 +195,29 @@ def _fail(what: str, ran: subprocess.CompletedProcess[str]) -> None:
                       + " | ".join((ran.stdout + ran.stderr).strip().splitlines()[-3:]))
 
 
+def _fail_manifest(manifest: Path, ran: subprocess.CompletedProcess[str]) -> None:
+    """The manifest script's refusal, naming the benchmarks it could not prepare and why (its receipts say)."""
+    from trace_tui.errors import CheckFailed
+
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    failed = {k: v for k, v in _manifest_entries(data).items() if v.get("status") != "ready"}
+    if not failed:
+        _fail("prepare_trace_eval_manifest.py", ran)
+    first = next(iter(failed.values())).get("error") or "not ready"
+    raise CheckFailed(f"prepare_trace_eval_manifest.py exited {ran.returncode}: {len(failed)} of 24 benchmarks not "
+                      f"prepared ({', '.join(sorted(failed)[:6])}{' …' if len(failed) > 6 else ''}); first error: "
+                      f"{str(first).splitlines()[0][:300]}")
+
+
 def _marker_revision(view: Path) -> str | None:
     try:
         data = json.loads((view / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data.get("revision") if isinstance(data, dict) else None
+    return data.get("immutable_revision") if isinstance(data, dict) else None
 
 
 def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Path, *,
@@ -186,6 +229,7 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
     Raises CheckFailed / RequirementsError with one line naming the cause.
     """
     from trace_tui.errors import CheckFailed, RequirementsError
+    from trace_tui.external.launcher import local_source
     from trace_tui.release import release_lock
     from trace_tui.store import Store, benchmark_entry, fix_command
     from trace_tui.store.sources import PROVENANCE, benchmark_sources
@@ -235,35 +279,41 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
         step("datasets")
     manifest = evaluator / WORK / DATASET_MANIFEST
     if not (only_missing and manifest.is_file()):
-        ran = _run(manifest_argv(python), evaluator, "dataset manifest")
+        ran = _run(manifest_argv(python, str(lmu), str(manifest)), evaluator, "dataset manifest")
         if ran.returncode != 0 or not manifest.is_file():
-            _fail("prepare_trace_eval_manifest.py", ran)
+            _fail_manifest(manifest, ran)
     problems = manifest_problems(json.loads(manifest.read_text(encoding="utf-8")), lock)
     if problems:
         raise CheckFailed(f"{DATASET_MANIFEST}: " + "; ".join(problems[:5]))
     step("datasets")
 
-    # 2. the models: a writable view of links into the store, registered with its revision marker
-    root = evaluator / WORK / "models"
+    # 2. the models: a writable view of links into the store, with the evaluator's revision marker
     registered = []
     for m in models:
         rec = store.record(m["entry"])
         src = store.root_of(m["entry"])
         view = model_view(evaluator, m["slug"])
-        revision = m["revision"] or f"sha256set:{rec.sha256set}"
-        source = m["source"] or f"local/{m['slug']}@{revision}"
+        revision = m["revision"] or rec.sha256set
+        source = m["source"] or local_source(m["slug"], rec.sha256set)
         if not (only_missing and _marker_revision(view) == revision):
             view.mkdir(parents=True, exist_ok=True)
             for f in rec.files:
                 _replace_link(view / f.path, src / f.path)
-            ran = _run(register_local_argv(python, m["slug"], str(view), revision, source, str(root)), evaluator,
-                       f"register {m['slug']}")
-            if ran.returncode != 0 or not (view / MARKER).is_file():
-                _fail(f"register-local {m['slug']}", ran)
+            if m["revision"]:
+                stamp = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+                protocol.atomic_write_bytes(view / MARKER, marker_bytes(public_marker(
+                    m["slug"], m["repo_id"], m["revision"], {f.path: f.sha256 for f in rec.files}, stamp)))
+            else:
+                ran = _run(register_local_argv(python, m["slug"], str(view), source), evaluator,
+                           f"register {m['slug']}")
+                if ran.returncode != 0 or not (view / MARKER).is_file():
+                    _fail(f"register-local {m['slug']}", ran)
+                revision = _marker_revision(view) or revision
         registered.append({"model": m["id"], "slug": m["slug"], "store_entry": m["entry"], "revision": revision,
                            "source": source, "marker_sha256": protocol.sha256_file(view / MARKER)[0]})
         step("models")
-    ran = _run(verify_argv(python, str(root), [m["slug"] for m in models]), evaluator, "verify models")
+    entries = [(r["slug"], str(model_view(evaluator, r["slug"])), r["revision"]) for r in registered]
+    ran = _run(verify_argv(python, entries), evaluator, "verify models")
     if ran.returncode != 0:
         _fail("prepare_trace_eval_models.py verify", ran)
     step("models")

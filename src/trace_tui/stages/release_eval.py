@@ -56,8 +56,8 @@ def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path
     Where this campaign's prepare step made the model's directory (links into the store plus the
     evaluator's revision marker, trace_tui.stages.eval_prepare), that directory is the path.
     """
-    from trace_tui.external.launcher import EvaluatorModel
-    from trace_tui.stages.eval_prepare import prepared_model_path
+    from trace_tui.external.launcher import EvaluatorModel, local_source
+    from trace_tui.stages.eval_prepare import marker_revision, prepared_model_path
     from trace_tui.store import Store, model_entry
 
     st = Store(store)
@@ -86,10 +86,12 @@ def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path
             from trace_tui.store import fix_command
 
             raise RequirementsError(f"model {model_id}: the store has no entry {entry}", hint=fix_command(entry))
-        # A local checkpoint's immutable revision: the one given with it, else its content hash.
-        revision = local.get("revision") or record.sha256set
+        # A local checkpoint's immutable revision: what the evaluator's register-local recorded in its
+        # marker (its content hash, equal to the store's sha256set), else the one given with it.
+        revision = (marker_revision(evaluator, model_id) if evaluator is not None else None) \
+            or local.get("revision") or record.sha256set
         out.append(EvaluatorModel(model_id=model_id, slug=model_id, path=where(model_id, entry), revision=revision,
-                                  source=f"local/{model_id}@{revision}", label=local.get("label") or model_id))
+                                  source=local_source(model_id, revision), label=local.get("label") or model_id))
     return out
 
 
@@ -206,6 +208,20 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
         protocol.status("failed", f"run_trace_eval.sh exited {proc.returncode}; last lines: "
                         + " | ".join(list(tail.last)[-5:]), exit_code=proc.returncode)
         return 1
+    if phase == "generate":
+        # Exit 0 is not enough: every slice must hold the suite's rows (a partial slice fails the step and is
+        # resumed by the next run), and the evaluator's own generation verification must pass.
+        short = [s for s in slices if not s.generation_complete]
+        if short:
+            names = ", ".join(f"{slug_to_id[s.slug]}/{s.seed}/{s.benchmark} ({s.rows_done}/{s.rows_expected})"
+                              for s in short[:6])
+            protocol.status("failed", f"generation left {len(short)} of {len(slices)} slices short of their rows: "
+                            f"{names}{' …' if len(short) > 6 else ''}; run the step again to resume them", exit_code=1)
+            return 1
+        failed = _verify_generation(evaluator, root, models, seeds, out_dir, campaign)
+        if failed:
+            protocol.status("failed", failed, exit_code=1)
+            return 1
     if phase == "score":
         checked = subprocess.run(launcher.verifier_argv(str(root), list(slug_to_id), seeds, sys.executable),
                                  cwd=evaluator, capture_output=True, text=True, check=False)
@@ -228,6 +244,31 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
     protocol.status("completed", f"{phase}: {sum(1 for s in slices if s.phase != 'generating')} of "
                     f"{len(slices)} slices done")
     return 0
+
+
+def _verify_generation(evaluator: Path, root: Path, models: list[Any], seeds: list[int], out_dir: Path,
+                       campaign: Path) -> str | None:
+    """verify_trace_eval.py --phase generation with the launcher's fingerprints; a failure line, or None."""
+    from trace_tui.external import launcher
+
+    first, second = launcher.provenance_argvs(sys.executable)
+    ev = subprocess.run(first, cwd=evaluator, capture_output=True, text=True, check=False)
+    code = subprocess.run([*second, ev.stdout.strip()], cwd=evaluator, capture_output=True, text=True, check=False)
+    if ev.returncode != 0 or code.returncode != 0:
+        return "the evaluator's fingerprints failed: " + (ev.stderr or code.stderr).strip()[-300:]
+    checked = subprocess.run(launcher.generation_verifier_argv(str(root), models, seeds, code_hash=code.stdout.strip(),
+                                                               evaluator_hash=ev.stdout.strip(), python=sys.executable),
+                             cwd=evaluator, capture_output=True, text=True, check=False)
+    protocol.atomic_write_bytes(out_dir / "generation-verification.json", checked.stdout.encode())
+    protocol.artifact(out_dir / "generation-verification.json", campaign)
+    if checked.returncode == 0:
+        return None
+    try:
+        bad = json.loads(checked.stdout).get("incomplete") or []
+        detail = ", ".join(f"{r['model_slug']}/{r['seed']}/{r['benchmark_key']} ({r['detail']})" for r in bad[:4])
+    except (ValueError, AttributeError, KeyError, TypeError):
+        detail = (checked.stdout + checked.stderr).strip()[-300:]
+    return f"the evaluator's generation verification did not pass: {detail}"
 
 
 def _sha256(path: Path) -> str:
@@ -279,7 +320,7 @@ def recompute_score(campaign_dir: Path, content: dict[str, Any]) -> float:
         raise ValueError(f"{where}: not in the seed {want[1]} completion receipt")
     if listed.get("scores_sha256") != digest:
         raise ValueError(f"{where}: sha256 differs from the seed {want[1]} completion receipt")
-    score = score_of(json.loads(score_path.read_text(encoding="utf-8")))
+    score = score_of(json.loads(score_path.read_text(encoding="utf-8")), want[2])
     if score is None:
         raise ValueError(f"{where}: no 'score' (or 'accuracy') number")
     if isinstance(listed.get("score"), (int, float)) and abs(float(listed["score"]) - score) > 1e-9:

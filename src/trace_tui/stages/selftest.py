@@ -16,7 +16,8 @@ Modes:
   noisy         mix plain text, malformed JSON and events on stdout, then succeed
 
 SELFTEST_FAIL_AT=N in the environment makes `rows` exit at row N (as a crash would),
-without changing the step's pinned inputs.
+without changing the step's pinned inputs; SELFTEST_STOP_AT=N makes `matrix` stop each
+slice at row N and exit 0.
 
 Standard library only: it runs inside any image that has python3 and the trace_tui package.
 """
@@ -154,6 +155,9 @@ def mode_matrix(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
     fail_at = _fail_at(opts)
     for sl in job.get("slices") or []:
         total = opts.rows if opts.rows is not None else int(sl.get("total") or 10)
+        # SELFTEST_STOP_AT=N: write N rows of each slice and still exit 0, as a worker that stops early
+        # without noticing would (the engine must not call such a slice complete).
+        total = min(total, int(os.environ.get("SELFTEST_STOP_AT") or total))
         if write_slice(out / "slices" / sl["model"] / str(sl["seed"]) / sl["benchmark"], campaign, sl["model"],
                        int(sl["seed"]), sl["benchmark"], total, opts, fail_at) is None:
             return 4
