@@ -435,12 +435,7 @@ def probe_docker(client_factory: Callable[[], Any] | None = None, *, lock_path: 
                             "start it (`systemctl start docker`) or check your access to its socket",
                             lock_status=lock_status, lock_path=str(lock_path), lock_message=lock_message,
                             images=_images_unknown(entries, lock_status))
-    runtimes = info.get("Runtimes") or {}
-    gpu_runtime: Literal["nvidia", "cdi"] | None = None
-    if "nvidia" in runtimes:
-        gpu_runtime = "nvidia"
-    elif _cdi_has_nvidia(info.get("CDISpecDirs") or []):
-        gpu_runtime = "cdi"
+    gpu_runtime = gpu_runtime_of(info)
     images = [_image_status(client, derr, name, entries.get(name), lock_status, lock_message)
               for name in list(IMAGE_NAMES) + [n for n in entries if n not in IMAGE_NAMES]]
     return DockerStatus(status="ok", message=f"Docker {version.get('Version', '?')}",
@@ -491,6 +486,16 @@ def _images_unknown(entries: dict[str, Any], lock_status: str) -> list[ImageStat
     return [ImageStatus(name=n, status="not_built", tag=(entries.get(n) or {}).get("tag"),
                         locked_id=(entries.get(n) or {}).get("id"), message="Docker engine not reachable")
             for n in IMAGE_NAMES]
+
+
+def gpu_runtime_of(info: dict[str, Any]) -> Literal["nvidia", "cdi"] | None:
+    """How this engine gives GPUs to containers, from `docker info`: the nvidia runtime, CDI specs for
+    nvidia.com/gpu, or neither. The hardware check and the Docker runtime both decide by this."""
+    if "nvidia" in (info.get("Runtimes") or {}):
+        return "nvidia"
+    if _cdi_has_nvidia(info.get("CDISpecDirs") or []):
+        return "cdi"
+    return None
 
 
 def _cdi_has_nvidia(dirs: list[str]) -> bool:
@@ -688,6 +693,6 @@ def worst(checks: list[StepCheck]) -> Verdict:
 __all__ = [
     "DiskStatus", "DockerStatus", "EndpointOption", "GpuInfo", "GpuStatus", "HardwareReport", "ImageStatus",
     "REQUIREMENTS", "StepCheck", "check_recipe", "check_step", "describe_requirement", "estimate_generate_gib",
-    "hardware_report", "image_lock_path", "meets", "probe_disk", "probe_docker", "probe_gpus",
+    "gpu_runtime_of", "hardware_report", "image_lock_path", "meets", "probe_disk", "probe_docker", "probe_gpus",
     "read_image_lock", "required_tp", "worst",
 ]

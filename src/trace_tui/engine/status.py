@@ -62,7 +62,30 @@ def campaign_status(path: Path | str, *, now: float | None = None) -> dict[str, 
             "jobs": len(jobs), "jobs_completed": sum(1 for j in jobs if j.state == "completed"),
             "rows_done": sum(j.done for j in jobs), "rows_total": sum(j.total for j in jobs),
             "slices_total": len(slices), "slices_completed": sum(1 for x in slices if x["state"] == "completed"),
-            "steps": out_steps, "slices": slices}
+            "steps": out_steps, "slices": slices, "gpu_plan": _gpu_plan(meta)}
+
+
+def _gpu_plan(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The GPU plan the last run gave its steps (trace_tui.plan.RunPlan, as the runner recorded it)."""
+    import json
+
+    try:
+        steps = json.loads(meta.get("gpu_plan") or "[]")
+    except ValueError:
+        return []
+    return steps if isinstance(steps, list) else []
+
+
+def gpu_plan_lines(steps: list[dict[str, Any]]) -> list[str]:
+    from trace_tui.plan import StepGpus
+
+    out = []
+    for raw in steps:
+        try:
+            out.append(StepGpus.model_validate(raw).line())
+        except ValueError:
+            continue
+    return out
 
 
 def render_status(st: dict[str, Any]) -> str:
@@ -88,6 +111,11 @@ def render_status(st: dict[str, Any]) -> str:
             lines.append(f"{x['step']:<14} {x['model'] or '':<28} {x['seed'] if x['seed'] is not None else '':>5} "
                          f"{x['benchmark'] or '':<22} {x['state']:<11} {x['phase'] or '':<10} {x['done']:>7} "
                          f"{x['total']:>7} {score:>7} {rate:>7} {eta:>7}")
+    plan = gpu_plan_lines(st.get("gpu_plan") or [])
+    if plan:
+        lines.append("")
+        lines.append("GPU plan (as given to this campaign's last run)")
+        lines += [f"  {line}" for line in plan]
     for s in st["steps"]:
         if s["state"] == "failed" and s.get("failures"):
             for msg in s["failures"]:
