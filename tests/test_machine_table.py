@@ -243,3 +243,43 @@ def test_preview_prints_the_plan_the_containers_receive(tmp_path, machine):
     gen = GOLDEN[machine]["full"]["generate"]
     if not gen.startswith("refused"):
         assert data["gpu_groups"] == gen.split(" | ")[1]  # what the launcher's GPU_GROUPS will be
+
+
+MACHINE_NAMES = {"1xh200": "1x H200 141 GB", "8xh100": "8x H100 80 GB", "8xa100-40gb": "8x A100 40 GB",
+                 "4xl40s": "4x L40S 48 GB", "8xrtx4090": "8x RTX 4090 24 GB", "2xrtx3090": "2x RTX 3090 24 GB",
+                 "mixed-80-24": "2x A100 80 GB + 2x RTX 4090", "h100-mig": "1x H100 80 GB, MIG on"}
+
+
+def readme_row(machine: str) -> str:
+    """The README's short machine table, from the real plan: per run, each GPU step as N x tp T, or refused."""
+    report = report_for(machine)
+    cells = []
+    for run in RUNS:
+        plan = run_plan(resolved(run), report)
+        parts = ["no" if s.refusal else f"{len(s.groups)}x tp{s.tp}" for s in plan.steps if s.refusal or s.groups]
+        cells.append(" · ".join(parts))
+    return f"| {MACHINE_NAMES[machine]} | " + " | ".join(cells) + " |"
+
+
+def test_the_readme_machine_table_is_the_plan():
+    readme = (TESTS.parent / "README.md").read_text(encoding="utf-8")
+    for machine in MACHINES:
+        assert readme_row(machine) in readme, readme_row(machine)
+
+
+def test_the_readme_requirement_rows_are_the_code():
+    """The README's GPU requirement table says what trace_tui.hardware.REQUIREMENTS says (one truth)."""
+    from trace_tui.hardware import REQUIREMENTS
+
+    def cell(profile: str, scale: str) -> str:
+        first, *rest = REQUIREMENTS[profile][scale].options
+        text = f"{first.tp} GPU{'s' if first.tp > 1 else ''} >= {first.min_gib} GiB"
+        return text + "".join(f", or {o.tp} >= {o.min_gib} GiB" for o in rest)
+
+    readme = (TESTS.parent / "README.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:4]]
+            for line in readme.splitlines() if line.startswith("| ") and line.count("|") >= 5}
+    assert rows["generation (vLLM)"] == [cell("generate", "3B"), cell("generate", "7B")]
+    assert rows["judge (Qwen3-32B)"] == [cell("judge", "judge")] * 2
+    assert rows["smoke training (one GRPO step, TRL, one process on one GPU)"] == \
+        [cell("train", "3B"), cell("train", "7B")]
