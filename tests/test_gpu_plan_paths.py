@@ -115,8 +115,8 @@ def test_full_with_benchmarks_is_refused_up_front_by_preview_and_headless(tmp_pa
         assert "takes no benchmark filter" in out.stderr and "Traceback" not in out.stderr
         assert "run it without --benchmarks" in out.stderr
     assert not (tmp_path / "h" / "campaigns").exists()
-    # the other recipes still narrow by benchmark (eval-preview only reads)
-    assert _cli("preview", "--recipe", "eval-preview", "--benchmarks", "mmstar", home=tmp_path / "h").returncode == 0
+    # eval-preview previews full: refused alike
+    assert _cli("preview", "--recipe", "eval-preview", "--benchmarks", "mmstar", home=tmp_path / "h").returncode == 2
 
 
 async def test_full_with_benchmarks_is_refused_in_the_tui(tmp_path, monkeypatch):
