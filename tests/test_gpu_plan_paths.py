@@ -155,3 +155,17 @@ def test_the_resolver_is_where_the_refusal_lives(recipe):
     with pytest.raises(UsageError, match="takes no benchmark filter"):
         resolve_recipe(recipe, benchmarks=["mmstar", "erqa"])
     assert len(resolve_recipe(recipe).benchmarks) == 24
+
+
+def test_a_step_the_plan_refuses_never_starts(tmp_path):
+    """The TUI lets a user go on past a failed check; the runner still refuses a step the plan refused
+    (the judge on two 24 GiB cards) before any container starts, naming the step and why (exit 3)."""
+    from trace_tui.errors import RequirementsError
+
+    resolved = resolve_recipe("validation", models=SEVEN_B)
+    with Campaign(tmp_path / "c") as c:
+        runner = Runner(resolved, c, LocalRuntime(), plan=run_plan(resolved, report_for("2xrtx3090")))
+        with pytest.raises(RequirementsError) as err:
+            runner.run(lambda e: None)
+    assert "extract: needs 1 GPU with >= 80 GiB per judge endpoint (Qwen3-32B)" in err.value.line()
+    assert not list((tmp_path / "c").glob("jobs/*/*/job.json"))

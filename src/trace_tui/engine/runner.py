@@ -328,6 +328,9 @@ class Runner:
         kinds = {s.image for s in self.recipe.steps if s.image}
         gpus = any(needs_gpus(s) for s in self.recipe.steps)
         problems = self.runtime.check(kinds, gpus=gpus) if kinds else []
+        if self.gpu_plan is not None:  # a step the plan refused never starts on no GPU (or the wrong ones)
+            problems += [f"{s.step}: {s.refusal}" for s in self.gpu_plan.steps
+                         if s.refusal and any(st.id == s.step for st in self.recipe.steps)]
         if problems:
             raise RequirementsError("this machine cannot run the recipe: " + "; ".join(problems))
 
