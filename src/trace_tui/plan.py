@@ -13,6 +13,15 @@ serves one model at a time on every group), balancing rows (see below).
 A recipe whose generation runs on CPU (the demo) gets one group with no GPUs.
 A machine that cannot host the generation gets an empty plan; the hardware
 check says why.
+
+:func:`run_plan` is the run's one plan, for every step: the generation groups
+above, the judge's own groups (:func:`judge_groups`: its tensor-parallel size
+from its own memory need and head counts, never the generation groups), a
+trainer's GPU, or a refusal with the hardware check's reason. Headless runs,
+the TUI, ``preview`` and ``status`` all read it; the runner gives each step's
+containers exactly its groups (a per-slice container one group, a whole-step
+container all of them, numbered from 0 inside, as the release launcher's
+GPU_GROUPS).
 """
 
 from __future__ import annotations
