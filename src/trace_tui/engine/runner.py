@@ -497,8 +497,11 @@ class Runner:
                     failed.append(err)
             return failed
         queues: list[collections.deque[PlannedJob]] = [collections.deque() for _ in groups]
+        planned = self._step_gpus(step)
+        # the plan's slice deal is over the generation groups; other steps (the judge's) deal in turn
+        dealt = self.slice_groups if planned is None or planned.role == "generation" else {}
         for i, j in enumerate(todo):
-            g = self.slice_groups.get(j.slice)
+            g = dealt.get(j.slice)
             queues[g if g is not None and 0 <= g < len(groups) else i % len(groups)].append(j)
         lock = threading.Lock()
 
