@@ -79,6 +79,43 @@ MACHINES: dict[str, FakeMachine] = {
     # an H100 that reports uncorrectable ECC errors
     "h100-ecc": FakeMachine(gpus=[FakeGpu(name="NVIDIA H100 80GB HBM3", memory_mib=81559, cc=(9, 0), nvlinks=18,
                                           ecc_uncorrected=2, uuid="GPU-eccecc00-0000-4000-8000-000000000ecc")]),
+    # --- the machines users have (tests/test_machine_table.py); memory as nvidia-smi reports it ---
+    # one H200 141GB (HBM3e): 143771 MiB = 140.4 GiB
+    "1xh200": FakeMachine(gpus=[FakeGpu(name="NVIDIA H200", memory_mib=143771, used_mib=0, cc=(9, 0), nvlinks=18,
+                                        uuid="GPU-20000000-0000-4000-8000-000000000200")]),
+    # eight A100 40GB SXM: 40960 MiB = 40.0 GiB
+    "8xa100-40gb": FakeMachine(
+        gpus=[FakeGpu(name="NVIDIA A100-SXM4-40GB", memory_mib=40960, used_mib=0, cc=(8, 0), nvlinks=12,
+                      uuid=f"GPU-a1b2c3d4-0000-4000-8000-0000000840{i:02d}") for i in range(8)],
+        driver="535.183.01", cuda=12020),
+    # four L40S (PCIe, no NVLink, no MIG): 46068 MiB = 44.99 GiB
+    "4xl40s": FakeMachine(
+        gpus=[FakeGpu(name="NVIDIA L40S", memory_mib=46068, used_mib=0, cc=(8, 9), mig=None, nvlinks=None,
+                      uuid=f"GPU-14051405-0000-4000-8000-0000000000{i:02d}") for i in range(4)],
+        driver="550.54.15", cuda=12040),
+    # eight RTX 4090 (a GeForce server): 24564 MiB = 23.99 GiB
+    "8xrtx4090": FakeMachine(
+        gpus=[FakeGpu(name="NVIDIA GeForce RTX 4090", memory_mib=24564, used_mib=0, cc=(8, 9), mig=None,
+                      ecc_uncorrected=None, nvlinks=None, uuid=f"GPU-40904090-0000-4000-8000-0000000000{i:02d}")
+              for i in range(8)],
+        driver="550.54.15", cuda=12040),
+    # two RTX 3090: 24576 MiB = 24.0 GiB
+    "2xrtx3090": FakeMachine(
+        gpus=[FakeGpu(name="NVIDIA GeForce RTX 3090", memory_mib=24576, used_mib=0, cc=(8, 6), mig=None,
+                      ecc_uncorrected=None, nvlinks=None, uuid=f"GPU-30903090-0000-4000-8000-0000000000{i:02d}")
+              for i in range(2)],
+        driver="550.54.15", cuda=12040),
+    # a mixed box: two A100 80GB (81920 MiB) then two RTX 4090 (24564 MiB)
+    "mixed-80-24": FakeMachine(
+        gpus=[FakeGpu(name="NVIDIA A100-SXM4-80GB", memory_mib=81920, used_mib=0, cc=(8, 0), nvlinks=12,
+                      uuid=f"GPU-a1b2c3d4-0000-4000-8000-0000000080{i:02d}") for i in range(2)]
+        + [FakeGpu(name="NVIDIA GeForce RTX 4090", memory_mib=24564, used_mib=0, cc=(8, 9), mig=None,
+                   ecc_uncorrected=None, nvlinks=None, uuid=f"GPU-40904090-0000-4000-8000-0000000001{i:02d}")
+           for i in range(2)],
+        driver="550.54.15", cuda=12040),
+    # an H100 80GB with MIG mode on (partitioned into instances; no whole-GPU endpoint fits)
+    "h100-mig": FakeMachine(gpus=[FakeGpu(name="NVIDIA H100 80GB HBM3", memory_mib=81559, used_mib=0, cc=(9, 0),
+                                          mig=(1, 1), nvlinks=18, uuid="GPU-8b2c1a4e-0000-4000-8000-00000000d1d0")]),
     # the driver is loaded but exposes no GPU (e.g. CUDA_VISIBLE_DEVICES / container without --gpus)
     "zero": FakeMachine(gpus=[]),
     # no driver at all: this machine's real behaviour

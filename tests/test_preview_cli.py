@@ -91,9 +91,9 @@ def test_preview_text_and_json_say_the_same(tmp_path):
 
 def test_preview_narrowed(tmp_path):
     out = cli("preview", "--recipe", "full", "--models", "trace-qwen2.5-vl-7b", "--seeds", "42",
-              "--benchmarks", "mmstar", "erqa", "--json", home=tmp_path / "h", machine="rtx4090")
+              "--json", home=tmp_path / "h", machine="rtx4090")
     data = json.loads(out.stdout)
-    assert data["slices"] == 2 and data["rows_total"] == 1900 and data["gpu_plan"] == []
+    assert data["slices"] == 24 and data["rows_total"] == 32_805 and data["gpu_plan"] == []
     assert "needs 1 GPU with >= 40 GiB per 7B model endpoint" in data["gpu_plan_note"]
 
 

@@ -111,9 +111,10 @@ def test_recipe_files_never_retype_a_pinned_identity():
 
 
 def test_store_needs_expand_through_the_lock():
-    r = resolve_recipe("full", models=["trace-qwen2.5-vl-7b"], benchmarks=["mmstar"])
+    r = resolve_recipe("full", models=["trace-qwen2.5-vl-7b"])
     lock = release_lock()
-    assert r.store_entries["generate"] == [f"model:{lock.model('trace-qwen2.5-vl-7b').ref}", "benchmark:mmstar",
+    assert r.store_entries["generate"] == [f"model:{lock.model('trace-qwen2.5-vl-7b').ref}",
+                                           *[f"benchmark:{b.key}" for b in lock.trace_eval.benchmarks],
                                            f"release:{lock.upstream.repository}@{lock.upstream.commit}"]
     assert r.store_entries["score"][0] == f"model:{lock.judge.ref}"
     assert set(SYMBOLIC_NEEDS) >= {"models", "judge", "release"}
@@ -121,18 +122,16 @@ def test_store_needs_expand_through_the_lock():
 
 def test_narrowing_keeps_the_lock_order_and_changes_the_run_tag():
     full = resolve_recipe("full")
-    r = resolve_recipe("full", models=["trace-qwen2.5-vl-7b", "qwen2.5-vl-7b-base"], seeds=[44, 42],
-                       benchmarks=["mmstar", "erqa"])
+    r = resolve_recipe("full", models=["trace-qwen2.5-vl-7b", "qwen2.5-vl-7b-base"], seeds=[44, 42])
     assert [m.id for m in r.models] == ["qwen2.5-vl-7b-base", "trace-qwen2.5-vl-7b"]
     assert r.seeds == [42, 44]
-    assert [b.key for b in r.benchmarks] == ["mmstar", "erqa"]  # suite order
-    assert len(r.slices) == 8 and r.rows_total == 2 * 2 * (1500 + 400)
+    first = full.benchmarks[0].key  # the suite's order
+    assert len(r.slices) == 2 * 2 * 24 and r.rows_total == 2 * 2 * 32_805
     assert SliceKey(model="qwen2.5-vl-7b-base", seed=42, benchmark="mmstar") in r.slices
-    assert r.slices[0].id == "qwen2.5-vl-7b-base/42/mmstar"
+    assert r.slices[0].id == f"qwen2.5-vl-7b-base/42/{first}"
     assert r.run_tag != full.run_tag
     # the same command resolves to the same run tag (a rerun finds and resumes the campaign)
-    again = resolve_recipe("full", models=["qwen2.5-vl-7b-base", "trace-qwen2.5-vl-7b"], seeds=[42, 44],
-                           benchmarks=["erqa", "mmstar"])
+    again = resolve_recipe("full", models=["qwen2.5-vl-7b-base", "trace-qwen2.5-vl-7b"], seeds=[42, 44])
     assert again.run_tag == r.run_tag
 
 

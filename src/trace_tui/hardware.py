@@ -39,7 +39,9 @@ of output: about 20,600 tokens of KV cache.
 Scoring, profile ``judge`` (Qwen3-32B, temperature 0, short outputs <= 512
 tokens): bf16 weights 61 GiB, KV 256 KiB/token (64 layers x 8 KV heads x 128
 x 2 x 2 bytes) → 1 GPU with >= 80 GiB (tp 1, ~11 GiB left for KV at vLLM's 0.90
-memory utilisation, ~44k tokens), or tp 2 on >= 40 GiB, or tp 4 on >= 24 GiB.
+memory utilisation, ~44k tokens), or tp 2 on >= 40 GiB, or tp 4 on >= 24 GiB. The run plan
+(trace_tui.plan.judge_groups) derives the judge's tp from the same need on each GPU's reported
+memory, among the sizes that divide its 64 attention and 8 KV heads; a test keeps the two equal.
 Training, profile ``train`` (one GRPO step, TRL, in one process on one GPU —
 the smoke worker does not shard): the worker's own estimate
 (``trace_tui.stages.train_profile.smoke_requirement``): bf16 weights, gradients
@@ -435,12 +437,7 @@ def probe_docker(client_factory: Callable[[], Any] | None = None, *, lock_path: 
                             "start it (`systemctl start docker`) or check your access to its socket",
                             lock_status=lock_status, lock_path=str(lock_path), lock_message=lock_message,
                             images=_images_unknown(entries, lock_status))
-    runtimes = info.get("Runtimes") or {}
-    gpu_runtime: Literal["nvidia", "cdi"] | None = None
-    if "nvidia" in runtimes:
-        gpu_runtime = "nvidia"
-    elif _cdi_has_nvidia(info.get("CDISpecDirs") or []):
-        gpu_runtime = "cdi"
+    gpu_runtime = gpu_runtime_of(info)
     images = [_image_status(client, derr, name, entries.get(name), lock_status, lock_message)
               for name in list(IMAGE_NAMES) + [n for n in entries if n not in IMAGE_NAMES]]
     return DockerStatus(status="ok", message=f"Docker {version.get('Version', '?')}",
@@ -491,6 +488,16 @@ def _images_unknown(entries: dict[str, Any], lock_status: str) -> list[ImageStat
     return [ImageStatus(name=n, status="not_built", tag=(entries.get(n) or {}).get("tag"),
                         locked_id=(entries.get(n) or {}).get("id"), message="Docker engine not reachable")
             for n in IMAGE_NAMES]
+
+
+def gpu_runtime_of(info: dict[str, Any]) -> Literal["nvidia", "cdi"] | None:
+    """How this engine gives GPUs to containers, from `docker info`: the nvidia runtime, CDI specs for
+    nvidia.com/gpu, or neither. The hardware check and the Docker runtime both decide by this."""
+    if "nvidia" in (info.get("Runtimes") or {}):
+        return "nvidia"
+    if _cdi_has_nvidia(info.get("CDISpecDirs") or []):
+        return "cdi"
+    return None
 
 
 def _cdi_has_nvidia(dirs: list[str]) -> bool:
@@ -688,6 +695,6 @@ def worst(checks: list[StepCheck]) -> Verdict:
 __all__ = [
     "DiskStatus", "DockerStatus", "EndpointOption", "GpuInfo", "GpuStatus", "HardwareReport", "ImageStatus",
     "REQUIREMENTS", "StepCheck", "check_recipe", "check_step", "describe_requirement", "estimate_generate_gib",
-    "hardware_report", "image_lock_path", "meets", "probe_disk", "probe_docker", "probe_gpus",
+    "gpu_runtime_of", "hardware_report", "image_lock_path", "meets", "probe_disk", "probe_docker", "probe_gpus",
     "read_image_lock", "required_tp", "worst",
 ]

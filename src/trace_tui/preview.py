@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from trace_tui.hardware import HardwareReport, StepCheck, check_recipe
-from trace_tui.plan import gpu_groups_env, gpu_plan
+from trace_tui.plan import StepGpus, gpu_groups_env, run_plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.recipes import ResolvedRecipe
@@ -98,6 +98,7 @@ class Preview(_Model):
     gpu_plan: list[GroupLine]
     gpu_groups: str  # GPU_GROUPS for the release evaluator
     gpu_plan_note: str
+    step_gpus: list[StepGpus] = []  # what each step's containers are given (trace_tui.plan.run_plan)
     starts_nothing: bool = Field(True, description="a preview never starts or writes anything")
 
     def lines(self) -> list[str]:
@@ -158,7 +159,8 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
                    for n in resolved.store_entries.get(step.id, [])],
             check=checks[step.id]))
 
-    plan = gpu_plan(resolved, report)
+    run = run_plan(resolved, report)  # the same plan the runner gives the containers
+    plan = run.generation
     if not resolved.slices:
         plan_note = "no slices: this recipe generates nothing"
     elif not plan:
@@ -192,7 +194,15 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
                   "images": report.docker.lock_message, "disk": f"{report.disk.free_gib:.1f} GiB free at {report.disk.path}"},
         gpu_plan=[GroupLine(gpus=g.gpus, spec=g.spec, slices=[s.id for s in g.slices], rows=g.rows,
                             models=list(dict.fromkeys(s.model for s in g.slices))) for g in plan],
-        gpu_groups=gpu_groups_env(plan), gpu_plan_note=plan_note)
+        gpu_groups=_launcher_groups(run, plan), gpu_plan_note=plan_note, step_gpus=list(run.steps))
+
+
+def _launcher_groups(run: Any, plan: list[Any]) -> str:
+    """GPU_GROUPS as the generation step's container receives it (a whole-step job: the release launcher)."""
+    gen = next((s for s in run.steps if s.role == "generation" and s.groups), None)
+    if gen is not None and not gen.per_slice:
+        return gen.gpu_groups_env()
+    return gpu_groups_env(plan)
 
 
 # --------------------------------------------------------------------------- text
@@ -259,6 +269,9 @@ def render_preview(p: Preview) -> list[str]:
         who = "CPU" if not g.gpus else f"GPU {g.spec}"
         out.append(f"  {who}: {_n(len(g.slices))} slices, {_n(g.rows)} rows, {len(g.models)} model"
                    f"{'s' if len(g.models) != 1 else ''}")
+    if any(s.groups or s.refusal for s in p.step_gpus):
+        out.append("Containers  what each step's containers are given (the same plan a run uses)")
+        out += [f"  {s.line()}" for s in p.step_gpus]
     return out
 
 

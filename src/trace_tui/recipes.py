@@ -639,6 +639,21 @@ def canonical_sha256(data: Any) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
+# The release evaluator's stage: its launcher runs the whole trace_eval suite (EXTERNAL-SUITE.md).
+WHOLE_SUITE_STAGE = "trace_tui.stages.release_eval"
+
+
+def _runs_the_release_evaluator(recipe: Recipe) -> bool:
+    """A step runs the release evaluator, or a command on `--recipe full` (eval-preview previews it)."""
+    for step in recipe.steps:
+        run = list(step.run)
+        if run and run[0] == WHOLE_SUITE_STAGE:
+            return True
+        if "--recipe" in run[:-1] and run[run.index("--recipe") + 1] == "full":
+            return True
+    return False
+
+
 def resolve_recipe(recipe: Recipe | str, *, models: list[str] | None = None, seeds: list[int] | None = None,
                    benchmarks: list[str] | None = None, lock: "ReleaseLock | None" = None,
                    local_models: list[LocalModel] | None = None) -> ResolvedRecipe:
@@ -697,6 +712,12 @@ def resolve_recipe(recipe: Recipe | str, *, models: list[str] | None = None, see
         avail_b = [b for b in suite_benchmarks if b.key in wanted]
     keys = _narrow("benchmarks", recipe, [b.key for b in avail_b], benchmarks)
     chosen_b = [b for b in avail_b if b.key in set(keys)]
+    if len(chosen_b) < len(suite_benchmarks) and _runs_the_release_evaluator(recipe):
+        # Refused here, so preview, headless and the TUI refuse alike before anything starts.
+        raise UsageError(f"recipe {recipe.name} runs the release evaluator, which takes no benchmark filter: "
+                         f"it evaluates all {len(suite_benchmarks)} benchmarks "
+                         f"({'--benchmarks ' + ','.join(keys) if benchmarks is not None else 'selection.benchmarks'}"
+                         f" selects {len(chosen_b)})", hint="run it without --benchmarks")
 
     settings = _suite_settings(recipe, lock)
     suite_id, suite_sha = None, None

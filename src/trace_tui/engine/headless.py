@@ -60,24 +60,14 @@ def requirement_problems(resolved: Any, runtime: Any, home: Path, report: Any) -
     return problems
 
 
-def gpu_assignment(resolved: Any, report: Any) -> tuple[list[list[int]], dict[str, int]]:
-    """GPU groups and the slice -> group deal of trace_tui.plan.gpu_plan (empty when nothing needs GPUs)."""
-    from trace_tui.engine.runner import needs_gpus
+def run_gpu_plan(resolved: Any, report: Any) -> Any:
+    """The run's one GPU plan (trace_tui.plan.run_plan), for headless runs and the TUI alike; None
+    when there is no hardware report (the runner then falls back to each step's own GPU count)."""
+    if report is None:
+        return None
+    from trace_tui.plan import run_plan
 
-    if report is None or not any(needs_gpus(s) for s in resolved.recipe.steps):
-        return [], {}
-    try:
-        from trace_tui.plan import gpu_plan
-    except ImportError:  # pragma: no cover
-        return [], {}
-    groups: list[list[int]] = []
-    dealt: dict[str, int] = {}
-    for g in gpu_plan(resolved, report):
-        if g.gpus:
-            for s in g.slices:
-                dealt[s.id] = len(groups)
-            groups.append(list(g.gpus))
-    return groups, dealt
+    return run_plan(resolved, report)
 
 
 def run_headless(args: argparse.Namespace, resolved: Any) -> int:
@@ -103,9 +93,8 @@ def run_headless(args: argparse.Namespace, resolved: Any) -> int:
     log = logs.get_logger("trace-tui.run")
     printer = HeadlessPrinter(sys.stdout, fmt=fmt)
     with Campaign(path) as campaign:
-        groups, dealt = gpu_assignment(resolved, report)
         runner = Runner(resolved, campaign, runtime, store=paths.store_dir(home),
-                        offline=bool(getattr(args, "offline", False)), gpu_groups=groups, slice_groups=dealt,
+                        offline=bool(getattr(args, "offline", False)), plan=run_gpu_plan(resolved, report),
                         redo=bool(getattr(args, "redo", False)))
         log.info("run starting", recipe=resolved.recipe.name, campaign=str(path), runtime=runtime.name,
                  run_tag=resolved.run_tag)

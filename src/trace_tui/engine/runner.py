@@ -238,7 +238,7 @@ class _JobContext(_Live):
 class Runner:
     def __init__(self, resolved: Any, campaign: Campaign, runtime: Runtime, *, store: Path | None = None,
                  offline: bool = False, gpu_groups: list[list[int]] | None = None,
-                 slice_groups: dict[str, int] | None = None,
+                 slice_groups: dict[str, int] | None = None, plan: Any = None,
                  host_runtime: Runtime | None = None, mem_limit: str | None = None,
                  extra_inputs: Callable[[Any, PlannedJob, Any], dict[str, Any]] | None = None,
                  redo: bool = False, confirm_redo: Callable[[list[str]], bool] | None = None) -> None:
@@ -257,6 +257,11 @@ class Runner:
         # (trace_tui.plan.gpu_plan); a group that runs out of its own slices takes others' (work stealing).
         self.gpu_groups = [list(g) for g in (gpu_groups or []) if g]
         self.slice_groups = slice_groups or {}
+        # The run's GPU plan (trace_tui.plan.run_plan): each step's own groups (generation, judge, trainer).
+        # Given, it decides every step's GPUs; gpu_groups/slice_groups remain for callers without one.
+        self.gpu_plan = plan
+        if plan is not None:
+            self.slice_groups = plan.slice_groups()
         self.mem_limit = mem_limit
         self.extra_inputs = extra_inputs
         # Finished work whose inputs changed is replaced only when asked: `--redo`, or a yes from
@@ -344,6 +349,9 @@ class Runner:
         kinds = {s.image for s in self.recipe.steps if s.image}
         gpus = any(needs_gpus(s) for s in self.recipe.steps)
         problems = self.runtime.check(kinds, gpus=gpus) if kinds else []
+        if self.gpu_plan is not None:  # a step the plan refused never starts on no GPU (or the wrong ones)
+            problems += [f"{s.step}: {s.refusal}" for s in self.gpu_plan.steps
+                         if s.refusal and any(st.id == s.step for st in self.recipe.steps)]
         if problems:
             raise RequirementsError("this machine cannot run the recipe: " + "; ".join(problems))
 
@@ -433,6 +441,8 @@ class Runner:
                    config_sha256=str(_get(self.resolved, "config_sha256", "")), runtime=self.runtime.name,
                    rows_total=str(_get(self.resolved, "rows_total", 0) or 0),
                    offline=str(self.offline).lower(), last_run_started=str(time.time()))
+        if self.gpu_plan is not None:  # `status` shows the plan this run's containers were given
+            c.set_meta(gpu_plan=json.dumps([s.model_dump() for s in self.gpu_plan.steps], sort_keys=True))
         c.upsert_steps((s.id, i, s.title, s.run[0], s.per_slice) for i, s in enumerate(self.recipe.steps))
         for j in plan.jobs:
             if j.action == "invalidate":
@@ -523,9 +533,18 @@ class Runner:
         c.flush_events()
         return result
 
+    def _step_gpus(self, step: Any) -> Any:
+        return self.gpu_plan.step(step.id) if self.gpu_plan is not None else None
+
     def _groups_for(self, step: Any) -> list[list[int]]:
         if not needs_gpus(step):
             return [[]]
+        planned = self._step_gpus(step)
+        if planned is not None:
+            if not planned.groups:
+                return [[]]
+            # per slice: one container per group at a time; whole step: one container serves every group
+            return [list(g) for g in planned.groups] if step.per_slice else [planned.devices]
         if self.gpu_groups:
             if not step.per_slice:  # one container serves every group (e.g. the release evaluator's GPU_GROUPS)
                 return [sorted({g for grp in self.gpu_groups for g in grp})]
@@ -544,8 +563,11 @@ class Runner:
                     failed.append(err)
             return failed
         queues: list[collections.deque[PlannedJob]] = [collections.deque() for _ in groups]
+        planned = self._step_gpus(step)
+        # the plan's slice deal is over the generation groups; other steps (the judge's) deal in turn
+        dealt = self.slice_groups if planned is None or planned.role == "generation" else {}
         for i, j in enumerate(todo):
-            g = self.slice_groups.get(j.slice)
+            g = dealt.get(j.slice)
             queues[g if g is not None and 0 <= g < len(groups) else i % len(groups)].append(j)
         lock = threading.Lock()
 
@@ -578,6 +600,9 @@ class Runner:
         index = {g: i for i, g in enumerate(gpus)}
         if not gpus:
             return []
+        planned = self._step_gpus(step)
+        if planned is not None:
+            return planned.container_groups(gpus)
         if step.per_slice or not self.gpu_groups:
             return [list(range(len(gpus)))]
         return [[index[g] for g in grp] for grp in self.gpu_groups if all(g in index for g in grp)]
@@ -631,6 +656,7 @@ class Runner:
             "gpus": list(range(len(gpus))),
             "host_gpus": gpus,
             "gpu_groups": self._visible_groups(step, gpus),
+            "tensor_parallel": len(self._visible_groups(step, gpus)[0]) if gpus else 0,
             "offline": self.offline or not step.needs.network,
             "upstream_outputs": {},
         }
@@ -657,14 +683,30 @@ class Runner:
                 prev.id, job.slice if prev.per_slice else STEP_SLICE)}
         return spec
 
-    def _run_job(self, job: PlannedJob, gpus: list[int]) -> str | None:
-        """Run one job to its end. Returns a failure line, or None (done or cancelled)."""
+    def groups_for(self, step: Any) -> list[list[int]]:
+        """The host GPUs of each container the step runs at a time (one list per GPU group; [[]]: no GPUs)."""
+        return self._groups_for(step)
+
+    def launch_for(self, job: PlannedJob, gpus: list[int]) -> Launch:
+        """Write the job's spec and return what the runtime is asked to start for it on host GPUs ``gpus``."""
         from trace_tui.stages.protocol import atomic_write_json
 
         c, step = self.campaign, job.step
         job_dir = c.job_dir(step.id, job.slice)
         atomic_write_json(job_dir / "job.json", self.job_spec(job, gpus))
         os.chmod(job_dir / "job.json", 0o644)  # mkstemp made it 0600; the container user must read it
+        out_dir = c.path / c.output_rel(step.id, job.slice)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        network = step.needs.network and not self.offline
+        return Launch(step=step.id, slice=job.slice, module=step.run[0], args=list(step.run[1:]), job_dir=job_dir,
+                      campaign=c.path, store=self.store, log_path=c.log_path(step.id, job.slice), image=step.image,
+                      network=network, gpus=gpus, labels={LABEL_CAMPAIGN: c.id}, mem_limit=self.mem_limit,
+                      env=dict(getattr(step, "env", {}) or {}), output_dir=out_dir)
+
+    def _run_job(self, job: PlannedJob, gpus: list[int]) -> str | None:
+        """Run one job to its end. Returns a failure line, or None (done or cancelled)."""
+        c, step = self.campaign, job.step
+        launch = self.launch_for(job, gpus)
         started_wall = time.time()
         rec = c.job(step.id, job.slice)
         attempts = (rec.attempts if rec else 0) + 1
@@ -673,13 +715,6 @@ class Runner:
         self._emit(SliceState(step=step.id, model=job.model, seed=job.seed, benchmark=job.benchmark,
                               state="resumed" if resumed else "running", done=job.done, total=job.total,
                               message=f"resuming at row {job.done}" if resumed else ""))
-        out_dir = c.path / c.output_rel(step.id, job.slice)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        network = step.needs.network and not self.offline
-        launch = Launch(step=step.id, slice=job.slice, module=step.run[0], args=list(step.run[1:]), job_dir=job_dir,
-                        campaign=c.path, store=self.store, log_path=c.log_path(step.id, job.slice), image=step.image,
-                        network=network, gpus=gpus, labels={LABEL_CAMPAIGN: c.id}, mem_limit=self.mem_limit,
-                        env=dict(getattr(step, "env", {}) or {}), output_dir=out_dir)
         if self._cancel.is_set():
             return None
         known = self.campaign.sub_slices() if job.subs else {}

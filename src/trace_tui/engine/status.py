@@ -62,7 +62,8 @@ def campaign_status(path: Path | str, *, now: float | None = None) -> dict[str, 
             "jobs": len(jobs), "jobs_completed": sum(1 for j in jobs if j.state == "completed"),
             "rows_done": sum(j.done for j in jobs), "rows_total": sum(j.total for j in jobs),
             "slices_total": len(slices), "slices_completed": sum(1 for x in slices if x["state"] == "completed"),
-            "steps": out_steps, "slices": slices, "superseded": _superseded(Path(path))}
+            "steps": out_steps, "slices": slices, "superseded": _superseded(Path(path)),
+            "gpu_plan": _gpu_plan(meta)}
 
 
 def _superseded(path: Path) -> list[dict[str, Any]]:
@@ -71,6 +72,29 @@ def _superseded(path: Path) -> list[dict[str, Any]]:
 
     return [{"stamp": e["stamp"], "step": e["step"], "slice": e["slice"], "changes": e.get("changes", [])}
             for e in superseded(path)]
+
+
+def _gpu_plan(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The GPU plan the last run gave its steps (trace_tui.plan.RunPlan, as the runner recorded it)."""
+    import json
+
+    try:
+        steps = json.loads(meta.get("gpu_plan") or "[]")
+    except ValueError:
+        return []
+    return steps if isinstance(steps, list) else []
+
+
+def gpu_plan_lines(steps: list[dict[str, Any]]) -> list[str]:
+    from trace_tui.plan import StepGpus
+
+    out = []
+    for raw in steps:
+        try:
+            out.append(StepGpus.model_validate(raw).line())
+        except ValueError:
+            continue
+    return out
 
 
 def render_status(st: dict[str, Any]) -> str:
@@ -99,6 +123,11 @@ def render_status(st: dict[str, Any]) -> str:
     for e in st.get("superseded") or []:
         lines.append(f"superseded: {e['step']} {e['slice']} kept under superseded/{e['stamp']} "
                      f"({'; '.join(e['changes'])})")
+    plan = gpu_plan_lines(st.get("gpu_plan") or [])
+    if plan:
+        lines.append("")
+        lines.append("GPU plan (as given to this campaign's last run)")
+        lines += [f"  {line}" for line in plan]
     for s in st["steps"]:
         if s["state"] == "failed" and s.get("failures"):
             for msg in s["failures"]:

@@ -196,6 +196,7 @@ class DockerRuntime:
         self.user = user or container_user()
         self.owner = owner_id()
         self._image_ids: dict[str, str] = {}
+        self._info_cache: dict[str, Any] | None = None
 
     @property
     def client(self) -> Any:
@@ -234,16 +235,35 @@ class DockerRuntime:
                 self.image_id(kind)
             except RequirementsError as exc:
                 problems.append(exc.line())
-        if gpus:
-            runtimes = (client.info().get("Runtimes") or {})
-            if "nvidia" not in runtimes:
-                problems.append(f"Docker has no GPU runtime (runtimes: {', '.join(sorted(runtimes)) or 'none'}) "
-                                f"({GPU_HINT})")
+        if gpus and self.gpu_runtime is None:
+            runtimes = (self._info().get("Runtimes") or {})
+            problems.append(f"Docker has no GPU runtime: neither an nvidia runtime (runtimes: "
+                            f"{', '.join(sorted(runtimes)) or 'none'}) nor CDI specs for nvidia.com/gpu ({GPU_HINT})")
         return problems
+
+    def _info(self) -> dict[str, Any]:
+        if self._info_cache is None:
+            self._info_cache = self.client.info()
+        return self._info_cache
+
+    @property
+    def gpu_runtime(self) -> str | None:
+        """"nvidia" or "cdi" (as trace_tui.hardware's check decides), None: the engine cannot give GPUs."""
+        from trace_tui.hardware import gpu_runtime_of
+
+        return gpu_runtime_of(self._info())
+
+    def gpu_request(self, gpus: list[int]) -> Any:
+        """GPUs by host index: through the nvidia runtime's device driver, or as CDI devices
+        (nvidia.com/gpu=N, what `docker run --device nvidia.com/gpu=N` asks for) on a CDI-only engine."""
+        from docker.types import DeviceRequest
+
+        if self.gpu_runtime == "cdi":
+            return DeviceRequest(driver="cdi", device_ids=[f"nvidia.com/gpu={g}" for g in gpus])
+        return DeviceRequest(device_ids=[str(g) for g in gpus], capabilities=[["gpu"]])
 
     def start(self, launch: Launch) -> DockerHandle:
         from docker.errors import APIError, ImageNotFound
-        from docker.types import DeviceRequest
 
         assert launch.image is not None, "host steps run on the local runtime"
         uid, gid = self.user
@@ -282,8 +302,7 @@ class DockerRuntime:
         )
         kwargs.update(confinement(launch.mem_limit or self.mem_limit))
         if launch.gpus:
-            kwargs["device_requests"] = [DeviceRequest(device_ids=[str(g) for g in launch.gpus],
-                                                       capabilities=[["gpu"]])]
+            kwargs["device_requests"] = [self.gpu_request(list(launch.gpus))]
         image = self.image_name(launch.image)
         kwargs.pop("detach")
         try:

@@ -95,6 +95,14 @@ def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path
     return out
 
 
+def job_gpu_groups(job: dict[str, Any]) -> list[list[int]]:
+    """The launcher's GPU_GROUPS: exactly the run plan's groups for this step (the runner's job spec,
+    numbered as the container sees its GPUs), e.g. two tp-2 endpoints "0,1 2,3" for 7B on 24 GiB cards.
+    Only a job spec without them (written by hand) falls back to one endpoint per given GPU."""
+    planned = [list(g) for g in job.get("gpu_groups") or [] if g]
+    return planned or gpu_groups(list(job.get("gpus") or [0]))
+
+
 def gpu_groups(gpus: list[int], tensor_parallel: int = 1) -> list[list[int]]:
     """GPU groups of `tensor_parallel` devices each (the launcher starts one endpoint per group)."""
     groups = [gpus[i:i + tensor_parallel] for i in range(0, len(gpus), tensor_parallel)]
@@ -171,7 +179,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
         protocol.status("failed", "the launcher would run something else: " + "; ".join(problems), exit_code=1)
         return 1
 
-    env = {**os.environ, **launcher.launcher_env(phase, gpu_groups(list(job.get("gpus") or [0])))}
+    env = {**os.environ, **launcher.launcher_env(phase, job_gpu_groups(job))}
     proc = subprocess.Popen(launcher.launcher_argv(models, seeds, run_tag, deltas=deltas), cwd=evaluator, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     tail = _Tail(proc)

@@ -228,13 +228,16 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
 
     def runner_factory(resolved: Any, campaign_dir: Path, skip: frozenset[str] = frozenset()) -> Any:
         from trace_tui.engine.campaign import Campaign
+        from trace_tui.engine.headless import run_gpu_plan
         from trace_tui.engine.runner import Runner
         from trace_tui.runtime import make_runtime
 
+        chosen = without_steps(resolved, skip)
+        plan = run_gpu_plan(chosen, hardware_probe())  # the same plan a headless run of it gets
         campaign = Campaign(campaign_dir)
         try:
-            runner = Runner(without_steps(resolved, skip), campaign, make_runtime(runtime_name()),
-                            store=paths.store_dir(home), offline=offline,
+            runner = Runner(chosen, campaign, make_runtime(runtime_name()),
+                            store=paths.store_dir(home), offline=offline, plan=plan,
                             # finished work with changed inputs: the run screen shows the one line
                             # listing the change unless the TUI was started with --redo
                             redo=bool(getattr(args, "redo", False)))
