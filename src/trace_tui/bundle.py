@@ -130,7 +130,7 @@ def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Any, im
 
 
 def _sha256(path: Path) -> str:
-    from trace_tui.store.hashing import sha256_file
+    from trace_tui.common.digest import sha256_file
 
     return sha256_file(path)
 

@@ -60,6 +60,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trace_tui.common.images_lock import read_image_lock
+
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.recipes import ResolvedRecipe, Step
 
@@ -388,26 +390,6 @@ def image_lock_path(home: Path | None = None) -> Path:
     from trace_tui.images import images_lock_path
 
     return images_lock_path(home)
-
-
-def read_image_lock(path: Path) -> tuple[Literal["ok", "missing", "unreadable"], dict[str, dict[str, Any]], str,
-                                         str | None]:
-    """Read {"flavor": ..., "images": {name: {"tag", "id", ...}}} tolerantly: extra keys ignored,
-    bad entries skipped. Returns (status, entries, message, flavor)."""
-    import json
-
-    if not path.is_file():
-        return "missing", {}, f"no image lock at {path}: images not built (run `{FIX_IMAGES}`)", None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return "unreadable", {}, f"image lock {path} is not readable JSON ({exc}); rebuild with `{FIX_IMAGES}`", None
-    images = data.get("images") if isinstance(data, dict) else None
-    if not isinstance(images, dict):
-        return "unreadable", {}, f"image lock {path} has no 'images' object; rebuild with `{FIX_IMAGES}`", None
-    entries = {str(k): v for k, v in images.items() if isinstance(v, dict)}
-    flavor = data.get("flavor") if isinstance(data.get("flavor"), str) else None
-    return "ok", entries, f"image lock {path}", flavor
 
 
 def _default_docker_client() -> Any:

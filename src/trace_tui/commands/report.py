@@ -63,7 +63,7 @@ def _load(root: Path, rel: str, schema: type, check: str) -> Any:
 
 def release_tables(root: Path, *, warn=None, lock=None):
     """ReleaseTables from a release directory (results.json required; validation table when present)."""
-    import hashlib
+    from trace_tui.common.digest import sha256_file
 
     from trace_tui.errors import CheckFailed
     from trace_tui.verify import documents as d
@@ -76,7 +76,7 @@ def release_tables(root: Path, *, warn=None, lock=None):
     te, tv = lock.trace_eval, lock.trace_validation
     res: d.ResultsDoc = _load(root, te.results_path, d.ResultsDoc, "report")
     published = lock.published_hash("results").sha256
-    actual = hashlib.sha256((root / te.results_path).read_bytes()).hexdigest()
+    actual = sha256_file(root / te.results_path)
     if warn is not None and actual != published:
         warn(f"{te.results_path}: sha256 {actual[:12]}… is not the published {published[:12]}…; "
              "tables are computed from these bytes (run `trace-tui verify` for details)")

@@ -249,16 +249,8 @@ def render_markdown(result: Any, *, strict: bool, tables_md: str | None) -> str:
     return "\n".join(out) + "\n"
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def write_report(result: Any, out_dir: Path, *, strict: bool, root: Path) -> None:
+    from trace_tui.common.atomic import atomic_write_text
     from trace_tui.errors import UsageError
 
     try:
@@ -274,7 +266,7 @@ def write_report(result: Any, out_dir: Path, *, strict: bool, root: Path) -> Non
         except Exception:  # noqa: BLE001 - the checklist is the report; tables are a bonus when computable
             tables_md = None
     try:
-        _atomic_write(out_dir / "report.json", json.dumps(as_json(result, strict=strict), indent=2) + "\n")
-        _atomic_write(out_dir / "report.md", render_markdown(result, strict=strict, tables_md=tables_md))
+        atomic_write_text(out_dir / "report.json", json.dumps(as_json(result, strict=strict), indent=2) + "\n")
+        atomic_write_text(out_dir / "report.md", render_markdown(result, strict=strict, tables_md=tables_md))
     except OSError as exc:
         raise UsageError(f"--report-dir {out_dir}: cannot write the report ({exc.strerror})") from None

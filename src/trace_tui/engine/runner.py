@@ -13,7 +13,6 @@ key changed is invalidated (outputs removed, the reason published) and rerun.
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import os
 import shutil
@@ -25,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trace_tui.common.atomic import atomic_write_json
+from trace_tui.common.digest import canonical_json, sha256_file_size, sha256_json
 from trace_tui.engine.campaign import STEP_SLICE, Campaign, slice_name, slice_path
 from trace_tui.engine.events import (
     Artifact,
@@ -48,14 +49,6 @@ RATE_WINDOW_S = 2.0
 def needs_gpus(step: Any) -> bool:
     """A step that runs in an image and needs GPUs (a count, or a profile whose count depends on the model)."""
     return bool(step.image) and (step.needs.gpus > 0 or getattr(step.needs, "gpu_profile", None) is not None)
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def sha256_json(obj: Any) -> str:
-    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
 
 
 def _dump(obj: Any) -> Any:
@@ -359,8 +352,6 @@ class Runner:
         stale = self.runtime.cleanup(c.id)
         plan = self.plan()
         c.sweep_temporaries()
-        from trace_tui.stages.protocol import atomic_write_json
-
         atomic_write_json(c.path / "recipe.json", _dump(self.resolved))
         c.set_meta(run_tag=str(_get(self.resolved, "run_tag", "")), recipe=self.recipe.name,
                    config_sha256=str(_get(self.resolved, "config_sha256", "")), runtime=self.runtime.name,
@@ -593,8 +584,6 @@ class Runner:
 
     def _run_job(self, job: PlannedJob, gpus: list[int]) -> str | None:
         """Run one job to its end. Returns a failure line, or None (done or cancelled)."""
-        from trace_tui.stages.protocol import atomic_write_json
-
         c, step = self.campaign, job.step
         job_dir = c.job_dir(step.id, job.slice)
         atomic_write_json(job_dir / "job.json", self.job_spec(job, gpus))
@@ -756,19 +745,17 @@ class Runner:
 
     def _write_receipt(self, job: PlannedJob, ctx: _JobContext, info: ExitInfo, started_wall: float,
                        gpus: list[int]) -> tuple[str | None, str | None]:
-        from trace_tui.stages.protocol import atomic_write_json, sha256_file
-
         c, step = self.campaign, job.step
         out_rel = c.output_rel(step.id, job.slice)
         outputs: dict[str, dict[str, Any]] = {}
         for p in sorted((c.path / out_rel).rglob("*")):
             if p.is_file() and not (p.name.startswith(".") and p.name.endswith(".tmp")):
-                digest, size = sha256_file(p)
+                digest, size = sha256_file_size(p)
                 outputs[p.relative_to(c.path).as_posix()] = {"sha256": digest, "bytes": size}
         for path, digest in ctx.artifacts.items():
             got = outputs.get(path)
             if got is None and (c.path / path).is_file():  # an artifact outside the job's own directory
-                d, size = sha256_file(c.path / path)
+                d, size = sha256_file_size(c.path / path)
                 got = outputs[path] = {"sha256": d, "bytes": size}
             if got is None:
                 return None, f"artifact {path} announced but not written"

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
+from trace_tui.common.digest import sha256_file
 from trace_tui.stages import protocol
 
 POLL_S = 2.0
@@ -157,7 +159,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
 
     printed = subprocess.run(launcher.launcher_argv(models, seeds, run_tag, deltas=deltas, print_config=True),
                              cwd=evaluator, capture_output=True, text=True, check=False)
-    protocol.atomic_write_bytes(out_dir / "print-config.txt", printed.stdout.encode())
+    atomic_write_bytes(out_dir / "print-config.txt", printed.stdout.encode())
     protocol.artifact(out_dir / "print-config.txt", campaign)
     if printed.returncode != 0:
         protocol.status("failed", f"--print-config exited {printed.returncode}: {printed.stderr.strip()[-400:]}",
@@ -209,7 +211,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
     if phase == "score":
         checked = subprocess.run(launcher.verifier_argv(str(root), list(slug_to_id), seeds, sys.executable),
                                  cwd=evaluator, capture_output=True, text=True, check=False)
-        protocol.atomic_write_bytes(out_dir / "verification.json", checked.stdout.encode())
+        atomic_write_bytes(out_dir / "verification.json", checked.stdout.encode())
         protocol.artifact(out_dir / "verification.json", campaign)
         if checked.returncode != 0:
             protocol.status("failed", "the evaluator's verification (--phase score) did not pass: "
@@ -220,7 +222,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
             protocol.status("failed", problems[0], exit_code=1)
             return 1
         scores = [dict(s.model_dump(), model=slug_to_id[s.slug]) for s in slices]
-        protocol.atomic_write_json(out_dir / "scores.json", {
+        atomic_write_json(out_dir / "scores.json", {
             "schema": SCORES_SCHEMA, "suite": lock.trace_eval.suite_id, "run_tag": run_tag,
             "campaign_root": f"evaluator/{run_tag}", "seeds": seeds,
             "models": [m.model_dump() for m in models], "slices": scores})
@@ -231,7 +233,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
 
 
 def _sha256(path: Path) -> str:
-    return protocol.sha256_file(path)[0]
+    return sha256_file(path)
 
 
 def recompute_score(campaign_dir: Path, content: dict[str, Any]) -> float:

@@ -22,7 +22,6 @@ the claim.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trace_tui.common.digest import sha256_bytes
 from trace_tui.verify import documents as d
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -163,10 +163,6 @@ class _Trust(NamedTuple):
     sha256: str
     decl: Declaration
     depth: int
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _short(h: str | None) -> str:
