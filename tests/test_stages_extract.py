@@ -62,7 +62,7 @@ CASES = [
 
 def write_generate_rows(campaign: Path, rows_rel: str) -> None:
     from trace_tui.common.digest import sha256_text
-    from trace_tui.stages.protocol import atomic_write_json
+    from trace_tui.common.atomic import atomic_write_json
 
     for i, (resp, kind, ref, *_rest) in enumerate(CASES):
         atomic_write_json(campaign / rows_rel / "rows" / f"{i:06d}.json", {
@@ -127,7 +127,7 @@ def test_extract_real_sample_answers_written_in_the_release_format(monkeypatch, 
     """Real TRACE references, answered the way the system prompt asks: every row is found and right."""
     from trace_tui.stages import extract, score
     from trace_tui.common.digest import sha256_text
-    from trace_tui.stages.protocol import atomic_write_json
+    from trace_tui.common.atomic import atomic_write_json
 
     rows = [json.loads(line) for line in (trace_sample_dir / "trace-sample.jsonl").read_text().splitlines()]
     for i, r in enumerate(rows):

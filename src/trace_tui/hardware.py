@@ -42,7 +42,7 @@ x 2 x 2 bytes) → 1 GPU with >= 80 GiB (tp 1, ~11 GiB left for KV at vLLM's 0.9
 memory utilisation, ~44k tokens), or tp 2 on >= 40 GiB, or tp 4 on >= 24 GiB.
 Training, profile ``train`` (one GRPO step, TRL, in one process on one GPU —
 the smoke worker does not shard): the worker's own estimate
-(``trace_tui.stages.train_profile.smoke_requirement``): bf16 weights, gradients
+(``trace_tui.gpu_needs.smoke_requirement``): bf16 weights, gradients
 and AdamW moments at 8 bytes per parameter, the rollout KV cache for 16 prompts
 x 8 rollouts x 4,096 tokens, and activations → 3B: 1 GPU with >= 55 GiB;
 7B: 1 GPU with >= 98 GiB (an H200 or B200; an 80 GiB H100 cannot hold it
@@ -109,7 +109,7 @@ REQUIREMENTS: dict[str, dict[str, ProfileRequirement]] = {
 def _train_requirements() -> dict[str, ProfileRequirement]:
     # The smoke step is one process on one GPU (no FSDP): its own estimate is the requirement,
     # so the check and the worker's own refusal can never disagree.
-    from trace_tui.stages.train_profile import smoke_requirement
+    from trace_tui.gpu_needs import smoke_requirement
 
     return {scale: ProfileRequirement(what=f"{scale} GRPO trainer", options=[
                 EndpointOption(tp=1, min_gib=smoke_requirement(scale)["min_gpu_memory_gib"])])

@@ -156,7 +156,7 @@ def _slices(campaign: Path, data: dict[str, Any], rel: str) -> tuple[list[Any], 
 def release_dir_for(release_dir: str | Path | None, home: str | None = None) -> Path | None:
     """--release-dir when given, else the release files in the store (eval-setup fetches them), else None."""
     if release_dir:
-        from trace_tui.commands.verify import release_dir_arg
+        from trace_tui.verify.release import release_dir_arg
 
         return release_dir_arg(str(release_dir))
     try:

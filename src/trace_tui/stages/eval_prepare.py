@@ -73,7 +73,7 @@ def manifest_argv(python: str) -> list[str]:
 
 def models_to_prepare(job: dict[str, Any], lock: Any, campaign: Path | None) -> list[dict[str, str]]:
     """slug, store entry, immutable revision, source, label for every model the evaluator will read, judge last."""
-    from trace_tui.stages.release_eval import described_models
+    from trace_tui.stages.jobs import described_models
     from trace_tui.store import model_entry
 
     pins = {m.id: m for m in lock.models}

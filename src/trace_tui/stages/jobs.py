@@ -222,3 +222,21 @@ def run_worker(fn: Callable[[dict[str, Any]], Any], job_path: str | None = None)
         return 1
     protocol.status("completed")
     return 0
+
+
+def described_models(job: dict[str, Any], campaign: Path | None) -> list[Any]:
+    """The resolved models (id, label, store_entry, revision, ...) the job is about.
+
+    A whole-step job's spec carries only slice ids (`models` is null for it), so the
+    resolved recipe the runner wrote into the campaign (recipe.json) is the fallback.
+    """
+    models = job.get("models")
+    if models:
+        return list(models)
+    if campaign is not None:
+        try:
+            resolved = json.loads((campaign / "recipe.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return list(resolved.get("models") or [])
+    return []

@@ -28,27 +28,10 @@ from typing import Any
 from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
 from trace_tui.common.digest import sha256_file
 from trace_tui.stages import protocol
+from trace_tui.stages.jobs import described_models
 
 POLL_S = 2.0
 SCORES_SCHEMA = "trace-tui-release-eval-scores-v1"
-
-
-def described_models(job: dict[str, Any], campaign: Path | None) -> list[Any]:
-    """The resolved models (id, label, store_entry, revision, ...) the job is about.
-
-    A whole-step job's spec carries only slice ids (`models` is null for it), so the
-    resolved recipe the runner wrote into the campaign (recipe.json) is the fallback.
-    """
-    models = job.get("models")
-    if models:
-        return list(models)
-    if campaign is not None:
-        try:
-            resolved = json.loads((campaign / "recipe.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return []
-        return list(resolved.get("models") or [])
-    return []
 
 
 def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path | None = None,

@@ -415,7 +415,7 @@ def plan_gpu_memory(model_dir: Path, hardware: Hardware, resolved: ResolvedTrain
     requirements failure naming the sizes.
     """
     from trace_tui.errors import RequirementsError
-    from trace_tui.stages.train_profile import ACTIVATION_GIB
+    from trace_tui.gpu_needs import ACTIVATION_GIB
 
     if hardware.device != "cuda":
         return None
