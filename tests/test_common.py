@@ -167,3 +167,19 @@ def test_one_error_root(tmp_path, capsys):
     assert run_worker(fn, str(job)) == 2
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert last == {"type": "status", "state": "failed", "message": err.line(), "exit_code": 2}
+
+
+def test_the_seams_name_their_types():
+    """`step: Any  # recipes.Step` and `extraction: Any  # Extraction` now say what they hold."""
+    import typing
+
+    from trace_tui.engine.runner import PlannedJob, Runner, needs_gpus
+    from trace_tui.recipes import Step
+    from trace_tui.scoring.extraction import Extraction
+    from trace_tui.scoring.judge import ValidationRowScore
+
+    ns = {"Step": Step, "Extraction": Extraction}
+    assert typing.get_type_hints(PlannedJob, localns=ns)["step"] is Step
+    assert typing.get_type_hints(needs_gpus, localns=ns)["step"] is Step
+    assert typing.get_type_hints(Runner.job_inputs, localns=ns)["step"] is Step
+    assert typing.get_type_hints(ValidationRowScore, localns=ns)["extraction"] is Extraction

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trace_tui.common.atomic import atomic_write_json
 from trace_tui.common.digest import canonical_json, sha256_file_size, sha256_json
@@ -41,12 +41,15 @@ from trace_tui.engine.events import (
 from trace_tui.errors import ExitCode, RequirementsError
 from trace_tui.runtime.base import LABEL_CAMPAIGN, ExitInfo, Handle, Launch, Runtime
 
+if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
+    from trace_tui.recipes import Step
+
 EventSink = Callable[[Any], None]
 DB_INTERVAL_S = 0.5  # progress reaches SQLite at most this often per job (status reads it)
 RATE_WINDOW_S = 2.0
 
 
-def needs_gpus(step: Any) -> bool:
+def needs_gpus(step: Step) -> bool:
     """A step that runs in an image and needs GPUs (a count, or a profile whose count depends on the model)."""
     return bool(step.image) and (step.needs.gpus > 0 or getattr(step.needs, "gpu_profile", None) is not None)
 
@@ -88,7 +91,7 @@ def diff_inputs(old: Any, new: Any, prefix: str = "") -> list[str]:
 
 @dataclass
 class PlannedJob:
-    step: Any  # recipes.Step
+    step: Step
     position: int
     slice: str
     model: str | None
@@ -243,11 +246,11 @@ class Runner:
         self.owner = getattr(runtime, "owner", f"{socket.gethostname()}-{os.getpid()}")
 
     # -- planning (pure over the resolved recipe + one SELECT) ------------------
-    def _runtime_for(self, step: Any) -> Runtime:
+    def _runtime_for(self, step: Step) -> Runtime:
         return self.runtime if step.image else self.host_runtime
 
     @staticmethod
-    def tracks_slices(step: Any) -> bool:
+    def tracks_slices(step: Step) -> bool:
         """Whether a whole-step job works through the slice matrix (generation and scoring do)."""
         return not step.per_slice and step.stage in ("infer", "score")
 
@@ -448,7 +451,7 @@ class Runner:
         c.flush_events()
         return result
 
-    def _groups_for(self, step: Any) -> list[list[int]]:
+    def _groups_for(self, step: Step) -> list[list[int]]:
         if not needs_gpus(step):
             return [[]]
         if self.gpu_groups:
@@ -457,7 +460,7 @@ class Runner:
             return self.gpu_groups
         return [list(range(max(1, step.needs.gpus)))]
 
-    def _run_step(self, step: Any, todo: list[PlannedJob]) -> list[str]:
+    def _run_step(self, step: Step, todo: list[PlannedJob]) -> list[str]:
         groups = self._groups_for(step)
         failed: list[str] = []
         if len(groups) == 1 or len(todo) == 1:
@@ -499,7 +502,7 @@ class Runner:
             t.join()
         return failed
 
-    def _visible_groups(self, step: Any, gpus: list[int]) -> list[list[int]]:
+    def _visible_groups(self, step: Step, gpus: list[int]) -> list[list[int]]:
         index = {g: i for i, g in enumerate(gpus)}
         if not gpus:
             return []
@@ -507,7 +510,7 @@ class Runner:
             return [list(range(len(gpus)))]
         return [[index[g] for g in grp] for grp in self.gpu_groups if all(g in index for g in grp)]
 
-    def job_inputs(self, step: Any, job: PlannedJob) -> dict[str, Any]:
+    def job_inputs(self, step: Step, job: PlannedJob) -> dict[str, Any]:
         """Named inputs in the workers' input form ({"entry": store entry} / {"campaign": path}).
 
         The slice's model as a store entry; the previous step's outputs for the same slice.

@@ -13,9 +13,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .coercion import normalize_answer_type
+
+if TYPE_CHECKING:
+    from .extraction import Extraction
 
 JUDGE_BUDGETS = (128, 256, 512)
 
@@ -231,7 +234,7 @@ def judge_with_retries(
 class ValidationRowScore:
     """One TRACE validation row: deterministic extraction, the judge only when it was needed, the match."""
 
-    extraction: Any  # Extraction
+    extraction: Extraction
     judge: JudgeResult | None
     value: Any
     source: str | None  # "extraction", "judge", or None when the row stays unresolved
