@@ -43,6 +43,7 @@ from trace_tui.stages.jobs import (
     rows_dir,
     run_worker,
     slice_fields,
+    upstream_rows_dir,
 )
 
 FINAL_FOUND = "found"  # the deterministic extraction found the answer
@@ -82,15 +83,7 @@ def judge_budgets(text: str | None) -> list[int]:
 
 
 def responses_dir(job: dict[str, Any]) -> Path:
-    paths = job.get("paths") or {}
-    rel = paths.get("responses") or (job.get("upstream_outputs") or {}).get("generate")
-    if not rel:
-        raise JobError("extract job names no generate output (upstream_outputs.generate)",
-                       "the extract step must follow the generate step in the recipe")
-    rows = campaign_dir() / rel / "rows"
-    if not rows.is_dir():
-        raise JobError(f"{rows} does not exist", "run the generate step first")
-    return rows
+    return upstream_rows_dir(job, "responses", step="extract", upstream="generate")
 
 
 class JudgeClient:

@@ -240,3 +240,15 @@ def described_models(job: dict[str, Any], campaign: Path | None) -> list[Any]:
             return []
         return list(resolved.get("models") or [])
     return []
+
+
+def upstream_rows_dir(job: dict[str, Any], path_key: str, *, step: str, upstream: str) -> Path:
+    """The ``rows`` folder an earlier step of this recipe wrote (``paths.<path_key>`` or its upstream output)."""
+    rel = (job.get("paths") or {}).get(path_key) or (job.get("upstream_outputs") or {}).get(upstream)
+    if not rel:
+        raise JobError(f"{step} job names no {upstream} output (upstream_outputs.{upstream})",
+                       f"the {step} step must follow the {upstream} step in the recipe")
+    rows = campaign_dir() / rel / "rows"
+    if not rows.is_dir():
+        raise JobError(f"{rows} does not exist", f"run the {upstream} step first")
+    return rows

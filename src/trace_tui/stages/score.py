@@ -30,6 +30,7 @@ from trace_tui.stages.jobs import (
     run_worker,
     slice_fields,
     store_dir,
+    upstream_rows_dir,
 )
 
 STEP_KIND = "trace_tui.stages.score"
@@ -122,15 +123,7 @@ def find_published(job: dict[str, Any]) -> tuple[dict[str, float] | None, int | 
 
 
 def extracted_dir(job: dict[str, Any]) -> Path:
-    paths = job.get("paths") or {}
-    rel = paths.get("extracted") or (job.get("upstream_outputs") or {}).get("extract")
-    if not rel:
-        raise JobError("score job names no extract output (upstream_outputs.extract)",
-                       "the score step must follow the extract step in the recipe")
-    rows = campaign_dir() / rel / "rows"
-    if not rows.is_dir():
-        raise JobError(f"{rows} does not exist", "run the extract step first")
-    return rows
+    return upstream_rows_dir(job, "extracted", step="score", upstream="extract")
 
 
 def run(job: dict[str, Any]) -> dict[str, Any]:
