@@ -183,3 +183,30 @@ def test_the_seams_name_their_types():
     assert typing.get_type_hints(needs_gpus, localns=ns)["step"] is Step
     assert typing.get_type_hints(Runner.job_inputs, localns=ns)["step"] is Step
     assert typing.get_type_hints(ValidationRowScore, localns=ns)["extraction"] is Extraction
+
+
+# The generate worker's row key for these inputs, as the previous code computed it (its
+# UTF-8 sha256set of the model and ASCII-escaped JSON elsewhere), over config.json + données/x.bin.
+PREVIOUS_ROW_KEY = "443feee63dfee4b8cc8ec4567ec164fd4cd71528100d78cb7a79249e7664f1c4"
+
+
+def test_rows_generated_before_under_a_non_ascii_model_path_are_kept_on_resume(tmp_path):
+    """Unifying sha256set changed the model's identity for non-ASCII paths; rows already made stay done."""
+    from trace_tui.stages import generate
+    from trace_tui.stages.jobs import dir_sha256set
+
+    model_files, model_set = dir_sha256set(_unicode_folder(tmp_path / "model"))
+    settings = {"temperature": 0.0, "max_tokens": 16, "seed": 42, "note": "café"}
+    content_inputs = {"model_sha256set": model_set, "dataset_sha256": "1" * 64,
+                      "system_prompt_sha256": digest.sha256_text("Réponds."),
+                      "settings_sha256": digest.sha256_json(settings), "prompt_key": "prompt_answer",
+                      "image_key": "images", "backend": "transformers"}
+    now = digest.sha256_json(content_inputs)
+    previous = generate.previous_inputs_sha256(content_inputs, model_files, settings)
+    assert previous == PREVIOUS_ROW_KEY != now
+    rows = tmp_path / "rows"
+    rows.mkdir()
+    for i, key in enumerate((PREVIOUS_ROW_KEY, now, "0" * 64)):
+        (rows / f"{i:06d}.json").write_text(json.dumps({"index": i, "inputs_sha256": key}))
+    assert generate.existing_rows(rows, now, also=(previous,)) == {0, 1}
+    assert generate.existing_rows(rows, now) == {1}

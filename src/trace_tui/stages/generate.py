@@ -34,6 +34,7 @@ hash; circumstance: host, times, versions — recorded, never compared).
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
@@ -90,8 +91,24 @@ def choose_backend(job: dict[str, Any]) -> str:
     return "transformers"
 
 
-def existing_rows(rows: Path, inputs_sha256: str) -> set[int]:
+def previous_inputs_sha256(content_inputs: dict[str, Any], model_files: dict[str, str],
+                           settings: dict[str, Any]) -> str:
+    """The row key the previous release wrote for the same inputs.
+
+    It hashed JSON with ASCII escapes and gave the model a UTF-8 ``sha256set``; the two forms
+    differ only where a model file path, a setting or a column name is not ASCII. Rows keyed
+    this way are the same generation and are kept on resume."""
+    def ascii_sha(obj: Any) -> str:
+        return sha256_text(json.dumps(obj, sort_keys=True, separators=(",", ":")))
+
+    old = dict(content_inputs, model_sha256set="sha256set:" + sha256_json(model_files),
+               settings_sha256=ascii_sha(settings))
+    return ascii_sha(old)
+
+
+def existing_rows(rows: Path, inputs_sha256: str, *, also: tuple[str, ...] = ()) -> set[int]:
     """Indices already generated under the same inputs (a row from other inputs is redone)."""
+    keys = {inputs_sha256, *also}
     done: set[int] = set()
     if not rows.is_dir():
         return done
@@ -100,7 +117,7 @@ def existing_rows(rows: Path, inputs_sha256: str) -> set[int]:
             rec = read_json(f)
         except ValueError:
             continue  # unreadable: cannot happen with atomic writes, but redo rather than trust it
-        if rec.get("inputs_sha256") == inputs_sha256:
+        if rec.get("inputs_sha256") in keys:
             done.add(int(rec["index"]))
     return done
 
@@ -148,7 +165,8 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
     bad = [i for i in wanted if not 0 <= i < n]
     if bad:
         raise JobError(f"job rows {bad[:5]} are outside the dataset's {n} rows", "fix the job's 'rows'")
-    done = existing_rows(rows, inputs_sha256) & set(wanted)
+    previous = previous_inputs_sha256(content_inputs, model_files, settings)
+    done = existing_rows(rows, inputs_sha256, also=(previous,)) & set(wanted)
     todo = [i for i in wanted if i not in done]
     total = len(wanted)
     where = {"model": sl["model"], "seed": seed, "benchmark": sl["benchmark"]}
