@@ -6,7 +6,6 @@ Pure functions only: the caller supplies `generate(messages, max_tokens) -> str`
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -14,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
+
+from trace_tui.common.digest import sha256_text
 
 from .coercion import normalize_answer_type
 
@@ -43,7 +44,7 @@ Examples of replies:
 {"status": "missing", "answer": null, "evidence": ""}
 """
 
-JUDGE_PROMPT_SHA256 = hashlib.sha256(JUDGE_SYSTEM_PROMPT.encode("utf-8")).hexdigest()
+JUDGE_PROMPT_SHA256 = sha256_text(JUDGE_SYSTEM_PROMPT)
 
 STATUS_OK = "ok"
 STATUS_MISSING = "missing"
