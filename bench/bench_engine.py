@@ -99,8 +99,9 @@ def bench_events(n: int = 200_000) -> list[str]:
 
 
 def bench_planning() -> list[str]:
+    from trace_tui.common.digest import canonical_json
     from trace_tui.engine.campaign import Campaign
-    from trace_tui.engine.runner import Runner, canonical_json
+    from trace_tui.engine.runner import Runner
     from trace_tui.recipes import load_recipe, resolve_recipe
     from trace_tui.runtime.local import LocalRuntime
 
@@ -156,7 +157,7 @@ def bench_container_start() -> list[str]:
     from trace_tui.engine.campaign import Campaign
     from trace_tui.runtime.base import Launch
     from trace_tui.runtime.docker import DockerRuntime
-    from trace_tui.stages.protocol import atomic_write_json
+    from trace_tui.common.atomic import atomic_write_json
 
     runtime = DockerRuntime(images={"infer": TEST_IMAGE}, client=client)
     ours, base = [], []

@@ -61,14 +61,14 @@ CASES = [
 
 
 def write_generate_rows(campaign: Path, rows_rel: str) -> None:
-    from trace_tui.stages.backends import text_sha256
-    from trace_tui.stages.protocol import atomic_write_json
+    from trace_tui.common.digest import sha256_text
+    from trace_tui.common.atomic import atomic_write_json
 
     for i, (resp, kind, ref, *_rest) in enumerate(CASES):
         atomic_write_json(campaign / rows_rel / "rows" / f"{i:06d}.json", {
             "index": i, "instance_id": f"id{i}", "domain": "charts" if i % 2 else "games", "task": f"task_{i % 3}",
             "answer_type": kind, "answer_gt": ref, "seed": 42, "response": resp,
-            "response_sha256": text_sha256(resp), "inputs_sha256": "x"})
+            "response_sha256": sha256_text(resp), "inputs_sha256": "x"})
 
 
 def extract_job(args: list[str]) -> dict:
@@ -126,8 +126,8 @@ def test_no_judge_leaves_rows_unresolved(monkeypatch, tmp_path) -> None:
 def test_extract_real_sample_answers_written_in_the_release_format(monkeypatch, tmp_path, trace_sample_dir) -> None:
     """Real TRACE references, answered the way the system prompt asks: every row is found and right."""
     from trace_tui.stages import extract, score
-    from trace_tui.stages.backends import text_sha256
-    from trace_tui.stages.protocol import atomic_write_json
+    from trace_tui.common.digest import sha256_text
+    from trace_tui.common.atomic import atomic_write_json
 
     rows = [json.loads(line) for line in (trace_sample_dir / "trace-sample.jsonl").read_text().splitlines()]
     for i, r in enumerate(rows):
@@ -135,7 +135,7 @@ def test_extract_real_sample_answers_written_in_the_release_format(monkeypatch, 
         resp = f"Looking at the image carefully.\n{json.dumps({'answer': gt['value']})}"
         atomic_write_json(tmp_path / "outputs/generate/s/rows" / f"{i:06d}.json", {
             "index": i, "instance_id": r["instance_id"], "domain": r["domain"], "task": r["task"],
-            "answer_type": gt["type"], "answer_gt": gt["value"], "response": resp, "response_sha256": text_sha256(resp)})
+            "answer_type": gt["type"], "answer_gt": gt["value"], "response": resp, "response_sha256": sha256_text(resp)})
     receipt, _ = run_worker(monkeypatch, tmp_path, tmp_path / "store", extract.run, extract_job(["--no-judge"]))
     assert receipt["content"]["counts"] == {"found": len(rows)}
     job = {"slice": {"model": "m", "seed": 42, "benchmark": "b"}, "upstream_outputs": {"extract": "outputs/extract/s"},

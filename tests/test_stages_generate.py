@@ -90,7 +90,7 @@ def test_fit_pixels_and_messages() -> None:
 def test_generate_worker_rows_progress_and_receipt(monkeypatch, tmp_path, tiny_qwen25vl_dir, trace_sample_dir) -> None:
     from trace_tui.stages import generate
     from trace_tui.stages.jobs import dir_sha256set
-    from trace_tui.stages.protocol import sha256_file
+    from trace_tui.common.digest import sha256_file
 
     job = sample_generate_job(tiny_qwen25vl_dir, trace_sample_dir, ROWS, batch_size=4)
     receipt, events = run_worker(monkeypatch, tmp_path, tmp_path / "store", generate.run, job)
@@ -104,11 +104,11 @@ def test_generate_worker_rows_progress_and_receipt(monkeypatch, tmp_path, tiny_q
     assert {(e["model"], e["seed"], e["benchmark"], e["phase"]) for e in progress} == {("tiny", 42, "trace-sample", "generate")}
     content = receipt["content"]
     assert content["model"]["sha256set"] == dir_sha256set(tiny_qwen25vl_dir)[1]
-    assert content["dataset"]["sha256"] == sha256_file(trace_sample_dir / "trace-sample.parquet")[0]
+    assert content["dataset"]["sha256"] == sha256_file(trace_sample_dir / "trace-sample.parquet")
     assert content["settings"]["seed"] == 42 and len(content["settings_sha256"]) == 64
     assert sorted(int(i) for i in content["responses"]) == ROWS
     for rel, digest in content["outputs"].items():
-        assert sha256_file(tmp_path / rel)[0] == digest
+        assert sha256_file(tmp_path / rel) == digest
     arts = [e for e in events if e["type"] == "artifact"]
     assert arts and arts[-1]["path"] == "outputs/generate/s/generate.receipt.json"
     # Batch size does not change any row.

@@ -52,7 +52,7 @@ def test_published_verdict_on_the_real_results(trace_release_dir: Path) -> None:
 
 
 def write_rows(campaign: Path, rel: str, rows: list[dict]) -> None:
-    from trace_tui.stages.protocol import atomic_write_json
+    from trace_tui.common.atomic import atomic_write_json
 
     for r in rows:
         atomic_write_json(campaign / rel / "rows" / f"{r['index']:06d}.json", r)

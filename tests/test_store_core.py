@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from trace_tui.common.digest import sha256set
 from trace_tui.errors import CheckFailed, RequirementsError, UsageError
 from trace_tui.release import release_lock
 from trace_tui.store import (
@@ -23,7 +24,6 @@ from trace_tui.store import (
     release_entry,
     store_status,
 )
-from trace_tui.store.hashing import sha256set
 from trace_tui.store.importer import import_dir, import_release
 from trace_tui.store.sources import benchmark_sources, release_plan
 

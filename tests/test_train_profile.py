@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from trace_tui.errors import UsageError
+from trace_tui.gpu_needs import smoke_requirement
 from trace_tui.stages.train_profile import (
     PROFILE_MAP,
     Hardware,
@@ -18,7 +19,6 @@ from trace_tui.stages.train_profile import (
     flatten,
     load_profile,
     resolve_training,
-    smoke_requirement,
     unknown_keys,
 )
 from trace_tui.stages.train_smoke import (

@@ -83,7 +83,7 @@ def test_one_step_completes_under_the_stage_contract(smoke_runs) -> None:
 
 def test_receipt_records_inputs_config_metrics_and_checkpoint(smoke_runs, trace_release_dir: Path,
                                                              trace_sample_dir: Path) -> None:
-    from trace_tui.stages.protocol import sha256_file
+    from trace_tui.common.digest import sha256_file
     from trace_tui.stages.train_smoke import checkpoint_sha256set
 
     campaign = smoke_runs[0][0]
@@ -91,9 +91,9 @@ def test_receipt_records_inputs_config_metrics_and_checkpoint(smoke_runs, trace_
     assert (r["status"], r["exit_code"], r["mode"]) == ("completed", 0, "smoke")
     inputs = r["inputs"]
     assert inputs["profile"]["sha256"] == sha256_file(
-        trace_release_dir / "rlvr/configs/trace-qwen2.5-vl-3b.yaml")[0]
+        trace_release_dir / "rlvr/configs/trace-qwen2.5-vl-3b.yaml")
     assert inputs["system_prompt"]["sha256"].startswith("f394927d")
-    assert inputs["train_files"][0]["sha256"] == sha256_file(trace_sample_dir / "trace-sample.parquet")[0]
+    assert inputs["train_files"][0]["sha256"] == sha256_file(trace_sample_dir / "trace-sample.parquet")
     assert inputs["model"]["sha256set"].startswith("sha256set:") and "model.safetensors" in inputs["model"]["files"]
     assert len(r["resolved_config_sha256"]) == 64
     # Unmappable keys are listed with their reasons, never dropped.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trace_tui.commands.report import release_tables
+from trace_tui.verify.tables import release_tables
 from trace_tui.release import release_lock
 from trace_tui.verify.tables import build_tables, fmt_pm
 

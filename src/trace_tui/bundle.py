@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable
 from pydantic import BaseModel, ConfigDict
 
 from trace_tui import __version__
+from trace_tui.common.digest import sha256_text
 from trace_tui.errors import CheckFailed, UsageError
 
 MANIFEST = "manifest.json"
@@ -99,7 +100,7 @@ def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Any, im
 
     lock_text = images_lock.model_dump_json(indent=2) + "\n"
     (dest / "images.lock.json").write_text(lock_text, encoding="utf-8")
-    files["images.lock.json"] = BundleFile(sha256=hashlib.sha256(lock_text.encode()).hexdigest(),
+    files["images.lock.json"] = BundleFile(sha256=sha256_text(lock_text),
                                            bytes=len(lock_text.encode()))
     for name, img in sorted(images_lock.images.items()):
         image = client.images.get(img.id)
@@ -130,7 +131,7 @@ def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Any, im
 
 
 def _sha256(path: Path) -> str:
-    from trace_tui.store.hashing import sha256_file
+    from trace_tui.common.digest import sha256_file
 
     return sha256_file(path)
 

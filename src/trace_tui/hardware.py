@@ -44,7 +44,7 @@ memory utilisation, ~44k tokens), or tp 2 on >= 40 GiB, or tp 4 on >= 24 GiB. Th
 memory, among the sizes that divide its 64 attention and 8 KV heads; a test keeps the two equal.
 Training, profile ``train`` (one GRPO step, TRL, in one process on one GPU —
 the smoke worker does not shard): the worker's own estimate
-(``trace_tui.stages.train_profile.smoke_requirement``): bf16 weights, gradients
+(``trace_tui.gpu_needs.smoke_requirement``): bf16 weights, gradients
 and AdamW moments at 8 bytes per parameter, the rollout KV cache for 16 prompts
 x 8 rollouts x 4,096 tokens, and activations → 3B: 1 GPU with >= 55 GiB;
 7B: 1 GPU with >= 98 GiB (an H200 or B200; an 80 GiB H100 cannot hold it
@@ -61,6 +61,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from trace_tui.common.images_lock import read_image_lock
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.recipes import ResolvedRecipe, Step
@@ -109,7 +111,7 @@ REQUIREMENTS: dict[str, dict[str, ProfileRequirement]] = {
 def _train_requirements() -> dict[str, ProfileRequirement]:
     # The smoke step is one process on one GPU (no FSDP): its own estimate is the requirement,
     # so the check and the worker's own refusal can never disagree.
-    from trace_tui.stages.train_profile import smoke_requirement
+    from trace_tui.gpu_needs import smoke_requirement
 
     return {scale: ProfileRequirement(what=f"{scale} GRPO trainer", options=[
                 EndpointOption(tp=1, min_gib=smoke_requirement(scale)["min_gpu_memory_gib"])])
@@ -390,26 +392,6 @@ def image_lock_path(home: Path | None = None) -> Path:
     from trace_tui.images import images_lock_path
 
     return images_lock_path(home)
-
-
-def read_image_lock(path: Path) -> tuple[Literal["ok", "missing", "unreadable"], dict[str, dict[str, Any]], str,
-                                         str | None]:
-    """Read {"flavor": ..., "images": {name: {"tag", "id", ...}}} tolerantly: extra keys ignored,
-    bad entries skipped. Returns (status, entries, message, flavor)."""
-    import json
-
-    if not path.is_file():
-        return "missing", {}, f"no image lock at {path}: images not built (run `{FIX_IMAGES}`)", None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return "unreadable", {}, f"image lock {path} is not readable JSON ({exc}); rebuild with `{FIX_IMAGES}`", None
-    images = data.get("images") if isinstance(data, dict) else None
-    if not isinstance(images, dict):
-        return "unreadable", {}, f"image lock {path} has no 'images' object; rebuild with `{FIX_IMAGES}`", None
-    entries = {str(k): v for k, v in images.items() if isinstance(v, dict)}
-    flavor = data.get("flavor") if isinstance(data.get("flavor"), str) else None
-    return "ok", entries, f"image lock {path}", flavor
 
 
 def _default_docker_client() -> Any:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trace_tui import __version__
+from trace_tui.common.digest import sha256_file
 from trace_tui.errors import CheckFailed, RequirementsError, UsageError
 
 IMAGE_NAMES: tuple[str, ...] = ("train", "infer", "score")
@@ -80,7 +81,7 @@ def read_images_lock(path: Path | None = None) -> ImagesLock | None:
 
 
 def write_images_lock(lock: ImagesLock, path: Path | None = None) -> Path:
-    from trace_tui.stages.protocol import atomic_write_bytes
+    from trace_tui.common.atomic import atomic_write_bytes
 
     path = path or images_lock_path()
     atomic_write_bytes(path, (lock.model_dump_json(indent=2) + "\n").encode())
@@ -93,10 +94,6 @@ def load_pins(root: Path | None = None) -> dict[str, Any]:
 
 def image_tag(name: str, flavor: str) -> str:
     return f"trace-tui/{name}:{__version__}-{flavor}"
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def docker_client() -> Any:
@@ -181,7 +178,7 @@ def build_images(flavor: Flavor, *, names: tuple[str, ...] = IMAGE_NAMES, root: 
         for f in lock_files:
             if not f.exists():
                 raise RequirementsError(f"{f} is missing", hint=f"run `make lock FLAVOR={flavor}` on a connected machine")
-        lock_sha = {f.name: _sha256(f) for f in lock_files}
+        lock_sha = {f.name: sha256_file(f) for f in lock_files}
         args = {
             "BASE_IMAGE": base_ref, "FLAVOR": flavor, "VERSION": __version__,
             "LOCK_SHA256": hashlib.sha256(json.dumps(lock_sha, sort_keys=True).encode()).hexdigest(),

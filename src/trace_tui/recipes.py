@@ -15,13 +15,12 @@ file, line and field, and the allowed values.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from trace_tui.common.digest import sha256_json
 from trace_tui.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -634,11 +633,6 @@ def _config_data(recipe: Recipe, suite: str | None, suite_sha256: str | None, mo
     }
 
 
-def canonical_sha256(data: Any) -> str:
-    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-    return hashlib.sha256(blob).hexdigest()
-
-
 # The release evaluator's stage: its launcher runs the whole trace_eval suite (EXTERNAL-SUITE.md).
 WHOLE_SUITE_STAGE = "trace_tui.stages.release_eval"
 
@@ -741,7 +735,7 @@ def resolve_recipe(recipe: Recipe | str, *, models: list[str] | None = None, see
     rows_total = sum(rows[s.benchmark] for s in slices)
     store = _store_entries(recipe, chosen, chosen_b, lock)
     data = _config_data(recipe, suite_id, suite_sha, chosen, chosen_seeds, chosen_b, settings, training, store)
-    sha = canonical_sha256(data)
+    sha = sha256_json(data)
     return ResolvedRecipe(recipe=recipe, suite=suite_id, suite_sha256=suite_sha, models=chosen, seeds=chosen_seeds,
                           benchmarks=chosen_b, settings=settings, slices=slices, rows_total=rows_total,
                           training=training, store_entries=store, config_sha256=sha,
@@ -750,6 +744,6 @@ def resolve_recipe(recipe: Recipe | str, *, models: list[str] | None = None, see
 
 __all__ = [
     "BenchmarkRef", "DemoTask", "LocalModel", "Recipe", "ResolvedRecipe", "Selection", "SliceKey", "Step",
-    "StepNeeds", "SYMBOLIC_NEEDS", "TrainingTarget", "VALIDATION_BENCHMARK", "canonical_sha256", "known_recipes",
+    "StepNeeds", "SYMBOLIC_NEEDS", "TrainingTarget", "VALIDATION_BENCHMARK", "known_recipes",
     "load_recipe", "parse_recipe", "resolve_recipe",
 ]

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _pin(images, lock) -> int:  # type: ignore[no-untyped-def]
-    from trace_tui.stages.protocol import atomic_write_bytes
+    from trace_tui.common.atomic import atomic_write_bytes
 
     pins = images.load_pins()
     flavor = pins["flavors"][lock.flavor]

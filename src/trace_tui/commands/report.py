@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
-from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trace_tui.commands.verify import release_dir_arg
+    from trace_tui.verify.release import release_dir_arg
+    from trace_tui.verify.tables import release_tables
 
     if getattr(args, "campaign", None):
         from trace_tui.external.summary import run_report
@@ -37,68 +36,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(tables.to_markdown())
     return 0
-
-
-def _load(root: Path, rel: str, schema: type, check: str) -> Any:
-    """A release document, or CheckFailed naming the file and what is wrong with it."""
-    from trace_tui.errors import CheckFailed
-    from trace_tui.verify.documents import SchemaError
-
-    path = root / rel
-    if not path.is_file():
-        raise CheckFailed(f"{rel}: absent ({check} needs it)")
-    try:
-        data = json.loads(path.read_bytes())
-    except ValueError as exc:
-        raise CheckFailed(f"{rel}: {check}: not valid JSON ({exc})") from None
-    except OSError as exc:
-        raise CheckFailed(f"{rel}: {check}: cannot read ({exc.strerror})") from None
-    if not isinstance(data, dict):
-        raise CheckFailed(f"{rel}: {check}: schema: expected an object at the top level")
-    try:
-        return schema.model_validate(data)
-    except SchemaError as exc:
-        raise CheckFailed(f"{rel}: {check}: schema: {exc.line()}") from None
-
-
-def release_tables(root: Path, *, warn=None, lock=None):
-    """ReleaseTables from a release directory (results.json required; validation table when present)."""
-    import hashlib
-
-    from trace_tui.errors import CheckFailed
-    from trace_tui.verify import documents as d
-    from trace_tui.verify.tables import build_tables
-
-    if lock is None:
-        from trace_tui.release import release_lock
-
-        lock = release_lock()
-    te, tv = lock.trace_eval, lock.trace_validation
-    res: d.ResultsDoc = _load(root, te.results_path, d.ResultsDoc, "report")
-    published = lock.published_hash("results").sha256
-    actual = hashlib.sha256((root / te.results_path).read_bytes()).hexdigest()
-    if warn is not None and actual != published:
-        warn(f"{te.results_path}: sha256 {actual[:12]}… is not the published {published[:12]}…; "
-             "tables are computed from these bytes (run `trace-tui verify` for details)")
-    # Tables from an incomplete or duplicated score set would be silently wrong: refuse them.
-    want = {(m.id, s, b.key) for m in lock.models for s in te.seeds for b in te.benchmarks}
-    keys = [(x.model_id, x.seed, x.benchmark_id) for x in res.scores.benchmark_scores]
-    if len(set(keys)) != len(keys) or set(keys) != want:
-        missing, extra = len(want - set(keys)), len(set(keys) - want)
-        dups = len(keys) - len(set(keys))
-        raise CheckFailed(f"{te.results_path}: results.complete: {len(keys)} scores, expected {len(want)} "
-                          f"({missing} missing, {extra} unexpected, {dups} duplicated)")
-    import math
-
-    for x in res.scores.benchmark_scores:
-        if not (math.isfinite(x.score) and 0.0 <= x.score <= 100.0):
-            raise CheckFailed(f"{te.results_path}: results.complete: score {x.model_id}/{x.seed}/{x.benchmark_id} "
-                              f"= {x.score!r} is not a percentage")
-    validation = None
-    if (root / tv.results_path).is_file():
-        vres: d.ValidationResultsDoc = _load(root, tv.results_path, d.ValidationResultsDoc, "report")
-        validation = [(r.model_id, r.label, r.score) for r in vres.results]
-    elif warn is not None:
-        warn(f"{tv.results_path}: absent; the TRACE validation table is left out")
-    labels = {m.model_id: m.display_name for m in res.models}
-    return build_tables(res.scores.benchmark_scores, lock, labels=labels, validation=validation)

@@ -30,25 +30,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                 "or DIR missing / not a release layout")
 
 
-def release_dir_arg(value: str | None, *, option: str = "--release-dir") -> Path:
-    """The release directory, or a UsageError naming what is wrong with it (exit 2)."""
-    from trace_tui.errors import UsageError
-
-    if not value:
-        raise UsageError(f"{option} DIR is required", hint="a directory laid out like the upstream repository")
-    path = Path(value).expanduser()
-    if not path.exists():
-        raise UsageError(f"{option} {value}: no such directory")
-    if not path.is_dir():
-        raise UsageError(f"{option} {value}: not a directory")
-    from trace_tui.verify.release import is_release_layout
-
-    if not is_release_layout(path):
-        raise UsageError(f"{option} {value}: not a release layout (no rlvr/ folder)",
-                         hint="point it at a copy of the upstream repository: rlvr/..., paper.pdf at its root")
-    return path
-
-
 def run(args: argparse.Namespace) -> int:
     from trace_tui.errors import UsageError
 
@@ -95,6 +76,8 @@ def _campaign_module():
 
 
 def _verify_release(args: argparse.Namespace) -> int:
+    from trace_tui.verify.release import release_dir_arg
+
     root = release_dir_arg(args.release_dir)
     from trace_tui.verify.release import verify_release
 
@@ -249,16 +232,8 @@ def render_markdown(result: Any, *, strict: bool, tables_md: str | None) -> str:
     return "\n".join(out) + "\n"
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def write_report(result: Any, out_dir: Path, *, strict: bool, root: Path) -> None:
+    from trace_tui.common.atomic import atomic_write_text
     from trace_tui.errors import UsageError
 
     try:
@@ -268,13 +243,13 @@ def write_report(result: Any, out_dir: Path, *, strict: bool, root: Path) -> Non
     tables_md = None
     if not any(c.status != "passed" for c in result.checks if c.group in ("results", "aggregates")):
         try:
-            from trace_tui.commands.report import release_tables
+            from trace_tui.verify.tables import release_tables
 
             tables_md = release_tables(root).to_markdown()
         except Exception:  # noqa: BLE001 - the checklist is the report; tables are a bonus when computable
             tables_md = None
     try:
-        _atomic_write(out_dir / "report.json", json.dumps(as_json(result, strict=strict), indent=2) + "\n")
-        _atomic_write(out_dir / "report.md", render_markdown(result, strict=strict, tables_md=tables_md))
+        atomic_write_text(out_dir / "report.json", json.dumps(as_json(result, strict=strict), indent=2) + "\n")
+        atomic_write_text(out_dir / "report.md", render_markdown(result, strict=strict, tables_md=tables_md))
     except OSError as exc:
         raise UsageError(f"--report-dir {out_dir}: cannot write the report ({exc.strerror})") from None

@@ -329,7 +329,7 @@ class Campaign:
         ident = self.path / "campaign.json"
         if ident.is_file():
             return str(json.loads(ident.read_text(encoding="utf-8"))["id"])
-        from trace_tui.stages.protocol import atomic_write_json
+        from trace_tui.common.atomic import atomic_write_json
 
         cid = uuid.uuid4().hex[:16]
         atomic_write_json(ident, {"id": cid, "created_at": time.time(), "schema": "trace-tui-campaign-v1"})

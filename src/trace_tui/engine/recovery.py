@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -18,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trace_tui.common.digest import sha256_file_size, sha256_json
 from trace_tui.errors import UsageError
 
 SUPERSEDED = "superseded"
@@ -41,19 +41,12 @@ def check_campaign_dir(path: Path) -> None:
                          hint="choose a writable directory, or fix its permissions")
 
 
-def _canonical_sha256(obj: Any) -> str:
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-
 def _outputs_intact(root: Path, outputs: dict[str, Any]) -> bool:
-    from trace_tui.stages.protocol import sha256_file
-
     for rel, want in outputs.items():
         path = (root / rel).resolve()
         if root not in path.parents or not path.is_file():
             return False
-        digest, size = sha256_file(path)
+        digest, size = sha256_file_size(path)
         if digest != want.get("sha256") or size != want.get("bytes", size):
             return False
     return True
@@ -68,7 +61,7 @@ def receipt_rows(root: Path, receipts: list[Path] | None = None) -> tuple[list[d
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             content = data["content"]
-            if _canonical_sha256(content) != data.get("content_sha256"):
+            if sha256_json(content) != data.get("content_sha256"):
                 continue
             if not _outputs_intact(root, content.get("outputs") or {}):
                 continue

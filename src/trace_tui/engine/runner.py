@@ -13,7 +13,6 @@ key changed is invalidated (outputs removed, the reason published) and rerun.
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import os
 import socket
@@ -23,8 +22,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from trace_tui.common.atomic import atomic_write_json
+from trace_tui.common.digest import canonical_json, sha256_file_size, sha256_json
 from trace_tui.engine.campaign import STEP_SLICE, Campaign, slice_name, slice_path
 from trace_tui.engine.events import (
     Artifact,
@@ -40,22 +41,17 @@ from trace_tui.engine.events import (
 from trace_tui.errors import CheckFailed, ExitCode, RequirementsError, UsageError
 from trace_tui.runtime.base import LABEL_CAMPAIGN, ExitInfo, Handle, Launch, Runtime
 
+if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
+    from trace_tui.recipes import Step
+
 EventSink = Callable[[Any], None]
 DB_INTERVAL_S = 0.5  # progress reaches SQLite at most this often per job (status reads it)
 RATE_WINDOW_S = 2.0
 
 
-def needs_gpus(step: Any) -> bool:
+def needs_gpus(step: Step) -> bool:
     """A step that runs in an image and needs GPUs (a count, or a profile whose count depends on the model)."""
     return bool(step.image) and (step.needs.gpus > 0 or getattr(step.needs, "gpu_profile", None) is not None)
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def sha256_json(obj: Any) -> str:
-    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
 
 
 def _dump(obj: Any) -> Any:
@@ -95,7 +91,7 @@ def diff_inputs(old: Any, new: Any, prefix: str = "") -> list[str]:
 
 @dataclass
 class PlannedJob:
-    step: Any  # recipes.Step
+    step: Step
     position: int
     slice: str
     model: str | None
@@ -276,11 +272,11 @@ class Runner:
         self.owner = getattr(runtime, "owner", f"{socket.gethostname()}-{os.getpid()}")
 
     # -- planning (pure over the resolved recipe + one SELECT) ------------------
-    def _runtime_for(self, step: Any) -> Runtime:
+    def _runtime_for(self, step: Step) -> Runtime:
         return self.runtime if step.image else self.host_runtime
 
     @staticmethod
-    def tracks_slices(step: Any) -> bool:
+    def tracks_slices(step: Step) -> bool:
         """Whether a whole-step job works through the slice matrix (generation and scoring do)."""
         return not step.per_slice and step.stage in ("infer", "score")
 
@@ -434,8 +430,6 @@ class Runner:
                       "warning")
         stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
         c.sweep_temporaries()
-        from trace_tui.stages.protocol import atomic_write_json
-
         atomic_write_json(c.path / "recipe.json", _dump(self.resolved))
         c.set_meta(run_tag=str(_get(self.resolved, "run_tag", "")), recipe=self.recipe.name,
                    config_sha256=str(_get(self.resolved, "config_sha256", "")), runtime=self.runtime.name,
@@ -533,10 +527,10 @@ class Runner:
         c.flush_events()
         return result
 
-    def _step_gpus(self, step: Any) -> Any:
+    def _step_gpus(self, step: Step) -> Any:
         return self.gpu_plan.step(step.id) if self.gpu_plan is not None else None
 
-    def _groups_for(self, step: Any) -> list[list[int]]:
+    def _groups_for(self, step: Step) -> list[list[int]]:
         if not needs_gpus(step):
             return [[]]
         planned = self._step_gpus(step)
@@ -551,7 +545,7 @@ class Runner:
             return self.gpu_groups
         return [list(range(max(1, step.needs.gpus)))]
 
-    def _run_step(self, step: Any, todo: list[PlannedJob]) -> list[str]:
+    def _run_step(self, step: Step, todo: list[PlannedJob]) -> list[str]:
         groups = self._groups_for(step)
         failed: list[str] = []
         if len(groups) == 1 or len(todo) == 1:
@@ -596,7 +590,7 @@ class Runner:
             t.join()
         return failed
 
-    def _visible_groups(self, step: Any, gpus: list[int]) -> list[list[int]]:
+    def _visible_groups(self, step: Step, gpus: list[int]) -> list[list[int]]:
         index = {g: i for i, g in enumerate(gpus)}
         if not gpus:
             return []
@@ -607,7 +601,7 @@ class Runner:
             return [list(range(len(gpus)))]
         return [[index[g] for g in grp] for grp in self.gpu_groups if all(g in index for g in grp)]
 
-    def job_inputs(self, step: Any, job: PlannedJob) -> dict[str, Any]:
+    def job_inputs(self, step: Step, job: PlannedJob) -> dict[str, Any]:
         """Named inputs in the workers' input form ({"entry": store entry} / {"campaign": path}).
 
         The slice's model as a store entry; the previous step's outputs for the same slice.
@@ -683,14 +677,12 @@ class Runner:
                 prev.id, job.slice if prev.per_slice else STEP_SLICE)}
         return spec
 
-    def groups_for(self, step: Any) -> list[list[int]]:
+    def groups_for(self, step: Step) -> list[list[int]]:
         """The host GPUs of each container the step runs at a time (one list per GPU group; [[]]: no GPUs)."""
         return self._groups_for(step)
 
     def launch_for(self, job: PlannedJob, gpus: list[int]) -> Launch:
         """Write the job's spec and return what the runtime is asked to start for it on host GPUs ``gpus``."""
-        from trace_tui.stages.protocol import atomic_write_json
-
         c, step = self.campaign, job.step
         job_dir = c.job_dir(step.id, job.slice)
         atomic_write_json(job_dir / "job.json", self.job_spec(job, gpus))
@@ -863,19 +855,17 @@ class Runner:
 
     def _write_receipt(self, job: PlannedJob, ctx: _JobContext, info: ExitInfo, started_wall: float,
                        gpus: list[int]) -> tuple[str | None, str | None]:
-        from trace_tui.stages.protocol import atomic_write_json, sha256_file
-
         c, step = self.campaign, job.step
         out_rel = c.output_rel(step.id, job.slice)
         outputs: dict[str, dict[str, Any]] = {}
         for p in sorted((c.path / out_rel).rglob("*")):
             if p.is_file() and not (p.name.startswith(".") and p.name.endswith(".tmp")):
-                digest, size = sha256_file(p)
+                digest, size = sha256_file_size(p)
                 outputs[p.relative_to(c.path).as_posix()] = {"sha256": digest, "bytes": size}
         for path, digest in ctx.artifacts.items():
             got = outputs.get(path)
             if got is None and (c.path / path).is_file():  # an artifact outside the job's own directory
-                d, size = sha256_file(c.path / path)
+                d, size = sha256_file_size(c.path / path)
                 got = outputs[path] = {"sha256": d, "bytes": size}
             if got is None:
                 return None, f"artifact {path} announced but not written"

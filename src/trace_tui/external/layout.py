@@ -12,12 +12,13 @@ and never writes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
+
+from trace_tui.common.digest import sha256_file
 
 SCORE_KEYS = ("score", "accuracy")
 
@@ -97,7 +98,7 @@ def scan_campaign(root: Path, *, slugs: list[str], seeds: list[int], rows: dict[
                     if data is not None and score_of(data, bench) is not None:
                         score = score_of(data, bench)
                         scores_path = path.relative_to(root).as_posix()
-                        scores_sha = hashlib.sha256(path.read_bytes()).hexdigest()
+                        scores_sha = sha256_file(path)
                 out.append(EvalSlice(slug=slug, seed=seed, benchmark=bench, rows_done=min(done, expected),
                                      rows_expected=expected, generation_complete=complete, score=score,
                                      scores_path=scores_path, scores_sha256=scores_sha))

@@ -127,7 +127,7 @@ def recorded_scores(campaign: Path) -> tuple[dict[str, Any], dict[str, Any], str
 def _slices(campaign: Path, data: dict[str, Any], rel: str) -> tuple[list[Any], list[str]]:
     """The recorded slices, each score file re-read and checked against the record and the receipts."""
     from trace_tui.external.layout import EvalSlice, receipt_problems, score_of
-    from trace_tui.stages.protocol import sha256_file
+    from trace_tui.common.digest import sha256_file
 
     root = campaign / str(data.get("campaign_root", ""))
     slices, problems = [], []
@@ -140,7 +140,7 @@ def _slices(campaign: Path, data: dict[str, Any], rel: str) -> tuple[list[Any], 
             if not path.is_file():
                 problems.append(f"{where}: missing (recorded in {rel})")
                 continue
-            if sha256_file(path)[0] != s.scores_sha256:
+            if sha256_file(path) != s.scores_sha256:
                 problems.append(f"{where}: sha256 differs from {rel}")
                 continue
             score = score_of(json.loads(path.read_text(encoding="utf-8")), s.benchmark)
@@ -156,7 +156,7 @@ def _slices(campaign: Path, data: dict[str, Any], rel: str) -> tuple[list[Any], 
 def release_dir_for(release_dir: str | Path | None, home: str | None = None) -> Path | None:
     """--release-dir when given, else the release files in the store (eval-setup fetches them), else None."""
     if release_dir:
-        from trace_tui.commands.verify import release_dir_arg
+        from trace_tui.verify.release import release_dir_arg
 
         return release_dir_arg(str(release_dir))
     try:
@@ -207,6 +207,7 @@ def _as_step_output(report: CampaignReport) -> None:
     job_path, camp = os.environ.get("TRACE_TUI_JOB"), os.environ.get("TRACE_TUI_CAMPAIGN")
     if not job_path or not camp or Path(camp).resolve() != Path(report.campaign).resolve():
         return
+    from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
     from trace_tui.stages import protocol
 
     try:
@@ -216,8 +217,8 @@ def _as_step_output(report: CampaignReport) -> None:
     out = Path(camp) / str(job.get("output_dir") or "")
     if not job.get("output_dir") or not out.is_dir():
         return
-    protocol.atomic_write_bytes(out / "summary.md", report.to_markdown().encode())
-    protocol.atomic_write_json(out / "summary.json", report.to_dict())
+    atomic_write_bytes(out / "summary.md", report.to_markdown().encode())
+    atomic_write_json(out / "summary.json", report.to_dict())
 
 
 def run_report(args: Any) -> int:

@@ -10,7 +10,6 @@ containers (and a killed runner's, for the same campaign) and nobody else's.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
@@ -78,22 +77,10 @@ def _short(exc: BaseException) -> str:
 
 def _images_lock() -> dict[str, str]:
     """Image names from appliance/images.lock.json (written by `make appliance`), if there is one."""
+    from trace_tui.common.images_lock import image_refs
     from trace_tui.images import images_lock_path
 
-    path = images_lock_path()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    out: dict[str, str] = {}
-    for kind, entry in (data.get("images") or {}).items():
-        if isinstance(entry, str):
-            out[kind] = entry
-        elif isinstance(entry, dict):
-            name = entry.get("tag") or entry.get("ref") or entry.get("name") or entry.get("image") or entry.get("id")
-            if name:
-                out[kind] = str(name)
-    return out
+    return image_refs(images_lock_path())
 
 
 def ensure_writable(path: Path, uid: int, gid: int) -> None:

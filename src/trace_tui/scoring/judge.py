@@ -6,16 +6,20 @@ Pure functions only: the caller supplies `generate(messages, max_tokens) -> str`
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from trace_tui.common.digest import sha256_text
 
 from .coercion import normalize_answer_type
+
+if TYPE_CHECKING:
+    from .extraction import Extraction
 
 JUDGE_BUDGETS = (128, 256, 512)
 
@@ -40,7 +44,7 @@ Examples of replies:
 {"status": "missing", "answer": null, "evidence": ""}
 """
 
-JUDGE_PROMPT_SHA256 = hashlib.sha256(JUDGE_SYSTEM_PROMPT.encode("utf-8")).hexdigest()
+JUDGE_PROMPT_SHA256 = sha256_text(JUDGE_SYSTEM_PROMPT)
 
 STATUS_OK = "ok"
 STATUS_MISSING = "missing"
@@ -231,7 +235,7 @@ def judge_with_retries(
 class ValidationRowScore:
     """One TRACE validation row: deterministic extraction, the judge only when it was needed, the match."""
 
-    extraction: Any  # Extraction
+    extraction: Extraction
     judge: JudgeResult | None
     value: Any
     source: str | None  # "extraction", "judge", or None when the row stays unresolved

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
 from trace_tui.stages import protocol
 from trace_tui.stages.jobs import (
     DEMO_SYSTEM_PROMPT_FILE,
@@ -55,9 +56,9 @@ def check_groups(benchmarks: list[dict[str, Any]]) -> list[str]:
 
 
 def prepare(job: dict[str, Any]) -> dict[str, Any]:
+    from trace_tui.common.digest import sha256_text
     from trace_tui.release import release_lock
     from trace_tui.stages import demo_tasks
-    from trace_tui.stages.backends import text_sha256
     from trace_tui.store.store import Store
 
     store = Store(store_dir())
@@ -66,7 +67,7 @@ def prepare(job: dict[str, Any]) -> dict[str, Any]:
     benchmarks = job.get("benchmarks") or [{"key": k, "rows": demo_tasks.ROWS_PER_GROUP} for k, *_ in demo_tasks.GROUPS]
     groups = check_groups(benchmarks)
     expected_prompt = release_lock().trace_validation.system_prompt_sha256
-    if text_sha256(demo_tasks.RELEASE_SYSTEM_PROMPT) != expected_prompt:
+    if sha256_text(demo_tasks.RELEASE_SYSTEM_PROMPT) != expected_prompt:
         raise JobError("the demo's copy of the release system prompt does not match the lock's sha256",
                        "restore trace_tui/stages/demo_tasks.py")
     entries: dict[str, Any] = {}
@@ -99,8 +100,8 @@ def prepare(job: dict[str, Any]) -> dict[str, Any]:
             folder = Path(tmp) / "tasks"
             # Every group is written (a subset selection still finds the others in place).
             demo_tasks.write_tasks(folder, seed=TASKS_SEED)
-            protocol.atomic_write_bytes(folder / DEMO_SYSTEM_PROMPT_FILE,
-                                        demo_tasks.RELEASE_SYSTEM_PROMPT.encode("utf-8"))
+            atomic_write_bytes(folder / DEMO_SYSTEM_PROMPT_FILE,
+                               demo_tasks.RELEASE_SYSTEM_PROMPT.encode("utf-8"))
             store.import_local(DEMO_TASKS_ENTRY, folder,
                                notes={"built_by": "trace_tui.stages.demo_prepare", "seed": TASKS_SEED})
         rec = store.record(DEMO_TASKS_ENTRY)
@@ -111,7 +112,7 @@ def prepare(job: dict[str, Any]) -> dict[str, Any]:
     manifest = {"kind": "demo_prepare", "entries": entries, "groups": groups,
                 "system_prompt_sha256": expected_prompt, "tiny_model_seed": TINY_MODEL_SEED, "tasks_seed": TASKS_SEED}
     path = out / "prepare.json"
-    protocol.atomic_write_json(path, manifest)
+    atomic_write_json(path, manifest)
     protocol.artifact(path, campaign_dir())
     return manifest
 

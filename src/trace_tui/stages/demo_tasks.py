@@ -12,13 +12,15 @@ gives the same rows and the same PNG bytes (for a given Pillow).
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+from trace_tui.common.atomic import atomic_write_bytes
+from trace_tui.common.digest import sha256_bytes
 
 # (group key, display name, answer type): the demo's "benchmarks". recipes/demo.yaml lists the same.
 GROUPS: tuple[tuple[str, str, str], ...] = (
@@ -202,7 +204,7 @@ def build_rows(group: str, seed: int = 0) -> list[dict[str, Any]]:
             rng = random.Random(f"trace-tui-demo/{seed}/{group}/{t}/{k}")
             inst = gen(rng)
             png = _png(inst.image)
-            ident = "sha256:" + hashlib.sha256(f"{inst.task}/{seed}/{k}".encode() + png).hexdigest()
+            ident = "sha256:" + sha256_bytes(f"{inst.task}/{seed}/{k}".encode() + png)
             prompt = prompt_for(inst)
             size = {"width": inst.image.width, "height": inst.image.height}
             answer_gt = json.dumps({"type": inst.answer_type, "value": inst.answer})
@@ -225,9 +227,6 @@ def build_rows(group: str, seed: int = 0) -> list[dict[str, Any]]:
 
 def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
     """Write rows as a parquet file with the release's ``datasets`` features, atomically."""
-    import os
-    import tempfile
-
     import datasets
 
     features = datasets.Features({
@@ -242,17 +241,9 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
         "bucket_id_str": datasets.Value("string"),
     })
     ds = datasets.Dataset.from_list(rows, features=features)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        ds.to_parquet(tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    buf = io.BytesIO()  # the demo's files are small: build in memory, then one atomic write
+    ds.to_parquet(buf)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def write_tasks(out_dir: Path, seed: int = 0) -> dict[str, Path]:

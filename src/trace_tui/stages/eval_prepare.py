@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
+from trace_tui.common.digest import sha256_file
 from trace_tui.stages import protocol
 
 MANIFEST_SCRIPT = "rlvr/evaluation/scripts/prepare_trace_eval_manifest.py"
@@ -91,7 +93,7 @@ def marker_bytes(marker: dict) -> bytes:
 
 def models_to_prepare(job: dict[str, Any], lock: Any, campaign: Path | None) -> list[dict[str, str]]:
     """slug, store entry, immutable revision, source, label for every model the evaluator will read, judge last."""
-    from trace_tui.stages.release_eval import described_models
+    from trace_tui.stages.jobs import described_models
     from trace_tui.store import model_entry
 
     pins = {m.id: m for m in lock.models}
@@ -244,7 +246,7 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
     if not prov_path.is_file():
         raise CheckFailed(f"{prov_path}: absent (the image's evaluator is incomplete: rebuild it)")
     want = lock.published_hash("provenance").sha256
-    got = protocol.sha256_file(prov_path)[0]
+    got = sha256_file(prov_path)
     if got != want:
         raise CheckFailed(f"{prov_path}: sha256 {got[:12]}… is not the published {want[:12]}… "
                           "(the image's evaluator is not at the pinned commit: rebuild it)")
@@ -310,7 +312,7 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
                     _fail(f"register-local {m['slug']}", ran)
                 revision = _marker_revision(view) or revision
         registered.append({"model": m["id"], "slug": m["slug"], "store_entry": m["entry"], "revision": revision,
-                           "source": source, "marker_sha256": protocol.sha256_file(view / MARKER)[0]})
+                           "source": source, "marker_sha256": sha256_file(view / MARKER)})
         step("models")
     entries = [(r["slug"], str(model_view(evaluator, r["slug"])), r["revision"]) for r in registered]
     ran = _run(verify_argv(python, entries), evaluator, "verify models")
@@ -318,7 +320,7 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
         _fail("prepare_trace_eval_models.py verify", ran)
     step("models")
     return {"schema": "trace-tui-eval-prepared-v1", "suite": lock.trace_eval.suite_id,
-            "dataset_manifest_sha256": protocol.sha256_file(manifest)[0], "datasets": datasets, "models": registered}
+            "dataset_manifest_sha256": sha256_file(manifest), "datasets": datasets, "models": registered}
 
 
 def run(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Path) -> int:
@@ -326,8 +328,8 @@ def run(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Path) 
     out_dir = campaign / str(job.get("output_dir") or "outputs/prepare")
     out_dir.mkdir(parents=True, exist_ok=True)
     kept = out_dir / "dataset_manifest.json"
-    protocol.atomic_write_bytes(kept, (evaluator / WORK / DATASET_MANIFEST).read_bytes())
-    protocol.atomic_write_json(out_dir / "prepared.json", record)
+    atomic_write_bytes(kept, (evaluator / WORK / DATASET_MANIFEST).read_bytes())
+    atomic_write_json(out_dir / "prepared.json", record)
     for p in (kept, out_dir / "prepared.json"):
         protocol.artifact(p, campaign)
     protocol.status("completed", f"{len(record['datasets'])} benchmark files and {len(record['models'])} models "

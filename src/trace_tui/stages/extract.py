@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trace_tui.common.atomic import atomic_write_json
+from trace_tui.common.digest import sha256_file
 from trace_tui.stages import protocol
 from trace_tui.stages.jobs import (
     RECEIPT_SCHEMA,
@@ -41,6 +43,7 @@ from trace_tui.stages.jobs import (
     rows_dir,
     run_worker,
     slice_fields,
+    upstream_rows_dir,
 )
 
 FINAL_FOUND = "found"  # the deterministic extraction found the answer
@@ -80,15 +83,7 @@ def judge_budgets(text: str | None) -> list[int]:
 
 
 def responses_dir(job: dict[str, Any]) -> Path:
-    paths = job.get("paths") or {}
-    rel = paths.get("responses") or (job.get("upstream_outputs") or {}).get("generate")
-    if not rel:
-        raise JobError("extract job names no generate output (upstream_outputs.generate)",
-                       "the extract step must follow the generate step in the recipe")
-    rows = campaign_dir() / rel / "rows"
-    if not rows.is_dir():
-        raise JobError(f"{rows} does not exist", "run the generate step first")
-    return rows
+    return upstream_rows_dir(job, "responses", step="extract", upstream="generate")
 
 
 class JudgeClient:
@@ -245,7 +240,7 @@ def run(job: dict[str, Any], *, judge_backend: Any = None) -> dict[str, Any]:
         for (target, _rec), row in zip(chunk, extracted, strict=True):
             row.pop("needs_judge")
             row["judge_settings"] = judge_settings
-            protocol.atomic_write_json(target, row)
+            atomic_write_json(target, row)
         done += len(chunk)
         if time.monotonic() - last > 0.5 or done == total:
             last = time.monotonic()
@@ -258,7 +253,7 @@ def run(job: dict[str, Any], *, judge_backend: Any = None) -> dict[str, Any]:
         row = read_json(rows / f.name)
         key = row["final"] if row["final"] != FINAL_UNRESOLVED else f"unresolved_{row['extraction']['status']}"
         counts[key] = counts.get(key, 0) + 1
-        outputs[(rows / f.name).relative_to(campaign).as_posix()] = protocol.sha256_file(rows / f.name)[0]
+        outputs[(rows / f.name).relative_to(campaign).as_posix()] = sha256_file(rows / f.name)
     judge_identity = judged_identity(judge_name, judge_dir) if counts.keys() - {FINAL_FOUND} else None
     receipt = {
         "schema": RECEIPT_SCHEMA, "kind": "extract", "slice": sl,
@@ -267,7 +262,7 @@ def run(job: dict[str, Any], *, judge_backend: Any = None) -> dict[str, Any]:
         "circumstance": {"judge_calls": judge.calls if judge else 0, "finished": time.time()},
     }
     path = out / "extract.receipt.json"
-    protocol.atomic_write_json(path, receipt)
+    atomic_write_json(path, receipt)
     protocol.artifact(path, campaign)
     protocol.log(f"extract {where['model']}/{where['seed']}/{where['benchmark']}: "
                  + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))

@@ -34,6 +34,7 @@ hash; circumstance: host, times, versions — recorded, never compared).
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
@@ -41,8 +42,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trace_tui.common.atomic import atomic_write_json
+from trace_tui.common.digest import sha256_file, sha256_json, sha256_text
 from trace_tui.stages import protocol
-from trace_tui.stages.backends import BACKENDS, Request, Sampling, build_backend, canonical_sha256, text_sha256
+from trace_tui.stages.backends import BACKENDS, Request, Sampling, build_backend
 from trace_tui.stages.jobs import (
     RECEIPT_SCHEMA,
     JobError,
@@ -88,8 +91,24 @@ def choose_backend(job: dict[str, Any]) -> str:
     return "transformers"
 
 
-def existing_rows(rows: Path, inputs_sha256: str) -> set[int]:
+def previous_inputs_sha256(content_inputs: dict[str, Any], model_files: dict[str, str],
+                           settings: dict[str, Any]) -> str:
+    """The row key the previous release wrote for the same inputs.
+
+    It hashed JSON with ASCII escapes and gave the model a UTF-8 ``sha256set``; the two forms
+    differ only where a model file path, a setting or a column name is not ASCII. Rows keyed
+    this way are the same generation and are kept on resume."""
+    def ascii_sha(obj: Any) -> str:
+        return sha256_text(json.dumps(obj, sort_keys=True, separators=(",", ":")))
+
+    old = dict(content_inputs, model_sha256set="sha256set:" + sha256_json(model_files),
+               settings_sha256=ascii_sha(settings))
+    return ascii_sha(old)
+
+
+def existing_rows(rows: Path, inputs_sha256: str, *, also: tuple[str, ...] = ()) -> set[int]:
     """Indices already generated under the same inputs (a row from other inputs is redone)."""
+    keys = {inputs_sha256, *also}
     done: set[int] = set()
     if not rows.is_dir():
         return done
@@ -98,7 +117,7 @@ def existing_rows(rows: Path, inputs_sha256: str) -> set[int]:
             rec = read_json(f)
         except ValueError:
             continue  # unreadable: cannot happen with atomic writes, but redo rather than trust it
-        if rec.get("inputs_sha256") == inputs_sha256:
+        if rec.get("inputs_sha256") in keys:
             done.add(int(rec["index"]))
     return done
 
@@ -133,12 +152,12 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
     rows = rows_dir(out)
 
     model_files, model_set = dir_sha256set(model_dir)
-    dataset_sha256, _ = protocol.sha256_file(dataset)
-    settings_sha256 = canonical_sha256(settings)
+    dataset_sha256 = sha256_file(dataset)
+    settings_sha256 = sha256_json(settings)
     content_inputs = {"model_sha256set": model_set, "dataset_sha256": dataset_sha256,
-                      "system_prompt_sha256": text_sha256(system_prompt), "settings_sha256": settings_sha256,
+                      "system_prompt_sha256": sha256_text(system_prompt), "settings_sha256": settings_sha256,
                       "prompt_key": prompt_key, "image_key": image_key, "backend": backend_name}
-    inputs_sha256 = canonical_sha256(content_inputs)
+    inputs_sha256 = sha256_json(content_inputs)
 
     data = TraceDataset(dataset, prompt_key=prompt_key, image_key=image_key)
     n = len(data)
@@ -146,7 +165,8 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
     bad = [i for i in wanted if not 0 <= i < n]
     if bad:
         raise JobError(f"job rows {bad[:5]} are outside the dataset's {n} rows", "fix the job's 'rows'")
-    done = existing_rows(rows, inputs_sha256) & set(wanted)
+    previous = previous_inputs_sha256(content_inputs, model_files, settings)
+    done = existing_rows(rows, inputs_sha256, also=(previous,)) & set(wanted)
     todo = [i for i in wanted if i not in done]
     total = len(wanted)
     where = {"model": sl["model"], "seed": seed, "benchmark": sl["benchmark"]}
@@ -170,10 +190,10 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
     from concurrent.futures import ThreadPoolExecutor
 
     def write(r: Any, text: str) -> None:
-        protocol.atomic_write_json(row_file(rows, r.index), {
+        atomic_write_json(row_file(rows, r.index), {
             "index": r.index, "instance_id": r.instance_id, "domain": r.domain, "task": r.task,
             "answer_type": r.answer_type, "answer_gt": r.answer_gt, "seed": seed,
-            "response": text, "response_sha256": text_sha256(text), "inputs_sha256": inputs_sha256})
+            "response": text, "response_sha256": sha256_text(text), "inputs_sha256": inputs_sha256})
 
     pending: list[Any] = []
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="row-writer") as writer:
@@ -201,7 +221,7 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
     receipt = build_receipt(job, out, wanted, content_inputs, inputs_sha256, settings, model_dir, model_files,
                             model_set, dataset, dataset_sha256, backend_name, started)
     path = out / "generate.receipt.json"
-    protocol.atomic_write_json(path, receipt)
+    atomic_write_json(path, receipt)
     protocol.artifact(path, campaign)
     return receipt
 
@@ -219,7 +239,7 @@ def build_receipt(job: dict[str, Any], out: Path, wanted: list[int], content_inp
         rec = read_json(f)
         if rec.get("inputs_sha256") != inputs_sha256:
             raise JobError(f"{f}: written under other inputs", "rerun the step")
-        outputs[f.relative_to(campaign).as_posix()] = protocol.sha256_file(f)[0]
+        outputs[f.relative_to(campaign).as_posix()] = sha256_file(f)
         responses[str(i)] = rec["response_sha256"]
     model_in = generation_inputs(job).get("model") or {}
     return {
@@ -232,7 +252,7 @@ def build_receipt(job: dict[str, Any], out: Path, wanted: list[int], content_inp
             "system_prompt_sha256": content_inputs["system_prompt_sha256"],
             "settings": settings, "settings_sha256": content_inputs["settings_sha256"],
             "backend": backend_name, "inputs_sha256": inputs_sha256,
-            "rows": len(wanted), "responses": responses, "responses_sha256": canonical_sha256(responses),
+            "rows": len(wanted), "responses": responses, "responses_sha256": sha256_json(responses),
             "outputs": outputs,
         },
         "circumstance": {"host": platform.node(), "python": sys.version.split()[0], "versions": _versions(),

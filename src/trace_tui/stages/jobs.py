@@ -13,21 +13,19 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from trace_tui.common.digest import sha256_file, sha256set
+from trace_tui.errors import TraceTuiError, UsageError
 from trace_tui.stages import protocol
 
 RECEIPT_SCHEMA = "trace-tui-stage-receipt-v1"
 
 
-class JobError(Exception):
-    """A bad job spec or input: one line with the fix."""
+class JobError(UsageError):
+    """A bad job spec or input: one line with the fix (exit 2, like any bad input)."""
 
     def __init__(self, message: str, fix: str = "") -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, hint=fix or None)
         self.fix = fix
-
-    def line(self) -> str:
-        return f"{self.message} ({self.fix})" if self.fix else self.message
 
 
 def campaign_dir() -> Path:
@@ -171,7 +169,7 @@ def input_path(inputs: dict[str, Any], key: str, *, want: str, check_sha256: boo
         raise JobError(f"job input {key!r}: {path} is not a {'directory' if want == 'dir' else 'file'}",
                        "run the step that prepares it (prepare / eval-setup) first")
     if check_sha256 and spec.get("sha256"):
-        got, _ = protocol.sha256_file(path)
+        got = sha256_file(path)
         if got != spec["sha256"]:
             raise JobError(f"job input {key!r}: {path} has sha256 {got}, expected {spec['sha256']}",
                            "the file changed since it was pinned; fetch it again")
@@ -180,12 +178,9 @@ def input_path(inputs: dict[str, Any], key: str, *, want: str, check_sha256: boo
 
 def dir_sha256set(path: Path) -> tuple[dict[str, str], str]:
     """{relative path: sha256} of every file under ``path`` and its ``sha256set:`` identity (SPEC §4)."""
-    import hashlib
-
-    files = {f.relative_to(path).as_posix(): protocol.sha256_file(f)[0]
+    files = {f.relative_to(path).as_posix(): sha256_file(f)
              for f in sorted(path.rglob("*")) if f.is_file() and not f.name.startswith(".")}
-    canon = json.dumps(files, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return files, "sha256set:" + hashlib.sha256(canon.encode("utf-8")).hexdigest()
+    return files, sha256set(files)
 
 
 def quiet_libraries() -> None:
@@ -205,8 +200,6 @@ def quiet_libraries() -> None:
 
 def run_worker(fn: Callable[[dict[str, Any]], Any], job_path: str | None = None) -> int:
     """Load the job, run ``fn(job)``, print the final status; return the exit code."""
-    from trace_tui.errors import TraceTuiError
-
     quiet_libraries()
     try:
         job = protocol.load_job(job_path)
@@ -215,10 +208,7 @@ def run_worker(fn: Callable[[dict[str, Any]], Any], job_path: str | None = None)
         return 2
     try:
         fn(job)
-    except JobError as exc:
-        protocol.status("failed", exc.line(), 2)
-        return 2
-    except TraceTuiError as exc:
+    except TraceTuiError as exc:  # JobError among them: exit 2, bad input
         protocol.status("failed", exc.line(), exc.exit_code)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -232,3 +222,33 @@ def run_worker(fn: Callable[[dict[str, Any]], Any], job_path: str | None = None)
         return 1
     protocol.status("completed")
     return 0
+
+
+def described_models(job: dict[str, Any], campaign: Path | None) -> list[Any]:
+    """The resolved models (id, label, store_entry, revision, ...) the job is about.
+
+    A whole-step job's spec carries only slice ids (`models` is null for it), so the
+    resolved recipe the runner wrote into the campaign (recipe.json) is the fallback.
+    """
+    models = job.get("models")
+    if models:
+        return list(models)
+    if campaign is not None:
+        try:
+            resolved = json.loads((campaign / "recipe.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return list(resolved.get("models") or [])
+    return []
+
+
+def upstream_rows_dir(job: dict[str, Any], path_key: str, *, step: str, upstream: str) -> Path:
+    """The ``rows`` folder an earlier step of this recipe wrote (``paths.<path_key>`` or its upstream output)."""
+    rel = (job.get("paths") or {}).get(path_key) or (job.get("upstream_outputs") or {}).get(upstream)
+    if not rel:
+        raise JobError(f"{step} job names no {upstream} output (upstream_outputs.{upstream})",
+                       f"the {step} step must follow the {upstream} step in the recipe")
+    rows = campaign_dir() / rel / "rows"
+    if not rows.is_dir():
+        raise JobError(f"{rows} does not exist", f"run the {upstream} step first")
+    return rows

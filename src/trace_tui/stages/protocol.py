@@ -14,13 +14,14 @@ Standard library only: this module is imported inside every image.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, TextIO
+
+from trace_tui.common.digest import sha256_file_size
+
 
 def _emit(obj: dict[str, Any]) -> None:
     # sys.stdout looked up per call: whoever redirects stdout (a test, an embedding caller) gets the events.
@@ -40,50 +41,13 @@ def log(message: str, level: str = "info") -> None:
 
 
 def artifact(path: Path, campaign: Path) -> str:
-    digest, size = sha256_file(path)
+    digest, size = sha256_file_size(path)
     _emit({"type": "artifact", "path": path.relative_to(campaign).as_posix(), "sha256": digest, "bytes": size})
     return digest
 
 
 def status(state: str, message: str = "", exit_code: int = 0) -> None:
     _emit({"type": "status", "state": state, "message": message, "exit_code": exit_code})
-
-
-def sha256_file(path: Path, block: int = 1 << 20) -> tuple[str, int]:
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(block):
-            h.update(chunk)
-            size += len(chunk)
-    return h.hexdigest(), size
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Temp file in the same directory, fsync, rename, fsync the directory: all or nothing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode("utf-8"))
 
 
 def load_job(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:

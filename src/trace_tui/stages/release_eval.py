@@ -25,28 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
+from trace_tui.common.digest import sha256_file
 from trace_tui.stages import protocol
+from trace_tui.stages.jobs import described_models
 
 POLL_S = 2.0
 SCORES_SCHEMA = "trace-tui-release-eval-scores-v1"
-
-
-def described_models(job: dict[str, Any], campaign: Path | None) -> list[Any]:
-    """The resolved models (id, label, store_entry, revision, ...) the job is about.
-
-    A whole-step job's spec carries only slice ids (`models` is null for it), so the
-    resolved recipe the runner wrote into the campaign (recipe.json) is the fallback.
-    """
-    models = job.get("models")
-    if models:
-        return list(models)
-    if campaign is not None:
-        try:
-            resolved = json.loads((campaign / "recipe.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return []
-        return list(resolved.get("models") or [])
-    return []
 
 
 def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path | None = None,
@@ -167,7 +152,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
 
     printed = subprocess.run(launcher.launcher_argv(models, seeds, run_tag, deltas=deltas, print_config=True),
                              cwd=evaluator, capture_output=True, text=True, check=False)
-    protocol.atomic_write_bytes(out_dir / "print-config.txt", printed.stdout.encode())
+    atomic_write_bytes(out_dir / "print-config.txt", printed.stdout.encode())
     protocol.artifact(out_dir / "print-config.txt", campaign)
     if printed.returncode != 0:
         protocol.status("failed", f"--print-config exited {printed.returncode}: {printed.stderr.strip()[-400:]}",
@@ -233,7 +218,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
     if phase == "score":
         checked = subprocess.run(launcher.verifier_argv(str(root), list(slug_to_id), seeds, sys.executable),
                                  cwd=evaluator, capture_output=True, text=True, check=False)
-        protocol.atomic_write_bytes(out_dir / "verification.json", checked.stdout.encode())
+        atomic_write_bytes(out_dir / "verification.json", checked.stdout.encode())
         protocol.artifact(out_dir / "verification.json", campaign)
         if checked.returncode != 0:
             protocol.status("failed", "the evaluator's verification (--phase score) did not pass: "
@@ -244,7 +229,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
             protocol.status("failed", problems[0], exit_code=1)
             return 1
         scores = [dict(s.model_dump(), model=slug_to_id[s.slug]) for s in slices]
-        protocol.atomic_write_json(out_dir / "scores.json", {
+        atomic_write_json(out_dir / "scores.json", {
             "schema": SCORES_SCHEMA, "suite": lock.trace_eval.suite_id, "run_tag": run_tag,
             "campaign_root": f"evaluator/{run_tag}", "seeds": seeds,
             "models": [m.model_dump() for m in models], "slices": scores})
@@ -280,7 +265,7 @@ def _verify_generation(evaluator: Path, root: Path, models: list[Any], seeds: li
 
 
 def _sha256(path: Path) -> str:
-    return protocol.sha256_file(path)[0]
+    return sha256_file(path)
 
 
 def recompute_score(campaign_dir: Path, content: dict[str, Any]) -> float:

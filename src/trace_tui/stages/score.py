@@ -18,6 +18,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from trace_tui.common.atomic import atomic_write_json
+from trace_tui.common.digest import sha256_file
 from trace_tui.stages import protocol
 from trace_tui.stages.jobs import (
     RECEIPT_SCHEMA,
@@ -28,6 +30,7 @@ from trace_tui.stages.jobs import (
     run_worker,
     slice_fields,
     store_dir,
+    upstream_rows_dir,
 )
 
 STEP_KIND = "trace_tui.stages.score"
@@ -120,15 +123,7 @@ def find_published(job: dict[str, Any]) -> tuple[dict[str, float] | None, int | 
 
 
 def extracted_dir(job: dict[str, Any]) -> Path:
-    paths = job.get("paths") or {}
-    rel = paths.get("extracted") or (job.get("upstream_outputs") or {}).get("extract")
-    if not rel:
-        raise JobError("score job names no extract output (upstream_outputs.extract)",
-                       "the score step must follow the extract step in the recipe")
-    rows = campaign_dir() / rel / "rows"
-    if not rows.is_dir():
-        raise JobError(f"{rows} does not exist", "run the extract step first")
-    return rows
+    return upstream_rows_dir(job, "extracted", step="score", upstream="extract")
 
 
 def run(job: dict[str, Any]) -> dict[str, Any]:
@@ -151,14 +146,14 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         "schema": RECEIPT_SCHEMA, "kind": "score", "slice": sl, "contracts": {
             "extraction": EXTRACTION_CONTRACT_ID, "match": MATCH_CONTRACT_ID, "unresolved_rows_score": 0},
         "source": src.relative_to(campaign).as_posix(),
-        "inputs": {f.relative_to(campaign).as_posix(): protocol.sha256_file(f)[0] for f in files},
+        "inputs": {f.relative_to(campaign).as_posix(): sha256_file(f) for f in files},
         **result,
     }
     published, n = find_published(job)
     if published is not None and sl["model"] in published:
         record["published"] = compare_published(result["accuracy"], published[sl["model"]], int(n))
     path = out / SCORE_FILE
-    protocol.atomic_write_json(path, record)
+    atomic_write_json(path, record)
     protocol.artifact(path, campaign)
     protocol.progress(phase="score", done=len(rows), total=len(rows), **where)
     emit_metric("score", result["accuracy"], **where)
@@ -188,7 +183,7 @@ def recompute(campaign: Path, score_path: Path) -> tuple[dict[str, Any], dict[st
     recorded = read_json(score_path)
     src = campaign / recorded["source"]
     files = sorted(src.glob("*.json"))
-    inputs = {f.relative_to(campaign).as_posix(): protocol.sha256_file(f)[0] for f in files}
+    inputs = {f.relative_to(campaign).as_posix(): sha256_file(f) for f in files}
     again = score_rows([read_json(f) for f in files])
     keys = ("accuracy", "correct", "total", "unresolved", "judged", "by_task", "by_domain", "rows")
     rec = {k: recorded.get(k) for k in keys}

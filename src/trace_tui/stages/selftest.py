@@ -34,6 +34,7 @@ import sys
 import time
 from pathlib import Path
 
+from trace_tui.common.atomic import atomic_write_json
 from trace_tui.stages import protocol
 
 
@@ -125,7 +126,7 @@ def write_slice(out: Path, campaign: Path, model: str, seed: int, bench: str, to
             rows.append(row)
             protocol.progress(phase="generate", done=i + 1, total=total, **where)
     score = score_rows(rows)
-    protocol.atomic_write_json(out / "score.json", {"score": score, "rows": len(rows), **where})
+    atomic_write_json(out / "score.json", {"score": score, "rows": len(rows), **where})
     protocol.artifact(rows_path, campaign)
     protocol.artifact(out / "score.json", campaign)
     metric("score", score, **where)
@@ -168,7 +169,7 @@ def mode_matrix(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
 def mode_report(job: dict, campaign: Path, name: str, report: dict) -> int:
     out = campaign / job["output_dir"]
     out.mkdir(parents=True, exist_ok=True)
-    protocol.atomic_write_json(out / f"{name}.json", report)
+    atomic_write_json(out / f"{name}.json", report)
     protocol.artifact(out / f"{name}.json", campaign)
     protocol.log(json.dumps(report, sort_keys=True))
     protocol.status("completed")

@@ -44,7 +44,6 @@ atomically, ``status: launching`` first, then ``completed`` or ``failed``),
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -59,6 +58,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from trace_tui.common.atomic import atomic_write_json
+from trace_tui.common.digest import dir_sha256s, sha256_bytes, sha256_file, sha256_json, sha256set
 from trace_tui.stages import protocol
 from trace_tui.stages.train_profile import Hardware, Overrides, ResolvedTraining
 
@@ -137,22 +138,13 @@ class TrainJob(BaseModel):
 # ---------------------------------------------------------------------------
 
 
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def sha256set(files: dict[str, str]) -> str:
-    """`sha256set:` over {relative path: file sha256} (SPEC section 4)."""
-    return "sha256set:" + hashlib.sha256(canonical_json(files).encode("utf-8")).hexdigest()
-
-
 def checkpoint_content_files(ckpt: Path) -> list[Path]:
     return sorted(p for p in ckpt.iterdir()
                   if p.is_file() and (p.suffix in CHECKPOINT_CONTENT_SUFFIXES or p.name in CHECKPOINT_CONTENT_NAMES))
 
 
 def checkpoint_sha256set(ckpt: Path) -> tuple[str, dict[str, str]]:
-    files = {p.name: protocol.sha256_file(p)[0] for p in checkpoint_content_files(ckpt)}
+    files = {p.name: sha256_file(p) for p in checkpoint_content_files(ckpt)}
     return sha256set(files), files
 
 
@@ -353,11 +345,6 @@ def _must_exist(path: Path, what: str, is_dir: bool = False) -> Path:
     return path
 
 
-def _hash_dir(path: Path) -> dict[str, str]:
-    return {p.relative_to(path).as_posix(): protocol.sha256_file(p)[0]
-            for p in sorted(path.rglob("*")) if p.is_file()}
-
-
 def read_rows(files: list[Path], indices: list[int], columns: list[str]) -> list[dict[str, Any]]:
     """Rows at global ``indices`` over the concatenated files, reading only the row groups that hold them."""
     import pyarrow.parquet as pq
@@ -428,7 +415,7 @@ def plan_gpu_memory(model_dir: Path, hardware: Hardware, resolved: ResolvedTrain
     requirements failure naming the sizes.
     """
     from trace_tui.errors import RequirementsError
-    from trace_tui.stages.train_profile import ACTIVATION_GIB
+    from trace_tui.gpu_needs import ACTIVATION_GIB
 
     if hardware.device != "cuda":
         return None
@@ -552,7 +539,7 @@ class _Run:
         protocol.progress(phase=phase, done=done, total=total, model=s.model, seed=s.seed, benchmark=s.benchmark)
 
     def write_receipt(self) -> None:
-        protocol.atomic_write_json(self.receipt_path, self.receipt)
+        atomic_write_json(self.receipt_path, self.receipt)
 
     def finish(self, status: str, exit_code: int, message: str = "") -> None:
         ended = time.time()
@@ -584,22 +571,22 @@ class _Run:
         # Hash every input file first: the receipt names exactly what was trained on.
         total = 3 + len(train_files)
         self._progress("hash-inputs", 0, total)
-        model_files = _hash_dir(model_dir)
+        model_files = dir_sha256s(model_dir)
         self._progress("hash-inputs", 1, total)
         prompt_bytes = prompt_path.read_bytes()
-        prompt_sha = hashlib.sha256(prompt_bytes).hexdigest()
+        prompt_sha = sha256_bytes(prompt_bytes)
         if found.profile_path is not None:
-            profile_sha = protocol.sha256_file(found.profile_path)[0]
+            profile_sha = sha256_file(found.profile_path)
             profile = load_profile(found.profile_path)
         else:
             from trace_tui.release import release_lock
 
             profile = demo_profile(release_lock().trace_validation.system_prompt_sha256)
-            profile_sha = hashlib.sha256(canonical_json(profile).encode("utf-8")).hexdigest()
+            profile_sha = sha256_json(profile)
         self._progress("hash-inputs", 2, total)
         file_records = []
         for i, f in enumerate(train_files):
-            file_records.append({"path": found.train_labels[i], "sha256": protocol.sha256_file(f)[0]})
+            file_records.append({"path": found.train_labels[i], "sha256": sha256_file(f)})
             self._progress("hash-inputs", 3 + i, total)
         self._progress("hash-inputs", total, total)
 
@@ -632,10 +619,10 @@ class _Run:
                         "inputs": {"model": sha256set(model_files), "profile": profile_sha, "system_prompt": prompt_sha,
                                    "train_files": [r["sha256"] for r in file_records]}}
         resolved_path = self.out / "resolved_config.json"
-        protocol.atomic_write_json(resolved_path, resolved_doc)
+        atomic_write_json(resolved_path, resolved_doc)
         self.receipt.update({
             "resolved_config": resolved_doc,
-            "resolved_config_sha256": hashlib.sha256(canonical_json(resolved_doc).encode("utf-8")).hexdigest(),
+            "resolved_config_sha256": sha256_json(resolved_doc),
             "profile_mapping": {"mapped": resolved.mapped, "unmappable": resolved.unmappable},
             "scaling": resolved.scaling.model_dump(),
             "overrides": resolved.overrides,

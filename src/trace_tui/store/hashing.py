@@ -8,25 +8,12 @@ overhead negligible. (One file is inherently sequential: SHA-256 is a chain.)
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable
 
-BLOCK = 8 << 20
-
-
-def sha256_file(path: Path, *, block: int = BLOCK, on_bytes: Callable[[int], None] | None = None) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(block)
-        view = memoryview(buf)
-        while n := f.readinto(buf):
-            h.update(view[:n])
-            if on_bytes is not None:
-                on_bytes(n)
-    return h.hexdigest()
+from trace_tui.common.digest import BLOCK, sha256_file
 
 
 def _hashers(size: int, algorithms: Iterable[str]) -> dict[str, "hashlib._Hash"]:
@@ -86,9 +73,3 @@ def sha256_files(paths: list[Path], *, workers: int | None = None,
             if on_file is not None:
                 on_file(path, digest)
     return out
-
-
-def sha256set(files: dict[str, str]) -> str:
-    """SPEC §4: sha256 of the canonical JSON (sorted keys, compact) of {relative path: sha256}."""
-    canon = json.dumps(files, sort_keys=True, separators=(",", ":"))
-    return "sha256set:" + hashlib.sha256(canon.encode("utf-8")).hexdigest()

@@ -82,10 +82,10 @@ def release_plan(lock: "ReleaseLock", manifest: bytes) -> EntryPlan:
 
 
 def check_release_manifest(lock: "ReleaseLock", data: bytes, display: str) -> None:
-    import hashlib
+    from trace_tui.common.digest import sha256_bytes
 
     want = lock.published_hash("release_files_manifest").sha256
-    got = hashlib.sha256(data).hexdigest()
+    got = sha256_bytes(data)
     if got != want:
         raise CheckFailed(f"{display}: sha256 {got} differs from {want} stated by the release lock",
                           hint="not the release manifest at the pinned commit; nothing was stored")

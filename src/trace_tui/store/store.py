@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from trace_tui.common.digest import sha256set
 from trace_tui.errors import CheckFailed, RequirementsError
 from trace_tui.store import hashing
 from trace_tui.store.manifest import EntryRecord, Expected, FileRecord, Source
@@ -282,7 +283,7 @@ class Store:
         files = sorted(st.files.values(), key=lambda f: f.path)
         record = EntryRecord(
             name=st.entry.name, kind=st.entry.kind, pinned=st.entry.pinned, revision=revision, source=source,
-            files=files, absent=sorted(absent), sha256set=hashing.sha256set({f.path: f.sha256 for f in files}),
+            files=files, absent=sorted(absent), sha256set=sha256set({f.path: f.sha256 for f in files}),
             notes=notes, added_at=_now())
         with self._lock():
             for f in files:
@@ -386,7 +387,7 @@ class Store:
                 for p in files_dir.rglob("*"):
                     if p.is_file() and p.relative_to(files_dir).as_posix() not in listed:
                         chk.problems.append(f"{p}: not in the manifest")
-            if rec.sha256set != hashing.sha256set({f.path: f.sha256 for f in rec.files}):
+            if rec.sha256set != sha256set({f.path: f.sha256 for f in rec.files}):
                 chk.problems.append(f"{self.entry_dir(name) / MANIFEST}: sha256set does not match its files")
         if to_hash:
             for path, digest in hashing.sha256_files(list(to_hash), workers=workers, on_file=on_file).items():

@@ -199,9 +199,8 @@ def _is_self_verify(run: list[str]) -> bool:
 def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                     published: dict[tuple[str, int | None, str], tuple[float, float]] | None = None,
                     published_source: str | None = None) -> CampaignVerification:
+    from trace_tui.common.digest import sha256_file_size, sha256_json
     from trace_tui.engine.campaign import STEP_SLICE, read_snapshot
-    from trace_tui.engine.runner import sha256_json
-    from trace_tui.stages.protocol import sha256_file
 
     root = Path(campaign_dir).resolve()
     if not root.is_dir():
@@ -287,7 +286,7 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                           expected=want["sha256"]))
                 bad += 1
                 continue
-            got, size = sha256_file(path)
+            got, size = sha256_file_size(path)
             if got != want["sha256"] or size != want.get("bytes", size):
                 add(Check(id="output", status="failed", subject=rel, message="output differs from its receipt",
                           expected=want["sha256"], actual=got))

@@ -22,7 +22,6 @@ the claim.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trace_tui.common.digest import sha256_bytes
 from trace_tui.verify import documents as d
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -138,8 +138,7 @@ class ReleaseVerification(BaseModel):
         if any(c.status != "passed" for c in self.checks if c.group in ("results", "aggregates")):
             return []
         try:
-            from trace_tui.commands.report import release_tables
-            from trace_tui.verify.tables import as_simple_tables
+            from trace_tui.verify.tables import as_simple_tables, release_tables
 
             return as_simple_tables(release_tables(Path(self.release_dir)))
         except Exception:  # noqa: BLE001 - a view extra; the checklist already says what is wrong
@@ -163,10 +162,6 @@ class _Trust(NamedTuple):
     sha256: str
     decl: Declaration
     depth: int
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _short(h: str | None) -> str:
@@ -990,3 +985,20 @@ def _config_pins(doc: d.TrainingConfigDoc, scale: str, lock: ReleaseLock):
     if r.prompt.path != lock.trace_validation.system_prompt_file:
         problems.append(_Problem("release.prompt.path differs", lock.trace_validation.system_prompt_file, r.prompt.path))
     return f"{doc.config_id}: models, dataset and prompt as pinned", problems
+
+
+def release_dir_arg(value: str | None, *, option: str = "--release-dir") -> Path:
+    """The release directory, or a UsageError naming what is wrong with it (exit 2)."""
+    from trace_tui.errors import UsageError
+
+    if not value:
+        raise UsageError(f"{option} DIR is required", hint="a directory laid out like the upstream repository")
+    path = Path(value).expanduser()
+    if not path.exists():
+        raise UsageError(f"{option} {value}: no such directory")
+    if not path.is_dir():
+        raise UsageError(f"{option} {value}: not a directory")
+    if not is_release_layout(path):
+        raise UsageError(f"{option} {value}: not a release layout (no rlvr/ folder)",
+                         hint="point it at a copy of the upstream repository: rlvr/..., paper.pdf at its root")
+    return path

@@ -11,8 +11,6 @@ which are imported only when a backend is built.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -78,11 +76,3 @@ def build_backend(name: str, model_dir: str, *, min_pixels: int | None = None, m
     from trace_tui.errors import UsageError
 
     raise UsageError(f"unknown generation backend {name!r}; choose one of: {', '.join(BACKENDS)}")
-
-
-def text_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def canonical_sha256(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
