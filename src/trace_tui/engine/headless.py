@@ -95,6 +95,9 @@ def run_headless(args: argparse.Namespace, resolved: Any) -> int:
     if problems:
         raise RequirementsError(f"recipe {resolved.recipe.name} cannot run here: " + "; ".join(problems))
     path = campaign_path(args, resolved)
+    from trace_tui.engine.cluster import check_not_sharded
+
+    check_not_sharded(path)
     fmt = getattr(args, "log_format", "console") or "console"
     logs.configure(fmt, log_file=Path(args.log_file) if getattr(args, "log_file", None) else path / "runner.log")
     log = logs.get_logger("trace-tui.run")
