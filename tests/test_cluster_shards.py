@@ -179,3 +179,16 @@ def test_a_single_node_run_refuses_a_slurm_campaign_directory(tmp_path):
 
     with pytest.raises(UsageError, match="is a Slurm campaign"):
         check_not_sharded(camp)
+
+
+def test_the_slurm_backend_sits_below_the_engine():
+    """Layering: runtime modules (Slurm's beside Docker's and the local one) never import the engine or the TUI."""
+    import ast
+
+    for path in sorted((REPO / "src" / "trace_tui" / "runtime").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        names = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        assert not [m for m in names if m.startswith(("trace_tui.engine", "trace_tui.tui"))], path.name
+    src = (REPO / "src" / "trace_tui" / "runtime" / "slurm.py").read_text()
+    assert {"sbatch", "squeue", "sacct", "scancel"} <= set(src.replace('"', " ").split())
