@@ -19,6 +19,7 @@ directory, so no SQLite database is shared between nodes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -117,10 +118,14 @@ def slurm_states(parent: Path, subs: list[dict[str, Any]]) -> dict[str, slurm.Ta
         keys = [f"{s['array_job']}_{i}" for i in s.get("tasks", {})] + \
                [str(s[k]) for k in ("merge_job", "verify_job") if s.get(k)]
         for key in keys:
-            if key not in out or out[key].state not in slurm.TERMINAL and out[key].state not in ACTIVE:
-                rec = _state_from_record(_task_record(parent, key))
-                if rec is not None:
-                    out[key] = rec
+            rec = _state_from_record(_task_record(parent, key))
+            if rec is None:
+                continue
+            have = out.get(key)
+            if have is None or (have.state not in slurm.TERMINAL and have.state not in ACTIVE):
+                out[key] = rec
+            elif not have.exit_code:  # squeue knows the state but not the exit status
+                out[key] = dataclasses.replace(have, exit_code=rec.exit_code, node=have.node or rec.node)
     return out
 
 
@@ -450,13 +455,16 @@ def watch(parent: Path, record: dict[str, Any], *, poll_s: float | None = None) 
     poll = poll_s if poll_s is not None else float(os.environ.get("TRACE_TUI_SLURM_POLL_S", POLL_S))
     out = sys.stdout
     seen: dict[str, str] = {}
+    rows: dict[str, int] = {}
+    printed: dict[str, float] = {}
     try:
         while True:
             st = cluster_status(parent)
             for s in st["shards"]:
                 line = f"{s['slurm_state']} {s['campaign_state']}"
-                if seen.get(s["id"]) != line:
-                    seen[s["id"]] = line
+                moved = s["rows_done"] != rows.get(s["id"]) and time.time() - printed.get(s["id"], 0.0) >= 30
+                if seen.get(s["id"]) != line or moved:  # a change of state at once, progress every 30 s
+                    seen[s["id"]], rows[s["id"]], printed[s["id"]] = line, s["rows_done"], time.time()
                     out.write(f"shard {s['id']}: {s['slurm_state'].lower()}"
                               + (f" on {s['node']}" if s["slurm_state"] == "RUNNING" and s["node"] else "")
                               + (f" ({s['reason']})" if s["reason"] and s["slurm_state"] == "PENDING" else "")

@@ -185,10 +185,10 @@ def test_only(script: Path, *, dependency: str | None = None, array: str | None 
 
 
 def queue(job_ids: list[str]) -> dict[str, TaskState]:
-    """Live jobs and array tasks (squeue). Finished ones are absent after a while: see ``accounting``."""
+    """Jobs and array tasks slurmctld still holds (squeue, every state; finished ones go after MinJobAge)."""
     if not job_ids:
         return {}
-    proc = _run(["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", "%i|%T|%r|%N"], check=False)
+    proc = _run(["squeue", "-h", "-r", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T|%r|%N"], check=False)
     out: dict[str, TaskState] = {}
     for line in proc.stdout.splitlines():
         parts = line.strip().split("|")
