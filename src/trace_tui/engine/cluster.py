@@ -384,6 +384,10 @@ def submit_campaign(args: Any, resolved: Any) -> int:
                   f"--dependency=afterok:$MERGE {scripts['verify']}\n")
         return ExitCode.OK
 
+    if not getattr(args, "yes", False) and sys.stdin.isatty() and not _ask(
+            f"submit {len(plan.shards)} shards of {plan.recipe} ({plan.rows_total} rows) to Slurm? [y/N] "):
+        out.write(f"nothing submitted; the scripts are in {parent / SLURM_DIR}\n")
+        return ExitCode.OK
     to_run, active, waiting = plan_submission(parent, plan)
     if not to_run and not active and (parent / MERGED_FILE).is_file():
         out.write(f"campaign {parent}: all {len(plan.shards)} shards are complete and merged\n"
