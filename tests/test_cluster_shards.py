@@ -192,3 +192,10 @@ def test_the_slurm_backend_sits_below_the_engine():
         assert not [m for m in names if m.startswith(("trace_tui.engine", "trace_tui.tui"))], path.name
     src = (REPO / "src" / "trace_tui" / "runtime" / "slurm.py").read_text()
     assert {"sbatch", "squeue", "sacct", "scancel"} <= set(src.replace('"', " ").split())
+
+
+def test_the_merge_waits_for_named_array_tasks_or_nothing():
+    from trace_tui.engine.cluster import _dependency
+
+    assert _dependency("12", [1, 3], ["9_0"]) == "afterok:12_1:12_3:9_0"
+    assert _dependency(None, [], []) is None  # every shard complete: the merge runs at once

@@ -331,11 +331,11 @@ def prepare_parent(parent: Path, resolved: Any, plan: ShardPlan) -> None:
     _write_json(parent / "recipe.json", resolved.model_dump(mode="json"))
 
 
-def _dependency(array_job: str | None, tasks: list[int], still_running: list[str]) -> str:
+def _dependency(array_job: str | None, tasks: list[int], still_running: list[str]) -> str | None:
     # afterok on named array tasks (JOB_TASK), so a task that failed in an earlier submission and is
-    # resubmitted now does not hold the merge forever.
-    deps = [f"{array_job}_{i}" for i in tasks] if array_job else []
-    return "afterok:" + ":".join(deps + still_running)
+    # resubmitted now does not hold the merge forever. None: every shard is complete, the merge can start.
+    deps = ([f"{array_job}_{i}" for i in tasks] if array_job else []) + still_running
+    return "afterok:" + ":".join(deps) if deps else None
 
 
 def plan_submission(parent: Path, plan: ShardPlan) -> tuple[list[Shard], list[str], list[str]]:
