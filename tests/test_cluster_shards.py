@@ -90,7 +90,8 @@ def test_array_script_carries_the_sites_choices():
                               commands={0: ["python", "-m", "trace_tui", "--seeds", "42"], 1: ["echo", "a b"]},
                               record="/c/slurm/tasks/${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}.json")
     for line in ("#SBATCH --array=0-23%4", "#SBATCH --gres=gpu:8", "#SBATCH --partition=gpu",
-                 "#SBATCH --account=lab", "#SBATCH --time=2-00:00:00", "#SBATCH --output=/c/slurm/logs/shard-%A_%a.log"):
+                 "#SBATCH --account=lab", "#SBATCH --time=2-00:00:00",
+                 "#SBATCH --output=/c/slurm/logs/shard-%A_%a.log"):
         assert line in text.splitlines()
     assert "  1) cmd=(echo 'a b') ;;" in text
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
