@@ -200,3 +200,24 @@ def test_the_merge_waits_for_named_array_tasks_or_nothing():
 
     assert _dependency("12", [1, 3], ["9_0"]) == "afterok:12_1:12_3:9_0"
     assert _dependency(None, [], []) is None  # every shard complete: the merge runs at once
+
+
+def test_report_reads_a_slurm_campaign_through_its_shards(tmp_path):
+    """report --campaign on a sharded `full`: refused until merged, then each shard's score file is read (the
+    synthetic shards have none, so the report names the first shard's missing scores.json)."""
+    sys.path.insert(0, str(REPO))
+    try:
+        from bench.bench_cluster import synthetic_full_layout
+    finally:
+        sys.path.remove(str(REPO))
+    from trace_tui.engine.cluster import merge_campaign
+
+    parent = tmp_path / "full"
+    _, plan = synthetic_full_layout(parent)
+    args = [sys.executable, "-m", "trace_tui", "report", "--campaign", str(parent)]
+    before = subprocess.run(args, capture_output=True, text=True)
+    assert before.returncode == 1 and "not merged yet" in before.stderr
+    merge_campaign(parent)
+    after = subprocess.run(args, capture_output=True, text=True)
+    assert after.returncode == 1 and f"shards/{plan.shards[0].id}/outputs/score/_step/scores.json: absent" \
+        in after.stderr, after.stderr
