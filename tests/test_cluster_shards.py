@@ -131,12 +131,16 @@ def test_dry_run_writes_the_scripts_and_prints_the_chain(tmp_path):
     camp = tmp_path / "c"
     proc = subprocess.run([sys.executable, "-m", "trace_tui", "--home", str(tmp_path), "--recipe", "full",
                            "--scheduler", "slurm", "--dry-run", "--campaign", str(camp), "--gpus-per-node", "8",
-                           "--max-parallel", "4", "--partition", "gpu"], capture_output=True, text=True)
+                           "--max-parallel", "4", "--partition", "gpu", "--offline", "--runtime", "docker"],
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "24 shards by model-seed" in proc.stdout and "--dependency=afterok:$ARRAY" in proc.stdout
     text = (camp / "slurm" / "shards.sbatch").read_text()
     assert "#SBATCH --array=0-23%4" in text and "#SBATCH --gres=gpu:8" in text
     assert text.count(" cmd=(") == 24
+    first = next(line for line in text.splitlines() if line.startswith("  0) cmd=("))
+    assert f"--seeds 42 --campaign {camp}/shards/" in first
+    assert "--offline" in first and "--runtime docker" in first and "--yes" in first  # the node's run, headless
     merge = (camp / "slurm" / "merge.sbatch").read_text()
     assert " merge --campaign " in merge and " report --campaign " in merge  # full has summary tables
     assert " verify --campaign " in (camp / "slurm" / "verify.sbatch").read_text()
