@@ -225,3 +225,14 @@ def test_report_reads_a_slurm_campaign_through_its_shards(tmp_path):
     after = subprocess.run(args, capture_output=True, text=True)
     assert after.returncode == 1 and f"shards/{plan.shards[0].id}/outputs/score/_step/scores.json: absent" \
         in after.stderr, after.stderr
+
+
+def test_a_campaign_path_that_is_a_file_is_bad_input(tmp_path):
+    """What a shard's node sees when its directory is broken: one line, exit 2 (it was an internal error)."""
+    where = tmp_path / "file"
+    where.write_text("x")
+    proc = subprocess.run([sys.executable, "-m", "trace_tui", "--home", str(tmp_path), "--recipe", "demo", "--yes",
+                           "--runtime", "local", "--campaign", str(where)], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == f"trace-tui: error: --campaign {where}: not a directory (give a directory; a new " \
+        "one starts a campaign)"

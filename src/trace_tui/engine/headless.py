@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trace_tui.errors import ExitCode, RequirementsError
+from trace_tui.errors import ExitCode, RequirementsError, UsageError
 
 
 def campaign_path(args: argparse.Namespace, resolved: Any) -> Path:
@@ -98,6 +98,8 @@ def run_headless(args: argparse.Namespace, resolved: Any) -> int:
     from trace_tui.engine.cluster import check_not_sharded
 
     check_not_sharded(path)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--campaign {path}: not a directory", hint="give a directory; a new one starts a campaign")
     fmt = getattr(args, "log_format", "console") or "console"
     logs.configure(fmt, log_file=Path(args.log_file) if getattr(args, "log_file", None) else path / "runner.log")
     log = logs.get_logger("trace-tui.run")
