@@ -192,3 +192,37 @@ def test_dry_run_scripts_are_accepted_by_sbatch_test_only(cluster, tmp_path):
         assert test.returncode == 0 and "to start at" in test.stderr, test.stderr
     out = subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True).stdout
     assert camp.name not in out and "demo-" not in out  # nothing was submitted
+
+
+def test_ctrl_c_cancels_the_campaigns_jobs_and_leaves_it_resumable(cluster, tmp_path):
+    """Ctrl-C while following the jobs, without a terminal to ask: scancel every queued or running job, exit 130."""
+    import signal
+
+    camp = tmp_path / "c"
+    env = {**os.environ, "TRACE_TUI_SLURM_POLL_S": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "trace_tui", "--home", str(tmp_path), "--recipe", "demo",
+                             "--seeds", "5", "6", *NARROW, "--runtime", "local", "--campaign", str(camp),
+                             "--scheduler", "slurm", "--yes"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and not (camp / "shards" / "seed-5" / "state.sqlite").is_file():
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    assert "cancelled" in out and "run the same command again to resume" in out
+    sub = json.loads((camp / "slurm" / "submissions.json").read_text())[0]
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        states = {squeue_state(f"{sub['array_job']}_{i}") for i in (0, 1)} | \
+                 {squeue_state(str(sub[k])) for k in ("merge_job", "verify_job")}
+        if states == {"CANCELLED"}:
+            break
+        time.sleep(1)
+    assert states == {"CANCELLED"}
+    st = json.loads(trace_tui("status", "--campaign", str(camp), "--json").stdout)
+    assert not st["complete"] and {s["slurm_state"] for s in st["shards"]} == {"CANCELLED"}
