@@ -236,3 +236,18 @@ def test_a_campaign_path_that_is_a_file_is_bad_input(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == f"trace-tui: error: --campaign {where}: not a directory (give a directory; a new " \
         "one starts a campaign)"
+
+
+def test_a_shard_whose_database_has_no_tables_yet_is_starting(tmp_path):
+    """The moment a node's runner has created state.sqlite but not its tables (was an internal error)."""
+    import sqlite3
+
+    from trace_tui.engine.cluster import cluster_status, prepare_parent
+
+    resolved = resolve_recipe("demo", seeds=[1, 2])
+    plan = plan_shards(resolved)
+    prepare_parent(tmp_path, resolved, plan)
+    (tmp_path / plan.shards[0].dir).mkdir(parents=True)
+    sqlite3.connect(tmp_path / plan.shards[0].dir / "state.sqlite").close()
+    st = cluster_status(tmp_path)
+    assert [s["campaign_state"] for s in st["shards"]] == ["starting", "not started"]

@@ -208,6 +208,7 @@ def test_ctrl_c_cancels_the_campaigns_jobs_and_leaves_it_resumable(cluster, tmp_
         deadline = time.time() + 300
         while time.time() < deadline and not (camp / "shards" / "seed-5" / "state.sqlite").is_file():
             time.sleep(0.5)
+        time.sleep(3)  # the watch has seen the tasks running
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -78,7 +79,11 @@ def shard_progress(parent: Path, shard: Shard, *, now: float | None = None) -> d
     if not (where / "state.sqlite").is_file():
         return {"campaign_state": "not started", "complete": False, "rows_done": 0, "rows_total": 0,
                 "rate": None, "eta_s": None, "slices": [], "failures": [], "last_run_state": None}
-    st = campaign_status(where, now=now)
+    try:
+        st = campaign_status(where, now=now)
+    except sqlite3.OperationalError:  # the node's runner has created the database but not its tables yet
+        return {"campaign_state": "starting", "complete": False, "rows_done": 0, "rows_total": 0,
+                "rate": None, "eta_s": None, "slices": [], "failures": [], "last_run_state": None}
     rates = [x["rate"] for x in st["slices"] if x["rate"]]
     rate = sum(rates) if rates else None
     left = st["rows_total"] - st["rows_done"]
