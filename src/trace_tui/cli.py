@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report", "the release page's tables, recomputed from results.json"),
     "status": ("status", "where a campaign stands: steps, slices, rows, scores, ETA (read-only)"),
     "store": ("store", "the local store of models, datasets and release files: fetch, import, list, verify"),
+    "merge": ("merge", "merge the shards of a Slurm campaign into its parent view (after every shard is complete)"),
 }
 
 
@@ -52,6 +53,22 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-file", metavar="FILE", help="also write JSON log lines to FILE")
 
 
+def add_scheduler(parser: argparse.ArgumentParser) -> None:
+    """--scheduler slurm and its options: the campaign split into shards, one Slurm array task each."""
+    g = parser.add_argument_group("running on a cluster (Slurm)")
+    g.add_argument("--scheduler", choices=("none", "slurm"), default="none",
+                   help="slurm: split the campaign into shards and submit them as a job array")
+    g.add_argument("--shard-by", choices=("model-seed", "model", "seed"), default=None,
+                   help="how to split (default: model-seed for full, model for validation, seed for demo)")
+    g.add_argument("--partition", metavar="P", help="Slurm partition")
+    g.add_argument("--account", metavar="A", help="Slurm account")
+    g.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per shard's node (--gres=gpu:N)")
+    g.add_argument("--time", metavar="T", help="time limit per shard (Slurm format, e.g. 2-00:00:00)")
+    g.add_argument("--max-parallel", type=int, metavar="K", help="at most K shards at once (array throttle %%K)")
+    g.add_argument("--dry-run", action="store_true", help="write the batch scripts and print the sbatch commands")
+    g.add_argument("--no-wait", action="store_true", help="submit and return instead of following the jobs")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="trace-tui",
@@ -70,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--local-model", action="append", metavar="ID=PATH[@REV]", default=None,
                      help="also evaluate your own checkpoint (recipe full); repeatable")
     add_recipe_selection(parser)
+    add_scheduler(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_line) in COMMANDS.items():
         p = sub.add_parser(name, help=help_line, description=help_line)

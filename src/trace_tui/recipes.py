@@ -695,6 +695,9 @@ def resolve_recipe(recipe: Recipe | str, *, models: list[str] | None = None, see
         avail_seeds = [s for s in suite_seeds if s in set(sel.seeds)]
     if sel.suite == "demo" and not sel.seeds:
         avail_seeds = suite_seeds
+    if sel.suite == "demo" and seeds:
+        # The demo's tasks are synthetic and every row is seeded per request: any seed is a valid demo run.
+        avail_seeds = list(dict.fromkeys(seeds))
     chosen_seeds = _narrow("seeds", recipe, avail_seeds, seeds)
 
     # benchmarks

@@ -32,6 +32,10 @@ def run_recipe(args: argparse.Namespace) -> int:
         own = import_local_models(args.local_model, store_dir(home(args.home)))
     resolved = resolve_recipe(recipe, models=args.models, seeds=args.seeds, benchmarks=args.benchmarks,
                               local_models=own)
+    if getattr(args, "scheduler", "none") == "slurm":
+        from trace_tui.engine.cluster import submit_campaign
+
+        return submit_campaign(args, resolved)
     if not args.yes and sys.stdin.isatty() and sys.stdout.isatty():
         try:
             from trace_tui.tui.app import run_tui

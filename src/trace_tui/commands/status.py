@@ -16,20 +16,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trace_tui.engine.cluster import cluster_status, is_sharded, render_cluster_status
     from trace_tui.engine.status import campaign_status, render_status
     from trace_tui.errors import UsageError
 
+    # a Slurm campaign: its shards plus squeue/sacct
+    status_of, render = ((cluster_status, render_cluster_status) if is_sharded(args.campaign)
+                         else (campaign_status, render_status))
     if args.watch is not None and args.watch <= 0:
         raise UsageError(f"--watch {args.watch}: give a positive number of seconds")
     try:
         while True:
-            st = campaign_status(args.campaign)
+            st = status_of(args.campaign)
             if args.json:
                 sys.stdout.write(json.dumps(st, sort_keys=True) + "\n")
             else:
                 if args.watch is not None and sys.stdout.isatty():
                     sys.stdout.write("\x1b[2J\x1b[H")
-                sys.stdout.write(render_status(st) + "\n")
+                sys.stdout.write(render(st) + "\n")
             sys.stdout.flush()
             if args.watch is None or st["complete"] or (not st["running"] and st["last_run_state"] is not None
                                                         and args.fail_if_incomplete):

@@ -85,8 +85,10 @@ def run_headless(args: argparse.Namespace, resolved: Any) -> int:
     if problems:
         raise RequirementsError(f"recipe {resolved.recipe.name} cannot run here: " + "; ".join(problems))
     path = campaign_path(args, resolved)
+    from trace_tui.engine.cluster import check_not_sharded
     from trace_tui.engine.recovery import check_campaign_dir
 
+    check_not_sharded(path)
     check_campaign_dir(path)  # before anything (the log file) is written into it
     fmt = getattr(args, "log_format", "console") or "console"
     logs.configure(fmt, log_file=Path(args.log_file) if getattr(args, "log_file", None) else path / "runner.log")

@@ -153,6 +153,28 @@ def _slices(campaign: Path, data: dict[str, Any], rel: str) -> tuple[list[Any], 
     return slices, problems
 
 
+def _sharded_slices(campaign: Path) -> tuple[dict[str, Any], list[Any], list[str]]:
+    """A Slurm campaign: every shard's recorded slices, each checked as in a single-node campaign."""
+    from trace_tui.engine.shard_files import MERGED_FILE, read_plan
+
+    plan = read_plan(campaign)
+    if not (campaign / MERGED_FILE).is_file():
+        raise CheckFailed(f"{campaign}: the shards are not merged yet",
+                          hint="wait for the campaign's merge job, or run `trace-tui merge --campaign DIR`")
+    try:
+        resolved = json.loads((campaign / "recipe.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CheckFailed(f"{campaign / 'recipe.json'}: unreadable ({exc})") from None
+    slices: list[Any] = []
+    problems: list[str] = []
+    for shard in plan.shards:
+        _, data, rel = recorded_scores(campaign / shard.dir)
+        got, bad = _slices(campaign / shard.dir, data, rel)
+        slices += got
+        problems += [f"{shard.dir}/{p}" for p in bad]
+    return resolved, slices, problems
+
+
 def release_dir_for(release_dir: str | Path | None, home: str | None = None) -> Path | None:
     """--release-dir when given, else the release files in the store (eval-setup fetches them), else None."""
     if release_dir:
@@ -187,8 +209,12 @@ def campaign_report(campaign_dir: str | Path, release_dir: Path | None, *, lock:
     campaign = Path(campaign_dir).expanduser()
     if not campaign.is_dir():
         raise UsageError(f"--campaign {campaign_dir}: no such directory")
-    resolved, data, rel = recorded_scores(campaign)
-    slices, problems = _slices(campaign, data, rel)
+    if (campaign / "shards.json").is_file() and not (campaign / "state.sqlite").is_file():
+        resolved, slices, problems = _sharded_slices(campaign)
+        data: dict[str, Any] = {}
+    else:
+        resolved, data, rel = recorded_scores(campaign)
+        slices, problems = _slices(campaign, data, rel)
     rep = reproduction(slices, lock, release_dir)
     if problems:
         verdict = f"{len(problems)} score file(s) do not match their records; the comparison below is not trustworthy"

@@ -205,6 +205,8 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
     root = Path(campaign_dir).resolve()
     if not root.is_dir():
         raise UsageError(f"--campaign {campaign_dir}: no such directory")
+    if (root / "shards.json").is_file() and not (root / "state.sqlite").is_file():
+        return verify_sharded(root, lock=lock, published=published, published_source=published_source)
     meta, steps, jobs, subs = read_snapshot(root)
     res = CampaignVerification(campaign=str(root), recipe=meta.get("recipe"), run_tag=meta.get("run_tag"),
                                published_source=published_source)
@@ -363,6 +365,44 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
     return res
 
 
+def verify_sharded(root: Path, *, lock: Any = None,
+                   published: dict[tuple[str, int | None, str], tuple[float, float]] | None = None,
+                   published_source: str | None = None) -> CampaignVerification:
+    """A Slurm campaign: merged, its shards covering the recipe's slices once each, and every shard
+    verified with the same checks as a single-node campaign (subjects name the shard)."""
+    from trace_tui.engine.shard_files import MERGED_FILE, read_plan
+    from trace_tui.engine.shards import coverage_problems
+
+    plan = read_plan(root)
+    res = CampaignVerification(campaign=str(root), recipe=plan.recipe, run_tag=plan.run_tag,
+                               published_source=published_source)
+    add = res.checks.append
+    try:
+        resolved = json.loads((root / "recipe.json").read_text(encoding="utf-8"))
+        want = sorted(f"{s['model']}/{s['seed']}/{s['benchmark']}" for s in resolved.get("slices", []))
+    except (OSError, ValueError) as exc:
+        add(Check(id="complete", status="failed", subject="recipe.json", message=f"unreadable: {exc}"))
+        return res
+    problems = coverage_problems(plan)
+    if want != sorted(plan.slices):
+        problems.append("the shard plan's slices are not the recipe's")
+    for p in problems:
+        add(Check(id="complete", status="failed", subject="shards.json", message=p))
+    if not (root / MERGED_FILE).is_file():
+        add(Check(id="complete", status="failed", subject=MERGED_FILE,
+                  message="the shards were never merged (run `trace-tui merge --campaign DIR` once all are complete)"))
+    for shard in plan.shards:
+        where = root / shard.dir
+        if not (where / "state.sqlite").is_file():
+            add(Check(id="complete", status="failed", subject=shard.dir, message="shard never ran"))
+            continue
+        sub = verify_campaign(where, lock=lock, published=published, published_source=published_source)
+        for c in sub.checks:
+            add(c.model_copy(update={"subject": f"{shard.dir}: {c.subject}"}))
+        res.comparisons.extend(sub.comparisons)
+    return res
+
+
 def _image_checks(jobs: list[Any], recipe_steps: dict[str, Any], add: Callable[[Check], None]) -> None:
     """Image ids the campaign ran against the image lock of this machine: information only."""
     try:
@@ -487,4 +527,4 @@ def run_cli(args: argparse.Namespace) -> int:
 
 
 __all__ = ["CampaignVerification", "Check", "Comparison", "compare", "load_published", "recomputer_for",
-           "register_score_recomputer", "render", "run_cli", "verify_campaign"]
+           "register_score_recomputer", "render", "run_cli", "verify_campaign", "verify_sharded"]

@@ -1,0 +1,513 @@
+"""A campaign across nodes on Slurm: shards submitted as a job array, merged when all are complete.
+
+Layout inside the parent campaign directory::
+
+    shards.json                the shard plan (trace_tui.engine.shards.ShardPlan)
+    recipe.json                the parent's resolved recipe (all slices)
+    shards/ID/                 one campaign per shard (its own state.sqlite, outputs, receipts)
+    slurm/shards.sbatch        the job array: task i runs shard i with the same engine, headless
+    slurm/merge.sbatch         after every task: `trace-tui merge` (and the summary tables, where the recipe has them)
+    slurm/verify.sbatch        after the merge: `trace-tui verify --campaign PARENT`
+    slurm/submissions.json     every submission: job ids, which shard each array task runs
+    slurm/logs/                Slurm's output files (shard-ARRAYJOB_TASK.log, merge-JOB.log, verify-JOB.log)
+    slurm/tasks/               each job's exit record (written by the batch script; Slurm's accounting may be off)
+    merged.json                the merged view: written by `trace-tui merge` once every shard is complete
+
+Only the submitting host writes the parent's files; each node writes only its shard's
+directory, so no SQLite database is shared between nodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from trace_tui.common.atomic import atomic_write_json
+from trace_tui.engine.shard_files import MERGED_FILE, is_sharded, read_plan  # noqa: F401 - re-exported
+from trace_tui.engine.shards import PLAN_FILE, Shard, ShardPlan, coverage_problems, plan_shards, shard_arguments
+from trace_tui.errors import CheckFailed, ExitCode, UsageError
+from trace_tui.runtime import slurm
+
+SLURM_DIR = "slurm"
+SUBMISSIONS = f"{SLURM_DIR}/submissions.json"
+ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "STAGE_OUT",
+          "SIGNALING", "REQUEUE_HOLD", "REQUEUE_FED"}
+POLL_S = 5.0
+
+
+def read_submissions(parent: Path) -> list[dict[str, Any]]:
+    try:
+        return list(json.loads((parent / SUBMISSIONS).read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        return []
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, data)
+
+
+# --------------------------------------------------------------------------- shard progress (read-only)
+
+
+def shard_progress(parent: Path, shard: Shard, *, now: float | None = None) -> dict[str, Any]:
+    """A shard campaign's own state: not started, incomplete or complete; rows, rate and ETA."""
+    from trace_tui.engine.status import campaign_status
+
+    where = parent / shard.dir
+    if not (where / "state.sqlite").is_file():
+        return {"campaign_state": "not started", "complete": False, "rows_done": 0, "rows_total": 0,
+                "rate": None, "eta_s": None, "slices": [], "failures": [], "last_run_state": None}
+    try:
+        st = campaign_status(where, now=now)
+    except sqlite3.OperationalError:  # the node's runner has created the database but not its tables yet
+        return {"campaign_state": "starting", "complete": False, "rows_done": 0, "rows_total": 0,
+                "rate": None, "eta_s": None, "slices": [], "failures": [], "last_run_state": None}
+    rates = [x["rate"] for x in st["slices"] if x["rate"]]
+    rate = sum(rates) if rates else None
+    left = st["rows_total"] - st["rows_done"]
+    failures = [m for s in st["steps"] for m in s.get("failures", [])]
+    state = "complete" if st["complete"] else ("running" if st["running"] else
+                                               (st["last_run_state"] or "incomplete"))
+    return {"campaign_state": state, "complete": st["complete"], "rows_done": st["rows_done"],
+            "rows_total": st["rows_total"], "rate": rate, "eta_s": left / rate if rate and left > 0 else None,
+            "slices": st["slices"], "failures": failures, "last_run_state": st["last_run_state"]}
+
+
+def _task_record(parent: Path, key: str) -> dict[str, Any] | None:
+    try:
+        return dict(json.loads((parent / SLURM_DIR / "tasks" / f"{key}.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
+
+
+def _state_from_record(rec: dict[str, Any] | None) -> slurm.TaskState | None:
+    if rec is None:
+        return None
+    rc = int(rec.get("exit_code", 1))
+    state = "COMPLETED" if rc == 0 else ("CANCELLED" if rc in (ExitCode.INTERRUPTED, 143) else "FAILED")
+    return slurm.TaskState(job_id=str(rec.get("job_id", "")), state=state, node=str(rec.get("node", "")),
+                           exit_code=f"{rc}:0")
+
+
+def slurm_states(parent: Path, subs: list[dict[str, Any]]) -> dict[str, slurm.TaskState]:
+    """Every job and array task of the campaign's submissions: squeue (live and recent), then sacct, then the
+    exit records the batch scripts wrote (for clusters without accounting)."""
+    ids = [str(s[k]) for s in subs for k in ("array_job", "merge_job", "verify_job") if s.get(k)]
+    if not ids:
+        return {}
+    out = slurm.accounting(ids)
+    out.update(slurm.queue(ids))
+    for s in subs:
+        keys = [f"{s['array_job']}_{i}" for i in s.get("tasks", {})] + \
+               [str(s[k]) for k in ("merge_job", "verify_job") if s.get(k)]
+        for key in keys:
+            rec = _state_from_record(_task_record(parent, key))
+            if rec is None:
+                continue
+            have = out.get(key)
+            if have is None or (have.state not in slurm.TERMINAL and have.state not in ACTIVE):
+                out[key] = rec
+            elif not have.exit_code:  # squeue knows the state but not the exit status
+                out[key] = dataclasses.replace(have, exit_code=rec.exit_code, node=have.node or rec.node)
+    return out
+
+
+def _latest_task(subs: list[dict[str, Any]], shard: Shard) -> tuple[dict[str, Any], str] | None:
+    for s in reversed(subs):
+        if str(shard.index) in s.get("tasks", {}):
+            return s, f"{s['array_job']}_{shard.index}"
+    return None
+
+
+def cluster_status(parent: Path | str, *, now: float | None = None, query: bool = True) -> dict[str, Any]:
+    """The whole campaign from the shard directories plus squeue/sacct (read-only)."""
+    parent = Path(parent).resolve()
+    plan = read_plan(parent)
+    subs = read_submissions(parent)
+    states = slurm_states(parent, subs) if (query and subs) else {}
+    shards = []
+    slices = []
+    for shard in plan.shards:
+        prog = shard_progress(parent, shard, now=now)
+        latest = _latest_task(subs, shard)
+        st = states.get(latest[1]) if latest else None
+        log = str(parent / SLURM_DIR / "logs" / f"shard-{latest[1]}.log") if latest else None
+        shards.append({"index": shard.index, "id": shard.id, "dir": str(parent / shard.dir),
+                       "slurm_job": latest[1] if latest else None,
+                       "slurm_state": st.state if st else ("NOT SUBMITTED" if not latest else "UNKNOWN"),
+                       "reason": st.reason if st else "", "node": st.node if st else "",
+                       "exit_code": st.exit_code if st else "", "log": log,
+                       **{k: v for k, v in prog.items() if k != "slices"}})
+        slices += [{**x, "shard": shard.id} for x in prog["slices"]]
+    finishing = []
+    last = subs[-1] if subs else {}
+    for kind in ("merge", "verify"):
+        jid = last.get(f"{kind}_job")
+        if jid:
+            st = states.get(str(jid))
+            finishing.append({"kind": kind, "job_id": str(jid), "slurm_state": st.state if st else "UNKNOWN",
+                              "reason": st.reason if st else "", "exit_code": st.exit_code if st else "",
+                              "log": str(parent / SLURM_DIR / "logs" / f"{kind}-{jid}.log")})
+    merged = (parent / MERGED_FILE).is_file()
+    complete = all(s["complete"] for s in shards) and merged
+    rates = [s["rate"] for s in shards if s["rate"]]
+    rows_done, rows_total = sum(s["rows_done"] for s in shards), sum(s["rows_total"] for s in shards)
+    rate = sum(rates) if rates else None
+    return {"campaign": str(parent), "recipe": plan.recipe, "run_tag": plan.run_tag, "scheduler": "slurm",
+            "shard_by": plan.shard_by, "running": any(s["slurm_state"] in ACTIVE for s in shards),
+            "complete": complete, "merged": merged, "last_run_state": None,
+            "shards_total": len(shards), "shards_completed": sum(1 for s in shards if s["complete"]),
+            "rows_done": rows_done, "rows_total": rows_total, "rate": rate,
+            "eta_s": (rows_total - rows_done) / rate if rate and rows_total > rows_done else None,
+            "shards": shards, "finishing": finishing, "slices": slices,
+            "slices_total": len(slices), "slices_completed": sum(1 for x in slices if x["state"] == "completed")}
+
+
+def render_cluster_status(st: dict[str, Any]) -> str:
+    from trace_tui.engine.printer import fmt_duration
+
+    lines = [f"campaign {st['campaign']}",
+             f"recipe {st['recipe']}  run tag {st['run_tag']}  Slurm, {st['shards_total']} shards by {st['shard_by']}"
+             f"  {'COMPLETE' if st['complete'] else 'incomplete'}  shards {st['shards_completed']}/"
+             f"{st['shards_total']}  rows {st['rows_done']}/{st['rows_total']}"
+             + (f"  ETA {fmt_duration(st['eta_s'])}" if st["eta_s"] is not None else ""), ""]
+    lines.append(f"{'shard':<28} {'slurm':<14} {'where / why':<20} {'campaign':<12} {'rows':>15} {'rows/s':>7} "
+                 f"{'ETA':>7}  log")
+    for s in st["shards"]:
+        where = s["node"] if s["slurm_state"] == "RUNNING" else (s["reason"] or s["node"])
+        rate = f"{s['rate']:.1f}" if s["rate"] else "-"
+        eta = fmt_duration(s["eta_s"]) if s["eta_s"] is not None else "-"
+        lines.append(f"{s['id']:<28} {s['slurm_state']:<14} {where[:20]:<20} {s['campaign_state']:<12} "
+                     f"{s['rows_done']:>7}/{s['rows_total']:<7} {rate:>7} {eta:>7}  {s['log'] or '-'}")
+    for f in st["finishing"]:
+        lines.append(f"{f['kind']:<28} {f['slurm_state']:<14} {f['reason'][:20]:<20} {'':<12} {'':>15} {'':>7} "
+                     f"{'':>7}  {f['log']}")
+    for s in st["shards"]:
+        for msg in s["failures"]:
+            lines.append(f"failed: {s['id']}: {msg}")
+    if st["merged"]:
+        lines.append(f"merged: trace-tui verify --campaign {st['campaign']}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- merge
+
+
+def merge_campaign(parent: Path | str) -> dict[str, Any]:
+    """Check that every shard is complete and covers its slices, then write the parent's merged view."""
+    from trace_tui.engine.campaign import read_snapshot
+
+    parent = Path(parent).resolve()
+    plan = read_plan(parent)
+    problems = coverage_problems(plan)
+    if problems:
+        raise CheckFailed(f"{parent / PLAN_FILE}: {problems[0]}")
+    entries = []
+    for shard in plan.shards:
+        where = parent / shard.dir
+        if not (where / "state.sqlite").is_file():
+            raise CheckFailed(f"shard {shard.id} has not started ({where})",
+                              hint="run the same `--scheduler slurm` command again to resubmit it")
+        meta, _steps, jobs, subs = read_snapshot(where)
+        unfinished = [j for j in jobs if j.state != "completed"] + [x for x in subs if x.state != "completed"]
+        if not jobs or unfinished:
+            what = f"{unfinished[0].step} {unfinished[0].slice} is {unfinished[0].state}" if unfinished else "no jobs"
+            raise CheckFailed(f"shard {shard.id} is not complete ({what})",
+                              hint="run the same `--scheduler slurm` command again to finish it")
+        try:
+            resolved = json.loads((where / "recipe.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CheckFailed(f"{where / 'recipe.json'}: unreadable ({exc})") from None
+        got = sorted(f"{x['model']}/{x['seed']}/{x['benchmark']}" for x in resolved.get("slices", []))
+        if got != sorted(shard.slices):
+            raise CheckFailed(f"shard {shard.id} ran other slices than its plan ({len(got)} vs {len(shard.slices)})",
+                              hint=f"remove {where} and run the same command again")
+        scores = {f"{j.step} {j.slice}": j.score for j in jobs if j.score is not None}
+        scores.update({f"{x.step} {x.slice}": x.score for x in subs if x.score is not None})
+        entries.append({"id": shard.id, "dir": shard.dir, "run_tag": meta.get("run_tag"), "slices": shard.slices,
+                        "jobs": len(jobs), "receipts": sum(1 for j in jobs if j.receipt), "scores": scores})
+    merged = {"schema": "trace-tui-merged-v1", "recipe": plan.recipe, "run_tag": plan.run_tag,
+              "config_sha256": plan.config_sha256, "merged_at": time.time(), "shards": entries}
+    _write_json(parent / MERGED_FILE, merged)
+    return merged
+
+
+# --------------------------------------------------------------------------- submission
+
+
+def _trace_tui_argv() -> list[str]:
+    # The same interpreter (and so the same installed trace-tui) on every node: the venv on a shared path.
+    return [sys.executable, "-m", "trace_tui"]
+
+
+def _common_args(args: Any) -> list[str]:
+    out = []
+    if getattr(args, "home", None):
+        out += ["--home", str(Path(args.home).expanduser().resolve())]
+    return out
+
+
+def shard_command(args: Any, plan: ShardPlan, shard: Shard, parent: Path) -> list[str]:
+    argv = [*_trace_tui_argv(), *_common_args(args), *shard_arguments(plan, shard),
+            "--campaign", str(parent / shard.dir), "--yes", "--log-format", "json"]
+    if getattr(args, "runtime", None):
+        argv += ["--runtime", args.runtime]
+    if getattr(args, "offline", False):
+        argv.append("--offline")
+    for spec in getattr(args, "local_model", None) or []:
+        argv += ["--local-model", spec]
+    return argv
+
+
+def finishing_commands(args: Any, resolved: Any, parent: Path) -> tuple[list[list[str]], list[list[str]]]:
+    """(merge job commands, verify job commands): merge, then the summary tables where the recipe has a report step."""
+    base = [*_trace_tui_argv(), *_common_args(args)]
+    merge = [[*base, "merge", "--campaign", str(parent)]]
+    if any(list(s.run[:2]) == ["trace_tui", "report"] for s in resolved.recipe.steps):
+        merge.append([*base, "report", "--campaign", str(parent), "--format", "markdown"])
+    return merge, [[*base, "verify", "--campaign", str(parent)]]
+
+
+def write_scripts(args: Any, resolved: Any, plan: ShardPlan, parent: Path, opts: slurm.BatchOptions,
+                  max_parallel: int | None) -> dict[str, Path]:
+    d = parent / SLURM_DIR
+    (d / "logs").mkdir(parents=True, exist_ok=True)
+    (d / "tasks").mkdir(parents=True, exist_ok=True)
+    name = plan.run_tag[:40]
+    commands = {s.index: shard_command(args, plan, s, parent) for s in plan.shards}
+    scripts = {
+        "shards": slurm.array_script(name=f"{name}-shards", log=str(d / "logs" / "shard-%A_%a.log"), opts=opts,
+                                     array=slurm.array_spec([s.index for s in plan.shards], max_parallel),
+                                     commands=commands,
+                                     record=str(d / "tasks") + "/${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}.json"),
+    }
+    merge_cmds, verify_cmds = finishing_commands(args, resolved, parent)
+    host_opts = slurm.BatchOptions(partition=opts.partition, account=opts.account, time=opts.time)
+    scripts["merge"] = slurm.single_script(name=f"{name}-merge", log=str(d / "logs" / "merge-%j.log"),
+                                           opts=host_opts, commands=merge_cmds,
+                                           record=str(d / "tasks") + "/${SLURM_JOB_ID}.json")
+    scripts["verify"] = slurm.single_script(name=f"{name}-verify", log=str(d / "logs" / "verify-%j.log"),
+                                            opts=host_opts, commands=verify_cmds,
+                                            record=str(d / "tasks") + "/${SLURM_JOB_ID}.json")
+    paths = {}
+    for kind, text in scripts.items():
+        p = d / f"{kind}.sbatch"
+        p.write_text(text, encoding="utf-8")
+        p.chmod(0o755)
+        paths[kind] = p
+    return paths
+
+
+def prepare_parent(parent: Path, resolved: Any, plan: ShardPlan) -> None:
+    """The parent's plan and recipe; refuses a directory that holds a single-node campaign or another plan."""
+    if (parent / "state.sqlite").is_file():
+        raise UsageError(f"{parent} holds a single-node campaign; a Slurm campaign needs its own directory",
+                         hint="give --campaign DIR a new directory")
+    if (parent / PLAN_FILE).is_file():
+        old = read_plan(parent)
+        if (old.config_sha256, old.shard_by, [s.id for s in old.shards]) != \
+                (plan.config_sha256, plan.shard_by, [s.id for s in plan.shards]):
+            raise UsageError(f"{parent} was split differently (by {old.shard_by}, {len(old.shards)} shards)",
+                             hint=f"use --shard-by {old.shard_by} and the same selection, or a new --campaign DIR")
+    parent.mkdir(parents=True, exist_ok=True)
+    _write_json(parent / PLAN_FILE, plan.model_dump(mode="json", by_alias=True))
+    _write_json(parent / "recipe.json", resolved.model_dump(mode="json"))
+
+
+def _dependency(array_job: str | None, tasks: list[int], still_running: list[str]) -> str | None:
+    # afterok on named array tasks (JOB_TASK), so a task that failed in an earlier submission and is
+    # resubmitted now does not hold the merge forever. None: every shard is complete, the merge can start.
+    deps = ([f"{array_job}_{i}" for i in tasks] if array_job else []) + still_running
+    return "afterok:" + ":".join(deps) if deps else None
+
+
+def plan_submission(parent: Path, plan: ShardPlan) -> tuple[list[Shard], list[str], list[str]]:
+    """(shards to submit now, array tasks still queued or running, finishing jobs still waiting)."""
+    subs = read_submissions(parent)
+    states = slurm_states(parent, subs)
+    active_tasks, to_run = [], []
+    for shard in plan.shards:
+        latest = _latest_task(subs, shard)
+        st = states.get(latest[1]) if latest else None
+        if st is not None and st.state in ACTIVE:
+            active_tasks.append(latest[1])  # never resubmit a queued or running shard
+        elif not shard_progress(parent, shard)["complete"]:
+            to_run.append(shard)
+    waiting = [str(s[k]) for s in subs for k in ("merge_job", "verify_job")
+               if s.get(k) and (st := states.get(str(s[k]))) is not None and st.state in ACTIVE]
+    return to_run, active_tasks, waiting
+
+
+def submit_campaign(args: Any, resolved: Any) -> int:
+    from trace_tui.engine.headless import campaign_path
+
+    if getattr(args, "max_parallel", None) is not None and args.max_parallel < 1:
+        raise UsageError(f"--max-parallel {args.max_parallel}: give a positive number of array tasks")
+    if getattr(args, "gpus_per_node", None) is not None and args.gpus_per_node < 0:
+        raise UsageError(f"--gpus-per-node {args.gpus_per_node}: give 0 or more")
+    plan = plan_shards(resolved, getattr(args, "shard_by", None),
+                       narrowed_benchmarks=bool(getattr(args, "benchmarks", None)))
+    dry = bool(getattr(args, "dry_run", False))
+    if not dry:
+        slurm.require_sbatch()
+    parent = campaign_path(args, resolved)
+    gpus = args.gpus_per_node if getattr(args, "gpus_per_node", None) is not None else _default_gpus(resolved)
+    opts = slurm.BatchOptions(partition=getattr(args, "partition", None), account=getattr(args, "account", None),
+                              gpus_per_node=gpus, time=getattr(args, "time", None))
+    prepare_parent(parent, resolved, plan)
+    scripts = write_scripts(args, resolved, plan, parent, opts, getattr(args, "max_parallel", None))
+    out = sys.stdout
+    if dry:
+        out.write(f"campaign {parent}: {len(plan.shards)} shards by {plan.shard_by}; scripts in {parent / SLURM_DIR}\n"
+                  "submit them with:\n")
+        out.write(f"  ARRAY=$({shlex.join(slurm.sbatch_argv(scripts['shards']))})\n")
+        out.write(f"  MERGE=$({shlex.join(slurm.sbatch_argv(scripts['merge']))[:-len(str(scripts['merge']))]}"
+                  f"--dependency=afterok:$ARRAY {scripts['merge']})\n")
+        out.write(f"  {shlex.join(slurm.sbatch_argv(scripts['verify']))[:-len(str(scripts['verify']))]}"
+                  f"--dependency=afterok:$MERGE {scripts['verify']}\n")
+        return ExitCode.OK
+
+    if not getattr(args, "yes", False) and sys.stdin.isatty() and not _ask(
+            f"submit {len(plan.shards)} shards of {plan.recipe} ({plan.rows_total} rows) to Slurm? [y/N] "):
+        out.write(f"nothing submitted; the scripts are in {parent / SLURM_DIR}\n")
+        return ExitCode.OK
+    to_run, active, waiting = plan_submission(parent, plan)
+    if not to_run and not active and (parent / MERGED_FILE).is_file():
+        out.write(f"campaign {parent}: all {len(plan.shards)} shards are complete and merged\n"
+                  f"verify: trace-tui verify --campaign {parent}\n")
+        return ExitCode.OK
+    if waiting:  # finishing jobs of an earlier submission that can no longer run as chained
+        slurm.cancel(waiting)
+    record: dict[str, Any] = {"submitted_at": time.time(), "tasks": {}, "array_job": None,
+                              "options": {"partition": opts.partition, "account": opts.account,
+                                          "gpus_per_node": opts.gpus_per_node, "time": opts.time,
+                                          "max_parallel": getattr(args, "max_parallel", None)}}
+    if to_run:
+        spec = slurm.array_spec([s.index for s in to_run], getattr(args, "max_parallel", None))
+        record["array_job"] = slurm.submit(scripts["shards"], array=spec)
+        record["tasks"] = {str(s.index): s.id for s in to_run}
+    record["merge_job"] = slurm.submit(scripts["merge"], dependency=_dependency(
+        record["array_job"], [s.index for s in to_run], active))
+    record["verify_job"] = slurm.submit(scripts["verify"], dependency=f"afterok:{record['merge_job']}")
+    subs = read_submissions(parent) + [record]
+    _write_json(parent / SUBMISSIONS, subs)
+    skipped = len(plan.shards) - len(to_run) - len(active)
+    out.write(f"campaign {parent}: submitted {len(to_run)} of {len(plan.shards)} shards"
+              + (f" as array job {record['array_job']}" if record["array_job"] else "")
+              + (f"; {len(active)} still queued or running" if active else "")
+              + (f"; {skipped} complete" if skipped else "")
+              + f"; merge job {record['merge_job']}, verify job {record['verify_job']}\n")
+    out.flush()
+    if getattr(args, "no_wait", False):
+        out.write(f"watch: trace-tui status --campaign {parent}\n")
+        return ExitCode.OK
+    return watch(parent, record)
+
+
+def _default_gpus(resolved: Any) -> int:
+    """GPUs a node needs for a shard: the most any step of the recipe asks for (0 for CPU recipes)."""
+    from trace_tui.engine.runner import needs_gpus
+
+    need = [int(getattr(s.needs, "gpus", 0) or 0) for s in resolved.recipe.steps if needs_gpus(s)]
+    return max(need, default=0)
+
+
+def campaign_jobs(parent: Path) -> list[str]:
+    """The campaign's Slurm jobs that are queued or running now."""
+    subs = read_submissions(parent)
+    states = slurm_states(parent, subs)
+    jobs = []
+    for s in subs:
+        for key in [f"{s['array_job']}_{i}" for i in s.get("tasks", {})] + \
+                [str(s[k]) for k in ("merge_job", "verify_job") if s.get(k)]:
+            st = states.get(key)
+            if st is not None and st.state in ACTIVE:
+                jobs.append(key)
+    return jobs
+
+
+def _ask(question: str) -> bool:
+    if not sys.stdin.isatty():
+        return True  # no one to ask: Ctrl-C (or SIGINT) means stop, as on one node
+    try:
+        return input(question).strip().lower() in ("y", "yes")
+    except (EOFError, KeyboardInterrupt):
+        return False
+
+
+def watch(parent: Path, record: dict[str, Any], *, poll_s: float | None = None) -> int:
+    """Follow the submission until the verify job ends or a shard fails; Ctrl-C asks, then scancels."""
+    import os
+
+    poll = poll_s if poll_s is not None else float(os.environ.get("TRACE_TUI_SLURM_POLL_S", POLL_S))
+    out = sys.stdout
+    seen: dict[str, str] = {}
+    rows: dict[str, int] = {}
+    printed: dict[str, float] = {}
+    try:
+        while True:
+            st = cluster_status(parent)
+            for s in st["shards"]:
+                line = f"{s['slurm_state']} {s['campaign_state']}"
+                moved = s["rows_done"] != rows.get(s["id"]) and time.time() - printed.get(s["id"], 0.0) >= 30
+                if seen.get(s["id"]) != line or moved:  # a change of state at once, progress every 30 s
+                    seen[s["id"]], rows[s["id"]], printed[s["id"]] = line, s["rows_done"], time.time()
+                    out.write(f"shard {s['id']}: {s['slurm_state'].lower()}"
+                              + (f" on {s['node']}" if s["slurm_state"] == "RUNNING" and s["node"] else "")
+                              + (f" ({s['reason']})" if s["reason"] and s["slurm_state"] == "PENDING" else "")
+                              + f", {s['rows_done']}/{s['rows_total']} rows\n")
+            for f in st["finishing"]:
+                if seen.get(f["kind"]) != f["slurm_state"]:
+                    seen[f["kind"]] = f["slurm_state"]
+                    out.write(f"{f['kind']} job {f['job_id']}: {f['slurm_state'].lower()}\n")
+            out.flush()
+            failed = [s for s in st["shards"] if s["slurm_state"] in slurm.TERMINAL
+                      and s["slurm_state"] != "COMPLETED" and not s["complete"]]
+            fin = {f["kind"]: f for f in st["finishing"]}
+            if failed and not any(s["slurm_state"] in ACTIVE for s in st["shards"]):
+                waiting = [f["job_id"] for f in st["finishing"] if f["slurm_state"] in ACTIVE]
+                slurm.cancel(waiting)  # afterok can never be met: do not leave them pending
+                for s in failed:
+                    out.write(f"failed: shard {s['id']}: Slurm {s['slurm_state']} (exit {s['exit_code'] or '?'}); "
+                              f"log {s['log']}\n")
+                out.write(f"the merge did not run; fix the cause and run the same command again "
+                          f"(campaign {parent})\n")
+                return ExitCode.FAILED
+            for kind in ("merge", "verify"):
+                f = fin.get(kind)
+                if f and f["slurm_state"] in slurm.TERMINAL and f["slurm_state"] != "COMPLETED":
+                    out.write(f"failed: {kind} job {f['job_id']}: Slurm {f['slurm_state']}; log {f['log']}\n")
+                    return ExitCode.FAILED
+            if fin.get("verify", {}).get("slurm_state") == "COMPLETED":
+                out.write(f"campaign {parent}: {len(st['shards'])} shards complete, merged and verified\n"
+                          f"status: trace-tui status --campaign {parent}\nverify: trace-tui verify --campaign "
+                          f"{parent}\n")
+                return ExitCode.OK
+            time.sleep(poll)
+    except KeyboardInterrupt:
+        jobs = campaign_jobs(parent)
+        if jobs and _ask(f"\ncancel this campaign's {len(jobs)} Slurm job(s)? [y/N] "):
+            slurm.cancel(jobs)
+            out.write(f"cancelled {len(jobs)} job(s); the shards keep what they finished: run the same command "
+                      f"again to resume (campaign {parent})\n")
+        else:
+            out.write(f"left running; watch: trace-tui status --campaign {parent}\n")
+        return ExitCode.INTERRUPTED
+
+
+def check_not_sharded(path: Path) -> None:
+    """A single-node run must not write into a Slurm campaign's parent directory."""
+    if is_sharded(path):
+        raise UsageError(f"{path} is a Slurm campaign (it has {PLAN_FILE})",
+                         hint="run it with the same `--scheduler slurm` command, or give --campaign a new directory")
+
+
+__all__ = ["MERGED_FILE", "SLURM_DIR", "check_not_sharded", "cluster_status", "is_sharded", "merge_campaign",
+           "read_plan", "render_cluster_status", "submit_campaign", "watch"]
