@@ -25,6 +25,8 @@ class Upstream(_Frozen):
     branch: str
     commit: str
     paper_branch: str
+    # git tree of rlvr/ at `commit`: how an evaluator source without history (an archive) is verified
+    rlvr_tree: str
 
 
 class PublishedHash(_Frozen):
@@ -71,6 +73,7 @@ class JudgePin(RepoPin):
 class GitPin(_Frozen):
     repository: str
     commit: str
+    tree: str  # the commit's root tree, checked with the commit wherever the source is fetched or unpacked
 
 
 class DatasetFile(_Frozen):
