@@ -63,11 +63,19 @@ class RepoPin(_Frozen):
         return f"{self.repo_id}@{self.revision}"
 
 
+class ServingPin(_Frozen):
+    """vLLM engine settings the release pins for a served model (not vLLM's defaults)."""
+    max_model_len: int
+    gpu_memory_utilization: float
+
+
 class JudgePin(RepoPin):
     evaluator_slug: str
     temperature: float
     thinking: bool
     max_token_retries: list[int]
+    # the release's score queue: --judge-max-model-len 8192, --judge-gpu-memory-utilization 0.90
+    vllm: ServingPin
 
 
 class GitPin(_Frozen):
