@@ -10,6 +10,7 @@ wheelhouse made on the host. The same path works online and offline.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -58,6 +59,12 @@ def wheelhouse_dir(flavor: str) -> Path:
 
 
 def _sha256(path: Path) -> str:
+    st = path.stat()
+    return _sha256_of(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=None)
+def _sha256_of(path: str, _size: int, _mtime_ns: int) -> str:  # the wheelhouse is hashed once, not per lock
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(1 << 22):
