@@ -3,6 +3,11 @@
     python appliance/lock.py lock FLAVOR        # *.in -> *.lock.txt (needs the index)
     python appliance/lock.py wheelhouse FLAVOR  # fill appliance/wheelhouse/FLAVOR from the locks
 
+The gpu flavour is resolved by uv for the images' interpreter (CPython 3.11, manylinux_2_28), with
+the release evaluator's runtime environment (read from EVALUATOR_SOURCE, default ../shared/evaluator)
+in the infer and score locks; pip downloads exactly the locked files, and sdists are built into
+wheels here (the host is the images' Debian bookworm with its CPython 3.11).
+
 Inside `docker build` pip cannot reach an index here (and must not at an
 air-gapped site), so images install with `--no-index --require-hashes` from a
 wheelhouse made on the host. The same path works online and offline.
