@@ -6,7 +6,7 @@ PIP := $(BIN)/pip
 # torch: the CPU wheel (stages extra) resolves from the local constraint where one exists.
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install test bench appliance lock wheelhouse pin push clean base-image
+.PHONY: install test bench appliance lock wheelhouse pin push clean base-image test-gpu-images
 
 $(BIN)/trace-tui: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,12 +26,22 @@ bench: install  ## benchmarks, printing ratios against baselines measured in the
 # FLAVOR=cpu|gpu overrides the detection (gpu when Docker has an NVIDIA runtime).
 FLAVOR ?= $(shell docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q nvidia && echo gpu || echo cpu)
 
+# The release evaluator for the gpu infer/score images: a local bundle (the two archives) or checkout,
+# verified against recipes/release.lock.json; empty = fetched from GitHub at the pinned commits.
+EVALUATOR_SOURCE ?= $(wildcard ../shared/evaluator)
+export EVALUATOR_SOURCE
+
 appliance: install  ## the venv and the three stage images of the detected flavour, plus appliance/images.lock.json
 	$(BIN)/python appliance/lock.py wheelhouse $(FLAVOR)
-	$(BIN)/trace-tui images build --flavor $(FLAVOR)
+	$(BIN)/trace-tui images build --flavor $(FLAVOR) $(if $(EVALUATOR_SOURCE),--evaluator-source $(EVALUATOR_SOURCE))
 
-lock:  ## regenerate the hash-pinned requirement locks of FLAVOR (needs the package index)
+lock: install  ## regenerate the hash-pinned requirement locks of FLAVOR (needs the package index; gpu: uv)
+	$(if $(filter gpu,$(FLAVOR)),$(PIP) install -q uv)
 	$(BIN)/python appliance/lock.py lock $(FLAVOR)
+
+test-gpu-images: install  ## maintainer check (not in CI): build the gpu images here and run the gpu stack on CPU
+	$(MAKE) appliance FLAVOR=gpu
+	TRACE_TUI_GPU_IMAGES=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m gpu_images tests/test_gpu_images.py
 
 wheelhouse:  ## download exactly what the locks of FLAVOR pin into appliance/wheelhouse/FLAVOR
 	$(BIN)/python appliance/lock.py wheelhouse $(FLAVOR)

@@ -3,6 +3,11 @@
     python appliance/lock.py lock FLAVOR        # *.in -> *.lock.txt (needs the index)
     python appliance/lock.py wheelhouse FLAVOR  # fill appliance/wheelhouse/FLAVOR from the locks
 
+The gpu flavour is resolved by uv for the images' interpreter (CPython 3.11, manylinux_2_28), with
+the release evaluator's runtime environment (read from EVALUATOR_SOURCE, default ../shared/evaluator)
+in the infer and score locks; pip downloads exactly the locked files, and sdists are built into
+wheels here (the host is the images' Debian bookworm with its CPython 3.11).
+
 Inside `docker build` pip cannot reach an index here (and must not at an
 air-gapped site), so images install with `--no-index --require-hashes` from a
 wheelhouse made on the host. The same path works online and offline.
@@ -10,7 +15,9 @@ wheelhouse made on the host. The same path works online and offline.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -21,14 +28,35 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REQ = HERE / "requirements"
 IMAGES = ("train", "infer", "score")
-# Wheels for the image's interpreter, not the host's: the gpu flavour runs CPython 3.10 on the CUDA base.
-TARGET = {
-    "cpu": [],
-    "gpu": ["--python-version", "3.10", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
-            "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64"],
-}
+# The cpu images run the local Debian base's CPython (the host's interpreter on this machine).
+TARGET = {"cpu": []}
+# The gpu images run Debian bookworm's CPython 3.11 too (torch 2.8.0 ships cp311 wheels; vLLM 0.10.2
+# is abi3): locks and downloads are for that interpreter and manylinux_2_28 (bookworm has glibc 2.36).
+# pip matches --platform tags exactly, so every manylinux tag a wheel may carry is listed.
+GPU_PYTHON = "3.11"
+GPU_UV_TARGET = ["--python-version", GPU_PYTHON, "--python-platform", "x86_64-manylinux_2_28"]
+GPU_PIP_TARGET = ["--python-version", GPU_PYTHON, "--implementation", "cp", "--abi", "cp311", "--abi", "abi3",
+                  "--abi", "none",
+                  *(x for tag in ("manylinux_2_28", "manylinux_2_27", "manylinux_2_26", "manylinux_2_24",
+                                  "manylinux_2_17", "manylinux2014", "manylinux2010", "manylinux1", "linux")
+                    for x in ("--platform", f"{tag}_x86_64")), "--platform", "any"]
+# The release evaluator (maveryn/trace rlvr/ at the release commit): its runtime environment is
+# requirements-runtime.txt = ../requirements-cu128.txt + requirements.txt + openpyxl + requests.
+# The release installs requirements.txt with --no-deps into .work/eval_deps, ahead of the base
+# environment on PYTHONPATH (its antlr4 4.11.1 cannot share one environment with omegaconf's 4.9),
+# and the images do the same: eval-deps-gpu.lock.txt.
+EVALUATOR_ARCHIVE = "trace-rlvr-af32fe0.tar.gz"
+# Left out of every gpu lock: flash-attn ships no wheels (its sdist compiles CUDA kernels for an
+# hour against a CUDA toolkit, and needs a GPU toolchain this build does not have); vLLM serves
+# with its own bundled attention kernels and TRL/transformers fall back to SDPA.
+LEFT_OUT = {"flash-attn": "2.8.3: no wheel on the index; its sdist builds CUDA kernels against a full CUDA "
+                          "toolkit (hours, not reproducible here); vLLM uses its bundled kernels, training uses SDPA"}
+DOWNLOADERS = 6
+# A fixed zip timestamp: a wheel built here from an sdist is a function of the sdist alone.
+SOURCE_DATE_EPOCH = "315532800"
 # Wheel and sdist file names: name-version(-...).whl / name-version.tar.gz
 _DIST = re.compile(r"^(?P<name>[A-Za-z0-9_.]+?)-(?P<version>[^-]+?)(-|\.tar\.gz$|\.zip$)")
+_LOCAL_VERSION = re.compile(r"^(?P<pin>[A-Za-z0-9_.\[\],-]+==[^+\s]+)\+cu\d+")
 
 
 def wheelhouse_dir(flavor: str) -> Path:
@@ -36,6 +64,12 @@ def wheelhouse_dir(flavor: str) -> Path:
 
 
 def _sha256(path: Path) -> str:
+    st = path.stat()
+    return _sha256_of(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=None)
+def _sha256_of(path: str, _size: int, _mtime_ns: int) -> str:  # the wheelhouse is hashed once, not per lock
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(1 << 22):
@@ -80,7 +114,231 @@ def wheelhouse(flavor: str) -> None:
     print(f"wheelhouse: {house} ({sum(1 for _ in house.iterdir())} files)")
 
 
+
+# ---------------------------------------------------------------- gpu flavour (uv resolves, pip downloads)
+
+GPU_LOCKS = ("common", "train", "infer", "score", "eval-deps")
+
+
+def evaluator_requirements(source: Path) -> dict[str, str]:
+    """The release evaluator's requirement files, read from the evaluator source (the rlvr archive or a
+    checkout with rlvr/): {path under rlvr/: text}."""
+    import tarfile
+
+    wanted = ("rlvr/requirements-cu128.txt", "rlvr/evaluation/requirements.txt",
+              "rlvr/evaluation/requirements-runtime.txt")
+    if (source / "rlvr").is_dir():
+        return {w: (source / w).read_text(encoding="utf-8") for w in wanted}
+    archive = source / EVALUATOR_ARCHIVE if source.is_dir() else source
+    if not archive.is_file():
+        raise SystemExit(f"lock: no evaluator source at {source} (expected {EVALUATOR_ARCHIVE} or a checkout with "
+                         "rlvr/); set EVALUATOR_SOURCE=DIR")
+    with tarfile.open(archive) as tar:
+        return {w: tar.extractfile(w).read().decode() for w in wanted}
+
+
+def _pins(text: str) -> list[str]:
+    return [ln.split("#", 1)[0].strip() for ln in text.splitlines() if ln.split("#", 1)[0].strip()]
+
+
+def release_runtime_inputs(reqs: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(the base environment's pins, the eval_deps pins) from requirements-runtime.txt and what it includes.
+
+    Local version labels (+cu128) are dropped: PyPI's torch 2.8.0 / torchvision 0.23.0 are the CUDA 12.8
+    builds the release pins from the PyTorch index (the images check torch.version.cuda == "12.8").
+    """
+    base: list[str] = []
+    for line in _pins(reqs["rlvr/evaluation/requirements-runtime.txt"]):
+        if line == "-r ../requirements-cu128.txt":
+            for pin in _pins(reqs["rlvr/requirements-cu128.txt"]):
+                if pin.startswith("--extra-index-url"):
+                    continue
+                pin = _LOCAL_VERSION.sub(lambda m: m["pin"], pin)
+                if _norm(re.split(r"[=<>\[]", pin, 1)[0]) not in LEFT_OUT:
+                    base.append(pin)
+        elif line == "-r requirements.txt":
+            continue
+        elif line.startswith("-"):
+            raise SystemExit(f"lock: requirements-runtime.txt has an option this lock does not understand: {line}")
+        else:
+            base.append(line)
+    return base, _pins(reqs["rlvr/evaluation/requirements.txt"])
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _uv_compile(source: Path, *, no_deps: bool = False) -> dict[str, tuple[str, list[str]]]:
+    """{normalized name: (version, every hash the index lists for it)} for the gpu images' interpreter."""
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if uv is None:
+        raise SystemExit("lock: uv is missing; `.venv/bin/pip install uv`")
+    done = subprocess.run([uv, "pip", "compile", "-q", *GPU_UV_TARGET, "--generate-hashes", "--no-annotate",
+                           "--no-header", *(["--no-deps"] if no_deps else []), str(source)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"lock: uv could not resolve {source.name}:\n{done.stderr.strip()}")
+    out: dict[str, tuple[str, list[str]]] = {}
+    for block in re.split(r"\n(?=\S)", done.stdout.replace("\\\n", " ")):
+        if not block.strip():
+            continue
+        head, *hashes = block.split()
+        name, version = head.split("==")
+        out[_norm(name.split("[")[0])] = (version, [h.split(":", 1)[1] for h in hashes if h.startswith("--hash=")])
+    return out
+
+
+def _system_certs() -> list[str]:
+    """The system's CA bundle where it has one (a site's TLS proxy is trusted there, not in certifi)."""
+    bundle = Path("/etc/ssl/certs/ca-certificates.crt")
+    return ["--cert", str(bundle)] if bundle.exists() else []
+
+
+def _fill_house(house: Path, entries: dict[str, tuple[str, list[str]]]) -> dict[str, list[Path]]:
+    """Download each pinned distribution (by hash) for the image's interpreter, build wheels from the
+    sdists among them on this host (bookworm's CPython 3.11, like the images), and return
+    {name: [the files installed from: wheel(s); for a built one also its sdist]}."""
+    house.mkdir(parents=True, exist_ok=True)
+    # A few pip processes side by side: most of the time goes to per-package round trips, not bandwidth.
+    # Only the index itself (no site-wide find-links or extra indexes): the files must be the index's.
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+    todo = sorted(entries.items())
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = []
+        for i in range(DOWNLOADERS):
+            req = Path(tmp) / f"req{i}.txt"
+            req.write_text("".join(f"{n}=={v} " + " ".join(f"--hash=sha256:{h}" for h in hs) + "\n"
+                                   for n, (v, hs) in todo[i::DOWNLOADERS]))
+            procs.append(subprocess.Popen([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                                           *_system_certs(), *GPU_PIP_TARGET,
+                                           "--require-hashes", "-d", str(house), "-r", str(req)], env=env))
+        if any(p.wait() != 0 for p in procs):
+            raise SystemExit("lock: pip download failed (see above)")
+    by_hash = {h: n for n, (_v, hs) in entries.items() for h in hs}
+    files: dict[str, list[Path]] = {}
+    for f in sorted(house.iterdir()):
+        name = by_hash.get(_sha256(f)) if f.is_file() else None
+        if name is not None:
+            files.setdefault(name, []).append(f)
+    missing = sorted(set(entries) - set(files))
+    if missing:
+        raise SystemExit(f"lock: nothing was downloaded for {', '.join(missing)}")
+    for name, got in files.items():
+        if any(f.name.endswith(".whl") for f in got):
+            continue
+        sdist = got[0]
+        with tempfile.TemporaryDirectory() as built:
+            subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", built, str(sdist)],
+                           check=True, env={**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH})
+            new = sorted(Path(built).glob("*.whl"))
+            if len(new) != 1:
+                raise SystemExit(f"lock: building a wheel from {sdist.name} produced {len(new)} wheels")
+            wheel = shutil.move(str(new[0]), house / new[0].name)
+        files[name] = [Path(wheel), sdist]
+    return files
+
+
+def lock_gpu(evaluator_source: Path) -> None:
+    import time
+
+    started = time.monotonic()
+    house = wheelhouse_dir("gpu")
+    base_pins, eval_pins = release_runtime_inputs(evaluator_requirements(evaluator_source))
+    resolved: dict[str, dict[str, tuple[str, list[str]]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        runtime = Path(tmp) / "release-runtime.in"
+        runtime.write_text("\n".join(base_pins) + "\n")
+        for image in IMAGES:
+            source = Path(tmp) / f"{image}-gpu.in"
+            text = (REQ / f"{image}-gpu.in").read_text().replace("-r common-gpu.in", f"-r {REQ / 'common-gpu.in'}")
+            if image != "train":
+                text += f"-r {runtime}\n"
+            source.write_text(text)
+            resolved[image] = _uv_compile(source)
+        evald = Path(tmp) / "eval-deps.in"
+        evald.write_text("\n".join(eval_pins) + "\n")
+        resolved["eval-deps"] = _uv_compile(evald, no_deps=True)
+    # The layer all three images share: what every stage lock pins at the same version.
+    resolved["common"] = {n: e for n, e in resolved["train"].items()
+                          if all(resolved[i].get(n, ("",))[0] == e[0] for i in IMAGES)}
+    resolved_s = time.monotonic() - started
+    files: dict[tuple[str, str], list[Path]] = {}
+    for version_group in _disjoint(resolved):
+        for n, fs in _fill_house(house, version_group).items():
+            files[(n, version_group[n][0])] = fs
+    for image in GPU_LOCKS:
+        _write_gpu_lock(image, resolved[image], files, evaluator_source, resolved_s)
+    print(f"lock: gpu resolved in {resolved_s:.0f} s; locks and wheelhouse in {time.monotonic() - started:.0f} s; "
+          f"wheelhouse {sum(f.stat().st_size for f in house.rglob('*') if f.is_file()) / 1e9:.2f} GB")
+
+
+def _disjoint(resolved: dict[str, dict[str, tuple[str, list[str]]]]) -> list[dict[str, tuple[str, list[str]]]]:
+    """The pins of all locks as requirement sets pip accepts (one version of a name per set)."""
+    groups: list[dict[str, tuple[str, list[str]]]] = []
+    for image in GPU_LOCKS:
+        for n, e in resolved[image].items():
+            for g in groups:
+                if n not in g or g[n][0] == e[0]:
+                    g[n] = e
+                    break
+            else:
+                groups.append({n: e})
+    return groups
+
+
+def _write_gpu_lock(image: str, entries: dict[str, tuple[str, list[str]]], files: dict[tuple[str, str], list[Path]],
+                    evaluator_source: Path, resolved_s: float) -> None:
+    how = ("pip install --no-index --find-links WHEELHOUSE --require-hashes --no-deps "
+           "--target rlvr/evaluation/.work/eval_deps -r THIS" if image == "eval-deps" else
+           "pip install --no-index --find-links WHEELHOUSE --require-hashes -r THIS")
+    built = sorted(n for (n, v), fs in files.items() if n in entries and entries[n][0] == v and len(fs) > 1)
+    lines = [
+        f"# generated by `make lock FLAVOR=gpu` from {image}-gpu.in"
+        + (" and the release evaluator's requirements-runtime.txt" if image in ("infer", "score") else "")
+        + (" (the evaluator's rlvr/evaluation/requirements.txt)" if image == "eval-deps" else "")
+        + ("; what train, infer and score all pin alike" if image == "common" else "") + "; do not edit",
+        f"# for the images' CPython {GPU_PYTHON} (Debian bookworm's) on manylinux_2_28 x86_64, resolved by uv;"
+        " torch 2.8.0 from PyPI is the CUDA 12.8 build",
+        f"# install: {how}",
+        *(f"# left out: {n}=={why}" for n, why in LEFT_OUT.items() if image in ("infer", "score")),
+        *([f"# built on the host from sdists into the wheelhouse (SOURCE_DATE_EPOCH={SOURCE_DATE_EPOCH}): "
+           + ", ".join(built)] if built else []),
+    ]
+    for n, (v, _hs) in sorted(entries.items()):
+        fs = files[(n, v)]
+        lines.append(f"{n}=={v} " + " ".join(f"--hash=sha256:{_sha256(f)}" for f in fs))
+    (REQ / f"{image}-gpu.lock.txt").write_text("\n".join(lines) + "\n")
+    print(f"lock: wrote {image}-gpu.lock.txt ({len(entries)} packages)")
+
+
+def wheelhouse_gpu() -> None:
+    """Download exactly what the gpu locks pin (by hash) and rebuild the sdist-built wheels, checking that
+    each rebuilt wheel has the hash the lock records."""
+    house = wheelhouse_dir("gpu")
+    for image in GPU_LOCKS:
+        path = REQ / f"{image}-gpu.lock.txt"
+        if not path.exists():
+            raise SystemExit(f"wheelhouse: {path} is missing; run `make lock FLAVOR=gpu` on a connected machine")
+        entries = {}
+        for line in _pins(path.read_text()):
+            head, *hashes = line.split()
+            n, v = head.split("==")
+            entries[n] = (v, [h.split(":", 1)[1] for h in hashes])
+        for n, fs in _fill_house(house, entries).items():
+            if _sha256(fs[0]) not in entries[n][1]:
+                raise SystemExit(f"wheelhouse: the wheel built here from {fs[-1].name} has sha256 {_sha256(fs[0])}, "
+                                 f"not the one {path.name} pins; rebuild the locks with `make lock FLAVOR=gpu`")
+    print(f"wheelhouse: {house} ({sum(1 for _ in house.rglob('*.whl'))} wheels)")
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] not in ("lock", "wheelhouse") or sys.argv[2] not in ("cpu", "gpu"):
-        raise SystemExit("usage: lock.py lock|wheelhouse cpu|gpu")
-    {"lock": lock, "wheelhouse": wheelhouse}[sys.argv[1]](sys.argv[2])
+        raise SystemExit("usage: EVALUATOR_SOURCE=DIR lock.py lock|wheelhouse cpu|gpu")
+    if sys.argv[2] == "gpu":
+        if sys.argv[1] == "lock":
+            lock_gpu(Path(os.environ.get("EVALUATOR_SOURCE") or HERE.parent.parent / "shared" / "evaluator"))
+        else:
+            wheelhouse_gpu()
+    else:
+        {"lock": lock, "wheelhouse": wheelhouse}[sys.argv[1]](sys.argv[2])

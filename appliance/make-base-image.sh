@@ -2,9 +2,11 @@
 # Build the local Debian base image when this machine's Docker cannot pull one
 # (no registry reachable). debootstrap fetches Debian packages, which works
 # where registries do not; the result is imported as a plain image.
-#   appliance/make-base-image.sh [IMAGE]   (default trace-tui/debian-base:bookworm)
+#   appliance/make-base-image.sh [IMAGE [EXTRA,PACKAGES]]   (default trace-tui/debian-base:bookworm)
+# The gpu flavour's base adds python3-dev, gcc, libc6-dev and git (appliance/pins.json).
 set -euo pipefail
 image="${1:-trace-tui/debian-base:bookworm}"
+extra="${2:-}"
 if docker image inspect "$image" >/dev/null 2>&1; then
   echo "base image $image present"
   exit 0
@@ -13,7 +15,7 @@ command -v debootstrap >/dev/null || { echo "debootstrap missing: apt-get instal
 rootfs="$(mktemp -d)"
 trap 'rm -rf "$rootfs"' EXIT
 echo "building $image with debootstrap (Docker here cannot pull; about a minute)"
-debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$rootfs" >/dev/null
+debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates${extra:+,$extra} bookworm "$rootfs" >/dev/null
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
 tar -C "$rootfs" -c . | docker import --change 'CMD ["/bin/bash"]' - "$image" >/dev/null
 echo "built $image: $(docker image inspect --format '{{.Id}}' "$image")"

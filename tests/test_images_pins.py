@@ -1,9 +1,10 @@
 """The stage images' committed pins: every input of every flavour is pinned.
 
-The GPU flavour cannot be built here (no CUDA base, no GitHub), so its
-Dockerfiles and locks are checked as text: bases come only from build args set
-from appliance/pins.json, source commits from the release lock, Python
-packages only from exact pins.
+Building the GPU flavour takes several GB and most of an hour, so CI checks it as text (its build
+and run are `make test-gpu-images`): bases come only from build args set from appliance/pins.json,
+source commits and trees from the release lock, Python packages only from exact hash pins, the
+gpu locks agree with their .in pins and with the release evaluator's own requirement files
+(read from the evaluator bundle), and no image installs anything from the network.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ REQ = ROOT / "appliance" / "requirements"
 def test_dockerfile_takes_its_base_and_flavour_from_build_args(name):
     text = (ROOT / "containers" / name / "Dockerfile").read_text()
     froms = re.findall(r"^FROM\s+(\S+)", text, flags=re.M)
-    assert froms and all(f in ("${BASE_IMAGE}", "build") for f in froms), froms
+    assert froms and all(f in ("${BASE_IMAGE}", "common", "build") for f in froms), froms
     assert "--require-hashes" in text and "--no-index" in text
     # The final stage carries no wheelhouse and runs unprivileged.
     final = text[text.rindex("FROM ${BASE_IMAGE}"):]
@@ -36,37 +37,57 @@ def test_dockerfile_takes_its_base_and_flavour_from_build_args(name):
 
 
 @pytest.mark.parametrize("name", ["infer", "score"])
-def test_gpu_flavour_fetches_the_evaluator_at_pinned_commits(name):
+def test_gpu_flavour_checks_the_evaluator_against_the_pinned_commit_and_trees(name):
     text = (ROOT / "containers" / name / "Dockerfile").read_text()
-    for arg in ("TRACE_COMMIT", "VLMEVALKIT_COMMIT"):
+    for arg in ("TRACE_COMMIT", "RLVR_TREE", "VLMEVALKIT_COMMIT", "VLMEVALKIT_TREE"):
         assert f"ARG {arg}" in text
-    assert 'test "$(git -C "$1" rev-parse HEAD)" = "$3"' in text  # the checkout is the pinned commit
+    assert 'test "$tree" = "$RLVR_TREE"' in text
+    assert 'test "$(git -C external/VLMEvalKit rev-parse HEAD)" = "$VLMEVALKIT_COMMIT"' in text
+    assert 'test "$(git -C external/VLMEvalKit rev-parse \'HEAD^{tree}\')" = "$VLMEVALKIT_TREE"' in text
     assert "setup_trace_eval_env.sh --verify-only" in text
-    assert "requirements-runtime.txt" in text
+    assert "--target rlvr/evaluation/.work/eval_deps -r /locks/eval-deps-${FLAVOR}.lock.txt" in text
+
+
+@pytest.mark.parametrize("name", images.IMAGE_NAMES)
+def test_no_image_installs_anything_from_the_network(name):
+    text = (ROOT / "containers" / name / "Dockerfile").read_text()
+    joined = re.sub(r"\\\n", " ", text)
+    for cmd in re.findall(r"pip install[^;&|]*", joined):
+        assert "--no-index" in cmd, cmd
+        assert "--require-hashes" in cmd or "/dist/trace_tui-" in cmd, cmd  # the project wheel: --no-deps, from dist/
+    for banned in ("apt-get", "git clone", "git fetch", "curl ", "wget ", "http://", "https://", "--extra-index-url"):
+        assert banned not in joined, banned
 
 
 @pytest.mark.parametrize("name", ["infer", "score"])
 def test_gpu_flavour_keeps_what_the_release_launcher_needs_at_run_time(name):
     """run_trace_eval.sh asks git for both checkouts' HEADs and fingerprints them with `git ls-files`
-    (tests/test_release_evaluator.py runs it): the .git folders stay, git is in the final image and trusts
-    the root-owned checkouts while the container runs as the invoking user."""
+    (tests/test_release_evaluator.py runs it): VLMEvalKit's .git stays, rlvr/ is committed into a
+    repository of its own at /opt/trace, git comes with the gpu base (no network install), and the
+    final image trusts the root-owned checkouts while the container runs as the invoking user."""
     text = (ROOT / "containers" / name / "Dockerfile").read_text()
     assert "rm -rf /opt/trace/.git" not in text and "VLMEvalKit/.git;" not in text
+    assert "git -C /opt/trace init" in text and "git -C /opt/trace add -A rlvr" in text
     final = text[text.rindex("FROM ${BASE_IMAGE}"):]
-    assert "install -y --no-install-recommends git" in final and "safe.directory '*'" in final
+    assert "GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0=*" in final
+    assert "git" in images.load_pins()["flavors"]["gpu"]["local_base_packages"]
 
 
 def test_build_args_come_from_the_lock_and_pins():
     pins = images.load_pins()
     assert set(pins["flavors"]) == {"cpu", "gpu"}
-    assert pins["flavors"]["gpu"]["base_image"].startswith("nvidia/cuda:12.8")
+    gpu = pins["flavors"]["gpu"]
+    # The gpu base is debootstrapped everywhere (no CUDA base image): CPython 3.11, headers, gcc, git.
+    assert gpu["base_image"] == gpu["local_base"] and gpu["python"] == "3.11"
+    assert {"python3-dev", "gcc", "git"} <= set(gpu["local_base_packages"])
     lock = release_lock()
     src = (ROOT / "src" / "trace_tui" / "images.py").read_text()
     assert "rel.upstream.commit" in src and "rel.vlmevalkit.commit" in src
     # No commit or digest is typed into the Dockerfiles themselves.
     for name in images.IMAGE_NAMES:
         text = (ROOT / "containers" / name / "Dockerfile").read_text()
-        assert lock.upstream.commit not in text and lock.vlmevalkit.commit not in text
+        for pinned in (lock.upstream.commit, lock.upstream.rlvr_tree, lock.vlmevalkit.commit, lock.vlmevalkit.tree):
+            assert pinned not in text
         assert not re.search(r"sha256:[0-9a-f]{64}", text)
 
 
@@ -131,3 +152,88 @@ def test_the_syntax_check_catches_a_broken_dockerfile(tmp_path):
     bad = tmp_path / "Dockerfile"
     bad.write_text((ROOT / "containers" / "infer" / "Dockerfile").read_text().replace("COPY --from=app", "COPPY --from=app"))
     assert "unknown instruction" in _docker_parse(bad, tmp_path).lower()
+
+
+@pytest.fixture(scope="module")
+def evaluator_source_dir() -> Path:
+    """The release evaluator bundle (EVALUATOR_SOURCE, default ../shared/evaluator): input, never copied here."""
+    import os
+
+    path = Path(os.environ.get("EVALUATOR_SOURCE") or ROOT.parent / "shared" / "evaluator").resolve()
+    assert list(path.glob("trace-rlvr-*.tar.gz")), f"EVALUATOR_SOURCE={path} holds no trace-rlvr-*.tar.gz"
+    return path
+
+
+def _lock_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("appliance_lock", ROOT / "appliance" / "lock.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _gpu_lock(name: str) -> dict[str, str]:
+    pins = {}
+    for line in (REQ / f"{name}-gpu.lock.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            assert re.fullmatch(r"[a-z0-9.\-]+==\S+( --hash=sha256:[0-9a-f]{64})+", line), line
+            head = line.split()[0]
+            pins[head.split("==")[0]] = head.split("==")[1]
+    return pins
+
+
+def _exact(lines: list[str]) -> dict[str, str]:
+    mod = _lock_module()
+    out = {}
+    for line in lines:
+        if line.startswith("-"):
+            continue
+        name, version = line.split("==")
+        out[mod._norm(name.split("[")[0])] = version
+    return out
+
+
+@pytest.mark.parametrize("name", ["common", *images.IMAGE_NAMES])
+def test_gpu_locks_hash_pin_every_package_and_agree_with_their_in_pins(name):
+    pins = _gpu_lock(name)
+    common_in = _exact([ln for ln in (REQ / "common-gpu.in").read_text().splitlines()
+                        if ln.strip() and not ln.startswith("#")])
+    own_in = _exact([ln for ln in (REQ / f"{name}-gpu.in").read_text().splitlines()
+                     if ln.strip() and not ln.startswith(("#", "-r"))]) if name != "common" else {}
+    wanted = {**common_in, **own_in} if name != "common" else {}
+    for pkg, version in wanted.items():
+        assert pins.get(pkg) == version, (name, pkg, pins.get(pkg), version)
+    assert "flash-attn" not in pins
+    if name != "common":
+        assert pins["torch"] == "2.8.0" and pins["transformers"] == "4.57.6"
+        # the common layer is exactly what every stage lock pins alike
+        common = _gpu_lock("common")
+        assert all(pins[p] == v for p, v in common.items())
+    if name == "train":
+        assert pins["trl"] == "0.24.0"
+    if name in ("infer", "score"):
+        assert pins["vllm"] == "0.10.2"
+
+
+def test_gpu_locks_carry_the_release_evaluators_whole_environment(evaluator_source_dir):
+    """The evaluator's requirements-runtime.txt (and what it includes), read from the evaluator bundle."""
+    mod = _lock_module()
+    base, eval_deps = mod.release_runtime_inputs(mod.evaluator_requirements(evaluator_source_dir))
+    assert "torch==2.8.0" in base and not any(p.startswith("flash-attn") for p in base)
+    for name in ("infer", "score"):
+        pins = _gpu_lock(name)
+        for pkg, version in _exact(base).items():
+            assert pins.get(pkg) == version, (name, pkg, pins.get(pkg), version)
+        header = (REQ / f"{name}-gpu.lock.txt").read_text().split("\n", 6)
+        assert any(h.startswith("# left out: flash-attn==2.8.3: ") for h in header)
+    assert _gpu_lock("eval-deps") == _exact(eval_deps)
+
+
+def test_a_changed_evaluator_requirement_is_caught(evaluator_source_dir, tmp_path):
+    """The consistency check above is not vacuous: the evaluator's own files drive it."""
+    mod = _lock_module()
+    reqs = mod.evaluator_requirements(evaluator_source_dir)
+    reqs["rlvr/requirements-cu128.txt"] = reqs["rlvr/requirements-cu128.txt"].replace("vllm==0.10.2", "vllm==0.11.0")
+    base, _ = mod.release_runtime_inputs(reqs)
+    assert _exact(base)["vllm"] != _gpu_lock("infer")["vllm"]

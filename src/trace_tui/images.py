@@ -119,20 +119,22 @@ def resolve_base(client: Any, flavor: str, pins: dict[str, Any], say: Callable[[
 
     pin = pins["flavors"][flavor]
     ref = f"{pin['base_image']}@{pin['base_digest']}" if pin.get("base_digest") else pin["base_image"]
+    local = pin.get("local_base")
     try:
         image = client.images.get(ref)
     except ImageNotFound:
         try:
+            if ref == local:  # a base made only with debootstrap (the gpu flavour's, everywhere)
+                raise APIError(f"{ref} is built locally, never pulled")
             say(f"pulling {ref}")
             image = client.images.pull(ref)
         except APIError as exc:
-            local = pin.get("local_base")
             if not local:
                 raise RequirementsError(f"cannot pull the {flavor} base image {ref} ({exc.explanation})",
                                         hint="connect this machine to a registry, or `docker load` the base") from exc
-            say(f"Docker cannot pull {ref} here; building the local base {local} with debootstrap")
+            say(f"building the local base {local} with debootstrap ({ref} cannot be pulled here)")
             script = repo_root() / "appliance" / "make-base-image.sh"
-            subprocess.run([str(script), local], check=True)
+            subprocess.run([str(script), local, ",".join(pin.get("local_base_packages", []))], check=True)
             ref = local
             image = client.images.get(local)
     digests = image.attrs.get("RepoDigests") or []
@@ -158,7 +160,14 @@ def build_wheel(root: Path) -> Path:
 
 
 def build_images(flavor: Flavor, *, names: tuple[str, ...] = IMAGE_NAMES, root: Path | None = None,
-                 client: Any = None, say: Callable[[str], None] = print) -> ImagesLock:
+                 client: Any = None, say: Callable[[str], None] = print,
+                 evaluator_source: Path | None = None) -> ImagesLock:
+    """Build NAMES of FLAVOR. The gpu infer/score images take the release evaluator from
+    EVALUATOR_SOURCE (a local bundle or checkout), or from the network at the pinned commits when None;
+    either is verified against the release lock before and during the build."""
+    import tempfile
+
+    from trace_tui.evaluator_source import stage_evaluator
     from trace_tui.release import release_lock
 
     root = root or repo_root()
@@ -173,40 +182,100 @@ def build_images(flavor: Flavor, *, names: tuple[str, ...] = IMAGE_NAMES, root: 
     rel = release_lock()
     locks_dir = root / "appliance" / "requirements"
     images: dict[str, LockedImage] = {}
-    for name in names:
-        lock_files = [locks_dir / f"common-{flavor}.lock.txt", locks_dir / f"{name}-{flavor}.lock.txt"]
-        for f in lock_files:
-            if not f.exists():
-                raise RequirementsError(f"{f} is missing", hint=f"run `make lock FLAVOR={flavor}` on a connected machine")
-        lock_sha = {f.name: sha256_file(f) for f in lock_files}
-        args = {
-            "BASE_IMAGE": base_ref, "FLAVOR": flavor, "VERSION": __version__,
-            "LOCK_SHA256": hashlib.sha256(json.dumps(lock_sha, sort_keys=True).encode()).hexdigest(),
-            "TRACE_REPOSITORY": f"https://github.com/{rel.upstream.repository}.git",
-            "TRACE_COMMIT": rel.upstream.commit,
-            "VLMEVALKIT_REPOSITORY": f"https://github.com/{rel.vlmevalkit.repository}.git",
-            "VLMEVALKIT_COMMIT": rel.vlmevalkit.commit,
-        }
-        tag = image_tag(name, flavor)
-        say(f"building {tag}")
-        image = _build_one(client, root, name, tag, args, say)
-        images[name] = LockedImage(
-            name=name, tag=tag, id=image.id, repo_digests=image.attrs.get("RepoDigests") or [],
-            base_image=base_ref, base_id=base_id, base_digest=base_digest, build_args=args,
-            requirement_locks=lock_sha, sources=_image_sources(client, image.id, flavor, name))
-        say(f"built {tag} {image.id[:19]}")
+    staging = Path(tempfile.mkdtemp(prefix="trace-tui-evaluator-"))
+    try:
+        sources = {}
+        if flavor == "gpu" and set(names) & set(EVALUATOR_IMAGES):
+            say(f"evaluator from {evaluator_source or 'the network (pinned commits)'}")
+            sources = stage_evaluator(evaluator_source, rel, staging)
+            say("evaluator verified: rlvr tree {trace[tree]}, VLMEvalKit {vlmevalkit[commit]} tree {vlmevalkit[tree]}"
+                .format(**sources))
+        for name in names:
+            images[name] = _build_image(client, root, name, flavor, locks_dir, rel, staging,
+                                        (base_ref, base_id, base_digest), say)
+    finally:
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
     return ImagesLock(flavor=flavor, version=__version__, images=images)
 
 
-def _build_one(client: Any, root: Path, name: str, tag: str, args: dict[str, str], say: Callable[[str], None]) -> Any:
+# The images that carry the release evaluator (gpu flavour).
+EVALUATOR_IMAGES = ("infer", "score")
+
+
+def _build_image(client: Any, root: Path, name: str, flavor: str, locks_dir: Path, rel: Any, staging: Path,
+                 base: tuple[str, str, str | None], say: Callable[[str], None]) -> LockedImage:
+    base_ref, base_id, base_digest = base
+    lock_files = [locks_dir / f"common-{flavor}.lock.txt", locks_dir / f"{name}-{flavor}.lock.txt"]
+    if flavor == "gpu" and name in EVALUATOR_IMAGES:
+        lock_files.append(locks_dir / f"eval-deps-{flavor}.lock.txt")
+    for f in lock_files:
+        if not f.exists():
+            raise RequirementsError(f"{f} is missing", hint=f"run `make lock FLAVOR={flavor}` on a connected machine")
+    lock_sha = {f.name: sha256_file(f) for f in lock_files}
+    args = {
+        "BASE_IMAGE": base_ref, "FLAVOR": flavor, "VERSION": __version__,
+        "LOCK_SHA256": hashlib.sha256(json.dumps(lock_sha, sort_keys=True).encode()).hexdigest(),
+        "TRACE_REPOSITORY": f"https://github.com/{rel.upstream.repository}.git",
+        "TRACE_COMMIT": rel.upstream.commit,
+        "VLMEVALKIT_REPOSITORY": f"https://github.com/{rel.vlmevalkit.repository}.git",
+        "VLMEVALKIT_COMMIT": rel.vlmevalkit.commit,
+        "VLMEVALKIT_TREE": rel.vlmevalkit.tree,
+        "RLVR_TREE": rel.upstream.rlvr_tree,
+    }
+    tag = image_tag(name, flavor)
+    say(f"building {tag}")
+    image = _build_one(client, root, name, flavor, staging, tag, args)
+    say(f"built {tag} {image.id[:19]}")
+    return LockedImage(
+        name=name, tag=tag, id=image.id, repo_digests=image.attrs.get("RepoDigests") or [],
+        base_image=base_ref, base_id=base_id, base_digest=base_digest, build_args=args,
+        requirement_locks=lock_sha, sources=_image_sources(client, image.id, flavor, name))
+
+
+def write_context(root: Path, name: str, flavor: str, evaluator: Path, out: Any) -> None:
+    """The build context of one image as a tar: its Dockerfile, its flavour's locks and wheelhouse, the
+    project wheel and (gpu infer/score) the verified evaluator sources; nothing else of the checkout."""
+    import tarfile
+
+    def plain(info: tarfile.TarInfo) -> tarfile.TarInfo:  # the same sources give the same context
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        tar.add(root / "containers" / name / "Dockerfile", arcname=f"containers/{name}/Dockerfile", filter=plain)
+        for f in sorted((root / "appliance" / "requirements").glob(f"*-{flavor}.lock.txt")):
+            tar.add(f, arcname=f"appliance/requirements/{f.name}", filter=plain)
+        tar.add(root / "appliance" / "wheelhouse" / flavor, arcname=f"appliance/wheelhouse/{flavor}", filter=plain)
+        for f in sorted((root / "dist").glob("trace_tui-*.whl")):
+            tar.add(f, arcname=f"dist/{f.name}", filter=plain)
+        if flavor == "gpu" and name in EVALUATOR_IMAGES:
+            tar.add(evaluator, arcname="evaluator", filter=plain)
+        else:
+            info = tarfile.TarInfo("evaluator")
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+
+
+def _build_one(client: Any, root: Path, name: str, flavor: str, evaluator: Path, tag: str,
+               args: dict[str, str]) -> Any:
+    import tempfile
+
     from docker.errors import BuildError
 
-    try:
-        image, logs = client.images.build(path=str(root), dockerfile=f"containers/{name}/Dockerfile", tag=tag,
-                                          buildargs=args, rm=True, forcerm=True)
-    except BuildError as exc:
-        tail = [str(c.get("stream", c.get("error", ""))).rstrip() for c in exc.build_log][-8:]
-        raise CheckFailed(f"building {tag} failed: {exc.msg}; last lines: " + " | ".join(t for t in tail if t)) from exc
+    with tempfile.TemporaryFile() as context:
+        write_context(root, name, flavor, evaluator, context)
+        context.seek(0)
+        try:
+            # An hour: the gpu environment's pip steps and the evaluator check can be silent for minutes.
+            image, _logs = client.images.build(fileobj=context, custom_context=True,
+                                               dockerfile=f"containers/{name}/Dockerfile", tag=tag, buildargs=args,
+                                               rm=True, forcerm=True, timeout=3600)
+        except BuildError as exc:
+            tail = [str(c.get("stream", c.get("error", ""))).rstrip() for c in exc.build_log][-8:]
+            raise CheckFailed(f"building {tag} failed: {exc.msg}; last lines: " + " | ".join(t for t in tail if t)) from exc
     return image
 
 

@@ -25,6 +25,8 @@ class Upstream(_Frozen):
     branch: str
     commit: str
     paper_branch: str
+    # git tree of rlvr/ at `commit`: how an evaluator source without history (an archive) is verified
+    rlvr_tree: str
 
 
 class PublishedHash(_Frozen):
@@ -61,16 +63,25 @@ class RepoPin(_Frozen):
         return f"{self.repo_id}@{self.revision}"
 
 
+class ServingPin(_Frozen):
+    """vLLM engine settings the release pins for a served model (not vLLM's defaults)."""
+    max_model_len: int
+    gpu_memory_utilization: float
+
+
 class JudgePin(RepoPin):
     evaluator_slug: str
     temperature: float
     thinking: bool
     max_token_retries: list[int]
+    # the release's score queue: --judge-max-model-len 8192, --judge-gpu-memory-utilization 0.90
+    vllm: ServingPin
 
 
 class GitPin(_Frozen):
     repository: str
     commit: str
+    tree: str  # the commit's root tree, checked with the commit wherever the source is fetched or unpacked
 
 
 class DatasetFile(_Frozen):

@@ -13,6 +13,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--flavor", choices=("cpu", "gpu", "auto"), default="auto",
                    help="gpu when an NVIDIA runtime is present (auto), else cpu")
     b.add_argument("--only", nargs="+", choices=("train", "infer", "score"), help="build only these images")
+    b.add_argument("--evaluator-source", metavar="DIR",
+                   help="gpu: the release evaluator from this local bundle (trace-rlvr-*.tar.gz and "
+                        "vlmevalkit-*.git.tar.gz) or checkout, verified against the release lock; "
+                        "default: fetched from GitHub at the pinned commits")
     s = sub.add_parser("status", help="each stage image against the lock")
     s.add_argument("--json", action="store_true")
     pu = sub.add_parser("push", help="push the locked images to a site registry and record their digests")
@@ -39,7 +43,10 @@ def run(args: argparse.Namespace) -> int:
             flavor = "gpu" if "nvidia" in runtimes else "cpu"
             _say(f"flavour: {flavor} ({'NVIDIA runtime present' if flavor == 'gpu' else 'no NVIDIA runtime'})")
         names = tuple(args.only) if args.only else images.IMAGE_NAMES
-        lock = images.build_images(flavor, names=names, say=_say)
+        from pathlib import Path
+
+        source = Path(args.evaluator_source) if args.evaluator_source else None
+        lock = images.build_images(flavor, names=names, say=_say, evaluator_source=source)
         previous = images.read_images_lock()
         if previous is not None and previous.flavor == flavor and args.only:
             lock = lock.model_copy(update={"images": {**previous.images, **lock.images}})

@@ -83,6 +83,23 @@ def _images_lock() -> dict[str, str]:
     return image_refs(images_lock_path())
 
 
+# GPU containers: the GPU ids the runner plans (nvidia-smi's order, PCI bus order) must be the
+# ids CUDA numbers inside (its default is fastest-first).
+GPU_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+# vLLM's workers and NCCL exchange tensors through /dev/shm; Docker's default 64 MiB fails them
+# ("Bus error", NCCL "unhandled system error"). A private shm of its own size (not --ipc=host:
+# the container shares no IPC namespace with the host); the tmpfs counts against the memory limit.
+GPU_SHM_PER_GPU_GIB = 8
+GPU_SHM_MIN_GIB = 16
+
+
+def gpu_container_settings(gpus: list[int]) -> dict[str, Any]:
+    """Docker settings a container given GPUS needs beyond the devices (pure)."""
+    if not gpus:
+        return {}
+    return {"shm_size": f"{max(GPU_SHM_MIN_GIB, GPU_SHM_PER_GPU_GIB * len(gpus))}g"}
+
+
 def ensure_writable(path: Path, uid: int, gid: int) -> None:
     """Make ``path`` (and what is under it) writable for the container user, when we are root."""
     if os.getuid() != 0:
@@ -290,6 +307,8 @@ class DockerRuntime:
         kwargs.update(confinement(launch.mem_limit or self.mem_limit))
         if launch.gpus:
             kwargs["device_requests"] = [self.gpu_request(list(launch.gpus))]
+            kwargs.update(gpu_container_settings(launch.gpus))
+            kwargs["environment"].update(GPU_ENV)
         image = self.image_name(launch.image)
         kwargs.pop("detach")
         try:

@@ -1,8 +1,11 @@
 """The demo's prepare step (host): a tiny random Qwen2.5-VL and synthetic TRACE-style tasks, into the store.
 
 Nothing is downloaded. The tiny checkpoint (tokenizer, PIL image processor,
-chat template, random weights from a fixed seed) is built locally and imported
-as the unpinned entry ``local:model/<name>`` for each of the recipe's local
+chat template, random weights from a fixed seed) is built locally, given a short
+supervised warm-up on the demo's own tasks (``WARM_UP_STEPS`` steps toward
+``{"answer": ...}`` replies, so that its sampled replies earn varying TRACE rewards
+and the demo's GRPO step has non-zero advantages and gradients to learn from), and
+imported as the unpinned entry ``local:model/<name>`` for each of the recipe's local
 models; the task groups are written as parquet files in the release's columns,
 with the release's system prompt beside them (checked against the lock's
 sha256), and imported as ``local:dataset/demo-tasks``. Both are deterministic,
@@ -35,6 +38,55 @@ from trace_tui.stages.jobs import (
 
 TINY_MODEL_SEED = 0
 TASKS_SEED = 0
+# The warm-up: a random tiny model never ends a reply in a JSON answer object (every reward 0, a GRPO
+# step that learns nothing); this many supervised steps on the demo's rows make its replies often end
+# in {"answer": ...}, mostly with wrong values, so rewards vary honestly. Small images keep it fast.
+WARM_UP_STEPS = 60
+WARM_UP_LR = 3e-3
+WARM_UP_ROWS_PER_GROUP = 4
+WARM_UP_MIN_PIXELS = 56 * 56
+WARM_UP_MAX_PIXELS = 28 * 28 * 64
+
+
+def warm_up_examples(groups: list[str], seed: int = TASKS_SEED) -> list[dict[str, Any]]:
+    """(prompt, target) pairs from the first rows of each demo task group, as train_smoke renders them:
+    the release system prompt, the image in place of ``<image>``, the reply ``{"answer": value}``."""
+    import io
+    import json
+
+    from PIL import Image
+
+    from trace_tui.stages import demo_tasks
+
+    examples = []
+    for group in groups:
+        for row in demo_tasks.build_rows(group, seed=seed)[:WARM_UP_ROWS_PER_GROUP]:
+            examples.append({
+                "messages": [{"role": "system", "content": demo_tasks.RELEASE_SYSTEM_PROMPT},
+                             {"role": "user", "content": [{"type": "image"}, {
+                                 "type": "text", "text": row["prompt_answer"].removeprefix("<image>")}]}],
+                "images": [Image.open(io.BytesIO(im["bytes"])) for im in row["images"]],
+                "target": json.dumps({"answer": json.loads(row["answer_gt"])["value"]}),
+            })
+    return examples
+
+
+def build_demo_model(out_dir: Path, groups: list[str]) -> Path:
+    """The tiny random Qwen2.5-VL after its warm-up (deterministic: fixed seeds, one thread)."""
+    import torch
+
+    from trace_tui.stages.tiny_model import build_tiny_qwen25vl, supervised_warm_up
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: one thread is fastest on shared cores, and reproducible
+    try:
+        with tempfile.TemporaryDirectory(prefix="trace-tui-tiny-raw-") as raw:
+            build_tiny_qwen25vl(Path(raw) / "model", seed=TINY_MODEL_SEED)
+            return supervised_warm_up(Path(raw) / "model", out_dir, warm_up_examples(groups), steps=WARM_UP_STEPS,
+                                      lr=WARM_UP_LR, seed=TINY_MODEL_SEED, min_pixels=WARM_UP_MIN_PIXELS,
+                                      max_pixels=WARM_UP_MAX_PIXELS)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def check_groups(benchmarks: list[dict[str, Any]]) -> list[str]:
@@ -77,13 +129,13 @@ def prepare(job: dict[str, Any]) -> dict[str, Any]:
     for m in models:
         name = model_entry_of(m)
         if not store.has(name):
-            from trace_tui.stages.tiny_model import build_tiny_qwen25vl
-
-            protocol.log(f"building the tiny random Qwen2.5-VL for {m.get('id')} (seed {TINY_MODEL_SEED})")
+            protocol.log(f"building the tiny random Qwen2.5-VL for {m.get('id')} (seed {TINY_MODEL_SEED}) and "
+                         f"warming it up ({WARM_UP_STEPS} supervised steps toward {{\"answer\": ...}} replies)")
             with tempfile.TemporaryDirectory(prefix="trace-tui-tiny-") as tmp:
-                build_tiny_qwen25vl(Path(tmp) / "model", seed=TINY_MODEL_SEED)
+                build_demo_model(Path(tmp) / "model", groups)
                 store.import_local(name, Path(tmp) / "model",
-                                   notes={"built_by": "trace_tui.stages.demo_prepare", "seed": TINY_MODEL_SEED})
+                                   notes={"built_by": "trace_tui.stages.demo_prepare", "seed": TINY_MODEL_SEED,
+                                          "warm_up_steps": WARM_UP_STEPS, "warm_up_lr": WARM_UP_LR})
         else:
             protocol.log(f"{name} already in the store")
         rec = store.record(name)
@@ -110,7 +162,8 @@ def prepare(job: dict[str, Any]) -> dict[str, Any]:
     entries[DEMO_TASKS_ENTRY] = {"sha256set": rec.sha256set, "files": {f.path: f.sha256 for f in rec.files}}
     protocol.progress(phase="prepare", done=total, total=total)
     manifest = {"kind": "demo_prepare", "entries": entries, "groups": groups,
-                "system_prompt_sha256": expected_prompt, "tiny_model_seed": TINY_MODEL_SEED, "tasks_seed": TASKS_SEED}
+                "system_prompt_sha256": expected_prompt, "tiny_model_seed": TINY_MODEL_SEED, "tasks_seed": TASKS_SEED,
+                "warm_up_steps": WARM_UP_STEPS}
     path = out / "prepare.json"
     atomic_write_json(path, manifest)
     protocol.artifact(path, campaign_dir())

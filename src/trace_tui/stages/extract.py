@@ -107,7 +107,13 @@ class JudgeClient:
             return []
         if self.backend is None:
             assert self.model_dir is not None
-            options = {"tensor_parallel_size": self.gpus} if self.backend_name == "vllm" else {}
+            options: dict[str, Any] = {}
+            if self.backend_name == "vllm":  # the engine settings the release served its judge with
+                from trace_tui.release import release_lock
+
+                serving = release_lock().judge.vllm
+                options = {"tensor_parallel_size": self.gpus, "max_model_len": serving.max_model_len,
+                           "gpu_memory_utilization": serving.gpu_memory_utilization}
             self.backend = build_backend(self.backend_name, str(self.model_dir), **options)
         self.calls += len(conversations)
         # Temperature 0 (greedy), thinking off, as the release's judge ran; text only.

@@ -3,8 +3,10 @@
 its campaigns (vLLM 0.10.2, a per-request seed on every request).
 
 vLLM needs CUDA, so this path is not exercised where there is no GPU; it is kept as
-thin as possible: the prompt is rendered with the checkpoint's own chat template
-(the same rendering as the transformers backend) and everything else is vLLM's.
+thin as possible: the prompt is rendered with the checkpoint's own chat template from its
+processor (the same rendering as the transformers backend) and everything else is vLLM's.
+Its calls are checked against the real vLLM 0.10.2 inside the gpu infer image
+(tests/test_gpu_images.py, `make test-gpu-images`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ class VllmBackend:
     name = "vllm"
 
     def __init__(self, model_dir: str, *, dtype: str | None = None, max_model_len: int | None = None,
-                 tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
+                 tensor_parallel_size: int = 1, gpu_memory_utilization: float | None = None,
                  min_pixels: int | None = None, max_pixels: int | None = None, max_images: int = 1) -> None:
         try:
             from vllm import LLM
@@ -27,18 +29,29 @@ class VllmBackend:
 
             raise RequirementsError(f"the vllm backend needs the vllm package ({exc})",
                                     hint="run inside the infer image, or use --backend transformers") from exc
-        from transformers import AutoTokenizer
-
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         import json
         from pathlib import Path
 
+        from transformers import AutoTokenizer
+
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+        # The chat template from the checkpoint's processor for a VL model (as the transformers backend
+        # renders it); a text-only checkpoint (the judge) has only its tokenizer's.
+        self.processor = None
+        if "vision_config" in config:
+            from trace_tui.stages.backends.transformers_backend import load_processor
+
+            self.processor = load_processor(model_dir, min_pixels=min_pixels, max_pixels=max_pixels)
+            self.tokenizer = self.processor.tokenizer
+        else:
+            self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
         kwargs: dict[str, Any] = {"model": model_dir, "dtype": dtype or "bfloat16",
-                                  "tensor_parallel_size": tensor_parallel_size,
-                                  "gpu_memory_utilization": gpu_memory_utilization}
+                                  "tensor_parallel_size": tensor_parallel_size}
+        # Where the release pins them (the judge: the release's score queue), not vLLM's defaults.
+        if gpu_memory_utilization is not None:
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
-        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
         if "vision_config" in config:  # the evaluated VL models; the judge is text only
             kwargs["limit_mm_per_prompt"] = {"image": max_images}
             if min_pixels is not None and max_pixels is not None:
@@ -46,6 +59,13 @@ class VllmBackend:
         self.llm = LLM(**kwargs)
 
     def render(self, request: Request) -> str:
+        """As the transformers backend renders it: an image prompt through the processor's template, a text
+        one (the judge) through the tokenizer's, which takes extra variables such as enable_thinking."""
+        if request.images:
+            if self.processor is None:
+                raise ValueError("a text-only checkpoint cannot take images")
+            return self.processor.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True,
+                                                      **request.template_kwargs)
         return self.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True,
                                                   **request.template_kwargs)
 

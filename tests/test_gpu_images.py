@@ -1,0 +1,130 @@
+"""The gpu stage images, built here and run on this machine's CPU (`make test-gpu-images`; not in CI).
+
+torch's CUDA build runs on a CPU, so the GPU stack the release pins can be resolved, installed,
+imported and run without a GPU: the versions inside each image, the release evaluator's own
+environment check, the vLLM backend's calls against the real vLLM 0.10.2, and the demo recipe
+end to end through the three gpu images. What only a GPU shows (vLLM serving, CUDA kernels,
+NCCL) is out of reach here; see tests/gpu/.
+
+These tests run when TRACE_TUI_GPU_IMAGES=1 (the make target sets it after building the images and
+writing appliance/images.lock.json); otherwise they skip, saying how to run them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trace_tui import images
+from trace_tui.release import release_lock
+
+pytestmark = [pytest.mark.gpu_images, pytest.mark.docker, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[1]
+
+if os.environ.get("TRACE_TUI_GPU_IMAGES") != "1":
+    pytest.skip("the gpu images are exercised by `make test-gpu-images` (builds them; several GB)",
+                allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def gpu_lock() -> images.ImagesLock:
+    lock = images.read_images_lock()
+    assert lock is not None and lock.flavor == "gpu", "run `make appliance FLAVOR=gpu` first"
+    return lock
+
+
+def _run(image_id: str, *cmd: str, volumes: dict | None = None, timeout: int = 900) -> str:
+    client = images.docker_client()
+    container = client.containers.run(image_id, list(cmd), detach=True, network_mode="none",
+                                      user=f"{os.getuid()}:{os.getgid()}", volumes=volumes or {},
+                                      environment={"HOME": "/tmp"})
+    try:
+        status = container.wait(timeout=timeout)
+        logs = container.logs(stdout=True, stderr=True).decode(errors="replace")
+    finally:
+        container.remove(force=True)
+    assert status["StatusCode"] == 0, logs[-3000:]
+    return logs
+
+
+VERSIONS = r"""
+import json, importlib.metadata as md, torch, transformers
+out = {"torch": torch.__version__, "cuda": torch.version.cuda, "transformers": transformers.__version__,
+       "cuda_available": torch.cuda.is_available()}
+for dist in ("vllm", "trl", "xformers"):
+    try:
+        out[dist] = md.version(dist)
+    except md.PackageNotFoundError:
+        pass
+if "vllm" in out:
+    import vllm
+    out["vllm_import"] = vllm.__version__
+if "trl" in out:
+    import trl
+    out["trl_import"] = trl.__version__
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("name", ["train", "infer", "score"])
+def test_the_release_stack_is_inside_each_image(gpu_lock, name):
+    out = json.loads(_run(gpu_lock.images[name].id, "python3", "-c", VERSIONS).strip().splitlines()[-1])
+    assert out["torch"].split("+")[0] == "2.8.0" and out["cuda"] == "12.8", out
+    assert out["transformers"] == "4.57.6"
+    if name == "train":
+        assert out["trl"] == out["trl_import"] == "0.24.0"
+    else:
+        assert out["vllm"] == out["vllm_import"] == "0.10.2", out
+
+
+@pytest.mark.parametrize("name", ["infer", "score"])
+def test_the_release_evaluator_environment_check_passes_inside(gpu_lock, name):
+    rel = release_lock()
+    img = gpu_lock.images[name]
+    assert img.sources == {"trace": {"commit": rel.upstream.commit, "tree": rel.upstream.rlvr_tree},
+                           "vlmevalkit": {"commit": rel.vlmevalkit.commit, "tree": rel.vlmevalkit.tree}}
+    logs = _run(img.id, "bash", "/opt/trace/rlvr/evaluation/scripts/setup_trace_eval_env.sh", "--verify-only")
+    assert "[trace-eval-env:ok]" in logs
+
+
+def test_the_vllm_backend_calls_match_the_real_vllm(gpu_lock, tiny_qwen25vl_dir, tmp_path):
+    """tests/gpu/vllm_api_check.py inside the infer image: the real backend over a real tiny checkpoint,
+    with only vllm.LLM's engine start replaced by a checker (no CUDA here)."""
+    out = _run(gpu_lock.images["infer"].id, "python3", "/checks/vllm_api_check.py", "/model",
+               volumes={str(ROOT / "tests" / "gpu"): {"bind": "/checks", "mode": "ro"},
+                        str(tiny_qwen25vl_dir): {"bind": "/model", "mode": "ro"}})
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["vllm"] == "0.10.2"
+    assert result["problems"] == []
+    assert {"model", "dtype", "tensor_parallel_size", "max_model_len", "gpu_memory_utilization",
+            "limit_mm_per_prompt", "mm_processor_kwargs"} <= set(result["llm_kwargs"])
+    assert result["prompt_keys"] == ["multi_modal_data", "prompt"]
+    assert result["sampling_params"] == ["SamplingParams", "SamplingParams"]
+    assert result["sampling_seed"] == 42
+
+
+def test_the_demo_runs_through_the_gpu_images_and_really_trains(gpu_lock, tmp_path):
+    assert set(gpu_lock.images) == {"train", "infer", "score"}
+    env = {**os.environ, "TRACE_TUI_IMAGES_LOCK": str(images.images_lock_path()),
+           "TRACE_TUI_HOME": str(tmp_path / "home")}
+    campaign = tmp_path / "demo"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "trace_tui", "--recipe", "demo", "--yes", "--runtime", "docker",
+                           "--campaign", str(campaign)], env=env, capture_output=True, text=True, timeout=3600)
+    took = time.monotonic() - started
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+    res = subprocess.run([sys.executable, "-m", "trace_tui", "verify", "--campaign", str(campaign)], env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, (res.stdout[-1500:], res.stderr[-1500:])
+    receipts = [json.loads(p.read_text()) for p in campaign.rglob("run_receipt.json")]
+    assert len(receipts) == 1
+    receipt = receipts[0]
+    assert receipt["grad_norm"] > 0 and receipt["reward_std"] > 0, receipt
+    print(f"\ndemo through the gpu images: {took:.0f} s; reward std {receipt['reward_std']:.4f}, "
+          f"grad norm {receipt['grad_norm']:.4g}")
