@@ -86,13 +86,15 @@ class RunScreen(Screen):
         Binding("r", "resume", "Resume"),
         Binding("v", "verify", "Verify"),
         Binding("l", "focus_log", "Log", show=False),
+        Binding("f", "toggle_log", "Full log"),
         Binding("escape", "back", "Back"),
     ]
 
     def __init__(self, resolved: Any, campaign_dir: Path, skip: frozenset[str] = frozenset(),
                  start: bool = True, model: ProgressModel | None = None, note: str = "",
-                 clock: Callable[[], float] = time.monotonic, watch: bool = False) -> None:
+                 clock: Callable[[], float] = time.monotonic, watch: bool = False, runtime: str = "") -> None:
         super().__init__()
+        self.runtime = runtime
         self.resolved = resolved
         self.campaign_dir = Path(campaign_dir)
         self.skip = skip
@@ -114,14 +116,15 @@ class RunScreen(Screen):
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(f"trace-tui · Run · {self.resolved.recipe.name}", id="run-title", classes="title")
+        yield Static(f"trace-tui · Run · {self.resolved.recipe.name}", id="run-title", classes="title", markup=False)
         with Horizontal(id="run-main"):
             yield StepList(self.model, id="run-steps")
             with Vertical(id="run-right"):
                 yield ProgressGrid(self.model, id="run-grid")
         yield GpuPanel("GPUs: sampling…", id="run-gpus")
-        yield RichLog(id="run-log", max_lines=500, wrap=False, markup=False)
-        yield Static("", id="run-status")
+        # Whole lines: wrapped, never cut; f shows the log full-screen.
+        yield RichLog(id="run-log", max_lines=500, wrap=True, markup=False, highlight=False)
+        yield Static("", id="run-status", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -175,6 +178,7 @@ class RunScreen(Screen):
         return self.outcome == "running"
 
     def start_runner(self) -> None:
+        self.model.stop_rates()  # this run's rates are measured from its own first rows
         self.outcome = "running"
         self._status(f"running · campaign {self.campaign_label}")
         self._run_worker()
@@ -227,6 +231,7 @@ class RunScreen(Screen):
         if outcome == "completed" and "cancelled" in states:
             outcome = "cancelled"
         self.outcome = outcome
+        self.model.stop_rates()  # nothing runs now: no rate or ETA stays on screen
         self.redraw()
         text = {
             "completed": "completed · v: verify the campaign",
@@ -235,6 +240,9 @@ class RunScreen(Screen):
             "error": f"could not run: {message.detail}",
         }[outcome]
         self._status(text)
+        if outcome == "error":
+            # The status line is one line; the log pane shows the reason whole (wrapped).
+            self.query_one("#run-log", RichLog).write(f"could not run: {message.detail}")
         if outcome == "failed":
             # Show the failed step's log: the reason is usually in its last lines.
             failed = [i for i, s in enumerate(self.model.steps.values()) if s.state == "failed"]
@@ -336,6 +344,11 @@ class RunScreen(Screen):
     # -- actions -----------------------------------------------------------------
     def action_filter(self) -> None:
         self.query_one(ProgressGrid).open_filter()
+
+    def action_toggle_log(self) -> None:
+        self.toggle_class("log-full")
+        if self.has_class("log-full"):
+            self.query_one("#run-log", RichLog).focus()
 
     def action_focus_log(self) -> None:
         self.query_one("#run-log", RichLog).focus()

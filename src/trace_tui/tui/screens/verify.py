@@ -13,8 +13,17 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
 from trace_tui.tui.messages import VerifyReady
-from trace_tui.tui.views import VerifyView, verify_view
+from trace_tui.tui.views import VerifyView, campaign_scores_table, verify_view
 from trace_tui.tui.widgets.checklist import Checklist, ResultTable
+
+
+def campaign_events(backends, path: Path) -> list:
+    """The campaign's slice states (scores included), read-only; none when it cannot be read."""
+    try:
+        opened = backends.open_campaign(Path(path))
+    except Exception:  # noqa: BLE001 - the checklist says what is wrong with the campaign
+        return []
+    return list(getattr(opened, "events", None) or [])
 
 
 class VerifyScreen(Screen):
@@ -35,13 +44,15 @@ class VerifyScreen(Screen):
         self.path = path
         self.view: VerifyView | None = None
         self.wide = False
+        self.paths: dict[str, Path | None] = {kind: path}
+        self.checked = 0  # verifications finished on this screen (f5 says it checked again)
 
     def compose(self) -> ComposeResult:
-        yield Static("trace-tui · Verify", id="verify-title", classes="title")
+        yield Static("trace-tui · Verify", id="verify-title", classes="title", markup=False)
         with Horizontal(id="verify-target"):
-            yield Static(self._kind_label(), id="verify-kind")
+            yield Static(self._kind_label(), id="verify-kind", markup=False)
             yield Input(str(self.path) if self.path else "", placeholder="directory (enter: verify)", id="verify-path")
-        yield Static("", id="verify-summary")
+        yield Static("", id="verify-summary", markup=False)
         with TabbedContent(id="verify-tabs"):
             with TabPane("1 Checklist", id="tab-checklist"):
                 yield Checklist(id="verify-checklist", cursor_type="row", zebra_stripes=True)
@@ -66,8 +77,21 @@ class VerifyScreen(Screen):
         return f"{self.kind} (ctrl+t)"
 
     def action_toggle_kind(self) -> None:
+        """Release <-> campaign: each kind keeps its own directory, so f5 never verifies one as the other."""
+        self.paths[self.kind] = self.path
         self.kind = "campaign" if self.kind == "release" else "release"
+        self.path = self.paths.get(self.kind)
+        if self.path is None and self.kind == "release":
+            self.path = self.app.backends.release_dir
         self.query_one("#verify-kind", Static).update(self._kind_label())
+        box = self.query_one("#verify-path", Input)
+        box.value = str(self.path) if self.path else ""
+        self.view = None
+        self.query_one("#verify-summary", Static).update(
+            f"{self.kind}: enter (in the path box) or f5 verifies it" if self.path else f"type a {self.kind} directory")
+        self.query_one(Checklist).clear(columns=True)
+        if self.path is None:
+            box.focus()
 
     def action_run_verify(self) -> None:
         if self.path is None:
@@ -81,7 +105,12 @@ class VerifyScreen(Screen):
         backends = self.app.backends
         try:
             fn = backends.verify_campaign if kind == "campaign" else backends.verify_release
-            view = verify_view(fn(path), target=f"{kind} {path.name}")
+            result = fn(path)
+            extra = []
+            if kind == "campaign":
+                scores = campaign_scores_table(campaign_events(backends, path))
+                extra = [scores] if scores is not None else []
+            view = verify_view(result, target=f"{kind} {path}", extra_tables=extra)
         except Exception as exc:  # noqa: BLE001 - one line on screen
             line = exc.line() if hasattr(exc, "line") else f"{type(exc).__name__}: {exc}"
             self.post_message(VerifyReady(None, error=line))
@@ -94,8 +123,10 @@ class VerifyScreen(Screen):
             summary.update(Text(f"Cannot verify: {message.error}", style="bold red"))
             return
         self.view = view = message.view
+        self.checked += 1
         verdict = Text("VERIFIED" if view.ok else "FAILED", style="bold green" if view.ok else "bold red")
-        summary.update(Text.assemble(verdict, f" · {view.target} · {view.summary}"))
+        again = f" · verified again ({self.checked} checks)" if self.checked > 1 else ""
+        summary.update(Text.assemble(verdict, f" · {view.target} · {view.summary}{again}"))
         self.query_one(Checklist).show(view.checks, wide=self.wide)
         self._fill("#verify-tables", view.tables, "no tables")
         self._fill("#verify-scores", view.comparisons, "no campaign scores (verify a campaign to compare)")
@@ -105,10 +136,10 @@ class VerifyScreen(Screen):
         box = self.query_one(selector, VerticalScroll)
         box.remove_children()
         if not tables:
-            box.mount(Static(empty))
+            box.mount(Static(empty, markup=False))
             return
         for t in tables:
-            box.mount(Static(Text(t.title, style="bold")))
+            box.mount(Static(Text(t.title, style="bold"), markup=False))
             table = ResultTable(cursor_type="row", zebra_stripes=True, classes="result-table")
             box.mount(table)
             table.show(t)
