@@ -14,8 +14,8 @@ import re
 import shlex
 from pathlib import Path
 
-import pytest
 from rich.console import Console
+from test_tui_flows import SIZE, hardware_ready, start_run, text_of, wait_for
 from tui_support import make_backends, selftest_resolved
 
 from trace_tui.cli import build_parser
@@ -29,8 +29,6 @@ from trace_tui.tui.screens.refused import RefusedScreen
 from trace_tui.tui.screens.run import RunScreen
 from trace_tui.tui.screens.steps import StepsScreen
 from trace_tui.tui.screens.verify import VerifyScreen
-
-from test_tui_flows import SIZE, hardware_ready, start_run, text_of, wait_for  # noqa: I001
 
 
 def screen_text(app) -> str:
@@ -286,7 +284,8 @@ def test_image_tag_drift_is_shown() -> None:
 
     drift = ImageStatus(name="infer", status="present", tag="trace-tui/infer:1", locked_id="sha256:" + "a" * 64,
                         found_id="sha256:" + "a" * 64,
-                        message="trace-tui/infer:1 sha256:aaaaaaaaaaaa as locked (the tag now points to sha256:bbbbbbbbbbbb)")
+                        message="trace-tui/infer:1 sha256:aaaaaaaaaaaa as locked "
+                                "(the tag now points to sha256:bbbbbbbbbbbb)")
 
     class Report:
         pass

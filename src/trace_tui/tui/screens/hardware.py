@@ -9,10 +9,10 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
-from trace_tui.tui.widgets.table import LiteralTable
 
 from trace_tui.tui.messages import HardwareReady
 from trace_tui.tui.views import HardwareView, RecipeRow, hardware_view, recipe_row
+from trace_tui.tui.widgets.table import LiteralTable
 
 VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "unknown": "dim"}
 NO_GPU_RECIPES = ("verify", "eval-preview", "demo")

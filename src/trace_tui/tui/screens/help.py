@@ -7,8 +7,8 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Static
-from trace_tui.tui.widgets.table import LiteralTable
 
+from trace_tui.tui.widgets.table import LiteralTable
 
 # What the UI does, as commands (each parses with `trace-tui`'s own parser; NAME and DIR are placeholders).
 SHELL_COMMANDS = (
@@ -63,9 +63,9 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(id="help-box"):
             yield Static(f"Keys — {self.target.title or type(self.target).__name__}", id="help-title", markup=False)
             yield LiteralTable(id="help-table", cursor_type="row", zebra_stripes=True)
-            yield Static("arrows or j/k move · enter chooses · i: details of the row · / filters · ctrl+p commands · "
-                         "esc closes\nThe same from the shell: " + " · ".join(f"`{c}`" for c in SHELL_COMMANDS),
-                         id="help-foot", markup=False)
+            shell = " · ".join(f"`{c}`" for c in SHELL_COMMANDS)
+            yield Static("arrows or j/k move · enter chooses · i: details of the row · / filters · "
+                         f"ctrl+p commands · esc closes\nThe same from the shell: {shell}", id="help-foot", markup=False)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

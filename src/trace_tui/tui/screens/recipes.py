@@ -7,9 +7,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
-from trace_tui.tui.widgets.table import LiteralTable
 
 from trace_tui.tui.screens.hardware import VERDICT_STYLE, recipe_details, recipe_reason
+from trace_tui.tui.widgets.table import LiteralTable
 
 
 class RecipesScreen(Screen):
@@ -17,7 +17,8 @@ class RecipesScreen(Screen):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
 
     def compose(self) -> ComposeResult:
-        yield Static("trace-tui · Recipes (enter: preview, then the steps one at a time)", classes="title", markup=False)
+        yield Static("trace-tui · Recipes (enter: preview, then the steps one at a time)", classes="title",
+                     markup=False)
         yield LiteralTable(id="recipes-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="recipe-detail", markup=False)
         yield Footer()

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import DataTable
-from trace_tui.tui.widgets.table import LiteralTable
 
 from trace_tui.tui.views import CheckRow, TableView
+from trace_tui.tui.widgets.table import LiteralTable
 
 STATUS_STYLE = {"passed": "green", "ok": "green", "failed": "bold red", "absent": "yellow", "skipped": "dim"}
 

@@ -6,9 +6,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Input, Static, Tab, Tabs
-from trace_tui.tui.widgets.table import LiteralTable
 
 from trace_tui.tui.progress import ProgressModel, SliceProgress, format_duration, format_rate
+from trace_tui.tui.widgets.table import LiteralTable
 
 BAR_WIDTH = 6
 
@@ -61,7 +61,8 @@ class ProgressGrid(Vertical):
         cell = self.model.slices.get(self.selected) if self.selected else None
         if cell is None:
             return []
-        rows = [("model", cell.model), ("benchmark", cell.benchmark), ("seed", "—" if cell.seed is None else str(cell.seed)),
+        seed = "—" if cell.seed is None else str(cell.seed)
+        rows = [("model", cell.model), ("benchmark", cell.benchmark), ("seed", seed),
                 ("step", self.model.grid_step or ""), ("state", cell.state), ("rows", f"{cell.done:,}/{cell.total:,}")]
         if cell.phase:
             rows.append(("phase", cell.phase))

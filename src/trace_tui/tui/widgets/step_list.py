@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import DataTable
-from trace_tui.tui.widgets.table import LiteralTable
 
 from trace_tui.tui.progress import ProgressModel
+from trace_tui.tui.widgets.table import LiteralTable
 
 STATE_STYLE = {
     "pending": "dim", "skipped": "dim italic", "running": "bold yellow",
@@ -34,7 +33,9 @@ class StepList(LiteralTable):
         cells = {}
         for step in self.model.steps.values():
             progress = f" {step.done}/{step.total}" if step.total and step.state == "running" else ""
-            label = "already complete" if step.message == "already complete" else STATE_LABEL.get(step.state, step.state)
+            label = STATE_LABEL.get(step.state, step.state)
+            if step.message == "already complete":
+                label = step.message
             cells[step.id] = Text(f"{STATE_MARK.get(step.state, '?')} {label}{progress}",
                                   style=STATE_STYLE.get(step.state, ""))
         sigs = {k: (v.plain, str(v.style)) for k, v in cells.items()}
