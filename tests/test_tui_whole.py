@@ -430,3 +430,46 @@ def test_progress_line_counts_rows_in_done_and_total_alike() -> None:
     last = [line for line in out.getvalue().splitlines() if "| all " in line][-1]
     done, total = map(int, re.search(r"all (\d+)/(\d+) rows", last).groups())
     assert (done, total) == (8, 16), last  # the runner's own summary counts the same way
+
+
+# -- conventions: / filters the verify checklist; the footer shows what applies ----------------
+
+async def test_verify_checklist_filter_and_failures_first(tmp_path: Path, trace_release_dir: Path) -> None:
+    app = TraceTuiApp(make_backends(tmp_path, release_dir=trace_release_dir))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await hardware_ready(pilot, app)
+        app.action_show_verify()
+        await wait_for(pilot, lambda: isinstance(app.screen, VerifyScreen) and app.screen.view is not None,
+                       timeout=60)
+        verify = app.screen
+        checklist = verify.query_one("#verify-checklist")
+        total = checklist.row_count
+        assert total == len(verify.view.checks) > 100
+        order = {"failed": 0, "passed": 1, "absent": 2}
+        statuses = [c.status for c in verify.view.checks]
+        assert statuses == sorted(statuses, key=lambda s: order.get(s, 1))
+        item = verify.view.checks[-1].item
+        await pilot.press("slash")
+        await pilot.press(*item.lower()[:12])
+        await pilot.pause(0.2)
+        assert 0 < checklist.row_count < total
+        assert all(item.lower()[:12] in " ".join(checklist.row_text(i)).lower() for i in range(checklist.row_count))
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert checklist.row_count == total and isinstance(app.screen, VerifyScreen)
+
+
+async def test_run_footer_shows_only_what_applies(tmp_path: Path) -> None:
+    resolved = selftest_resolved(name="tuifooter", rows=100, delay=0.05, host_step=False)
+    app = TraceTuiApp(make_backends(tmp_path, extra_recipes={"tuifooter": resolved}))
+    async with app.run_test(size=(120, 40)) as pilot:
+        run = await start_run(pilot, app, "tuifooter", decisions="y")
+        await wait_for(pilot, lambda: run.model.totals()[0] > 0)
+        await pilot.pause(0.2)
+        footer = screen_text(app).splitlines()[-1]
+        assert "Cancel run" in footer and "Resume" not in footer and "Verify" not in footer, footer
+        run.cancel_runner()
+        await wait_for(pilot, lambda: run.outcome not in (None, "running"))
+        await pilot.pause(0.2)
+        footer = screen_text(app).splitlines()[-1]
+        assert "Cancel run" not in footer and "Resume" in footer and "Verify" in footer, footer

@@ -169,6 +169,7 @@ class RunScreen(Screen):
             self.watching = False
             if self._watch_timer is not None:
                 self._watch_timer.stop()
+            self.refresh_bindings()
             ended = opened.last_state or "stopped"
             self._status(f"the other run has ended ({ended}) · r: resume here · v: verify")
 
@@ -177,9 +178,20 @@ class RunScreen(Screen):
     def running(self) -> bool:
         return self.outcome == "running"
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The footer shows only what applies now: cancel while running; resume and verify when stopped."""
+        if action == "cancel":
+            return self.running
+        if action == "resume":
+            return not self.running and not self.watching
+        if action == "verify":
+            return not self.running
+        return True
+
     def start_runner(self) -> None:
         self.model.stop_rates()  # this run's rates are measured from its own first rows
         self.outcome = "running"
+        self.refresh_bindings()
         self._status(f"running · campaign {self.campaign_label}")
         self._run_worker()
 
@@ -231,6 +243,7 @@ class RunScreen(Screen):
         if outcome == "completed" and "cancelled" in states:
             outcome = "cancelled"
         self.outcome = outcome
+        self.refresh_bindings()
         self.model.stop_rates()  # nothing runs now: no rate or ETA stays on screen
         self.redraw()
         text = {

@@ -33,6 +33,7 @@ class VerifyScreen(Screen):
         Binding("f5", "run_verify", "Re-verify"),
         Binding("w", "toggle_wide", "Full hashes"),
         Binding("ctrl+t", "toggle_kind", "Release/campaign"),
+        Binding("slash", "filter", "Filter"),
         Binding("1", "tab('tab-checklist')", "Checklist", show=False),
         Binding("2", "tab('tab-tables')", "Tables", show=False),
         Binding("3", "tab('tab-scores')", "Scores", show=False),
@@ -45,6 +46,7 @@ class VerifyScreen(Screen):
         self.view: VerifyView | None = None
         self.wide = False
         self.paths: dict[str, Path | None] = {kind: path}
+        self.filter_text = ""
         self.checked = 0  # verifications finished on this screen (f5 says it checked again)
 
     def compose(self) -> ComposeResult:
@@ -55,6 +57,8 @@ class VerifyScreen(Screen):
         yield Static("", id="verify-summary", markup=False)
         with TabbedContent(id="verify-tabs"):
             with TabPane("1 Checklist", id="tab-checklist"):
+                yield Input(placeholder="filter the checklist (status, item, detail; esc clears)", id="verify-filter",
+                            classes="hidden")
                 yield Checklist(id="verify-checklist", cursor_type="row", zebra_stripes=True)
             with TabPane("2 Tables", id="tab-tables"):
                 yield VerticalScroll(id="verify-tables")
@@ -68,7 +72,40 @@ class VerifyScreen(Screen):
         else:
             self.query_one("#verify-path", Input).focus()
 
+    def action_filter(self) -> None:
+        self.action_tab("tab-checklist")
+        box = self.query_one("#verify-filter", Input)
+        box.remove_class("hidden")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "verify-filter":
+            self.filter_text = event.value.strip().lower()
+            self._show_checks()
+
+    def _show_checks(self) -> None:
+        if self.view is None:
+            return
+        wanted = self.filter_text
+        checks = tuple(c for c in self.view.checks
+                       if not wanted or wanted in f"{c.status} {c.item} {c.detail}".lower())
+        self.query_one(Checklist).show(checks, wide=self.wide)
+
+    def on_key(self, event) -> None:
+        box = self.query_one("#verify-filter", Input)
+        if event.key == "escape" and not box.has_class("hidden"):
+            event.stop()
+            event.prevent_default()
+            box.value = ""
+            box.add_class("hidden")
+            self.filter_text = ""
+            self._show_checks()
+            self.query_one(Checklist).focus()
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "verify-filter":
+            self.query_one(Checklist).focus()
+            return
         if event.input.id == "verify-path" and event.value.strip():
             self.path = Path(event.value.strip()).expanduser()
             self.action_run_verify()
@@ -127,7 +164,7 @@ class VerifyScreen(Screen):
         verdict = Text("VERIFIED" if view.ok else "FAILED", style="bold green" if view.ok else "bold red")
         again = f" · verified again ({self.checked} checks)" if self.checked > 1 else ""
         summary.update(Text.assemble(verdict, f" · {view.target} · {view.summary}{again}"))
-        self.query_one(Checklist).show(view.checks, wide=self.wide)
+        self._show_checks()
         self._fill("#verify-tables", view.tables, "no tables")
         self._fill("#verify-scores", view.comparisons, "no campaign scores (verify a campaign to compare)")
         self.query_one(Checklist).focus()
@@ -149,5 +186,4 @@ class VerifyScreen(Screen):
 
     def action_toggle_wide(self) -> None:
         self.wide = not self.wide
-        if self.view is not None:
-            self.query_one(Checklist).show(self.view.checks, wide=self.wide)
+        self._show_checks()

@@ -24,7 +24,7 @@ class LiteralTable(DataTable):
         Binding("k", "cursor_up", "Up", show=False),
         Binding("g", "scroll_top", "First", show=False),
         Binding("G", "scroll_bottom", "Last", show=False),
-        Binding("i", "details", "Details"),
+        Binding("i", "details", "Details", show=False),
     ]
     # row index -> (label, value) pairs for the details view; None: each column's full text
     details: Any = None
