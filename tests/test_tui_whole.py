@@ -473,3 +473,20 @@ async def test_run_footer_shows_only_what_applies(tmp_path: Path) -> None:
         await pilot.pause(0.2)
         footer = screen_text(app).splitlines()[-1]
         assert "Cancel run" not in footer and "Resume" in footer and "Verify" in footer, footer
+
+
+async def test_run_screen_names_the_runtime_and_each_steps_image(tmp_path: Path) -> None:
+    resolved = selftest_resolved(name="tuiruntime", rows=100, delay=0.05, host_step=False)
+    backends = make_backends(tmp_path, extra_recipes={"tuiruntime": resolved})
+    backends.runtime_name = lambda: "local"
+    app = TraceTuiApp(backends)
+    async with app.run_test(size=(120, 40)) as pilot:
+        run = await start_run(pilot, app, "tuiruntime", decisions="y")
+        assert "runtime local" in text_of(app, "#run-title")
+        steps = run.query_one("#run-steps")
+        steps.focus()
+        await pilot.press("i")
+        assert isinstance(app.screen, DetailScreen) and "image: host (no container)" in app.screen.text
+        await pilot.press("escape")
+        run.cancel_runner()
+        await wait_for(pilot, lambda: run.outcome not in (None, "running"))

@@ -65,7 +65,8 @@ class HelpScreen(ModalScreen[None]):
             yield LiteralTable(id="help-table", cursor_type="row", zebra_stripes=True)
             shell = " · ".join(f"`{c}`" for c in SHELL_COMMANDS)
             yield Static("arrows or j/k move · enter chooses · i: details of the row · / filters · "
-                         f"ctrl+p commands · esc closes\nThe same from the shell: {shell}", id="help-foot", markup=False)
+                         f"ctrl+p commands · esc closes\nThe same from the shell: {shell}",
+                         id="help-foot", markup=False)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

@@ -116,7 +116,9 @@ class RunScreen(Screen):
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(f"trace-tui · Run · {self.resolved.recipe.name}", id="run-title", classes="title", markup=False)
+        where = f" · runtime {self.runtime}" if self.runtime else ""
+        yield Static(f"trace-tui · Run · {self.resolved.recipe.name}{where}", id="run-title", classes="title",
+                     markup=False)
         with Horizontal(id="run-main"):
             yield StepList(self.model, id="run-steps")
             with Vertical(id="run-right"):
@@ -128,6 +130,12 @@ class RunScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        # Each step's image as the hardware check found it (id, and whether its tag moved): i on a step shows it.
+        view = getattr(self.app, "hardware_view", None)
+        images = dict(getattr(view, "images", ()) or ())
+        self.query_one(StepList).images = {
+            s.id: f"{s.image}: {images.get(s.image, 'not checked')}" if s.image else "host (no container)"
+            for s in self.resolved.recipe.steps}
         self.set_interval(REDRAW_INTERVAL_S, self.redraw)
         self.set_interval(GPU_INTERVAL_S, self.sample_gpus)
         self.set_interval(LOG_INTERVAL_S, self._poll_log)

@@ -23,6 +23,7 @@ class StepList(LiteralTable):
         super().__init__(cursor_type="row", **kwargs)
         self.model = model
         self._shown: dict[str, tuple] = {}
+        self.images: dict[str, str] = {}  # step id -> its image and the hardware check's word on it
 
     def on_mount(self) -> None:
         self.add_column("step", key="step")
@@ -61,6 +62,8 @@ class StepList(LiteralTable):
             return []
         s = steps[row]
         fields = [("step", s.id), ("title", s.title), ("state", s.state)]
+        if s.id in self.images:
+            fields.append(("image", self.images[s.id]))
         if s.message:
             fields.append(("message", s.message))
         if s.total:
