@@ -22,10 +22,11 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"  # fake_nvml: the machine 
 
 
 def headless(home: Path) -> float:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, "-m", "trace_tui", "--recipe", "demo", "--yes", "--runtime", "local",
                           "--home", str(home)], capture_output=True, text=True, timeout=1800,
-                         env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])))
+                         env=env)
     took = time.monotonic() - t0
     if out.returncode != 0:
         raise RuntimeError(f"headless demo exit {out.returncode}: {out.stderr.strip()[-300:]}")

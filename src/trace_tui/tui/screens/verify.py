@@ -32,7 +32,8 @@ class VerifyScreen(Screen):
         Binding("escape", "app.pop_screen", "Back"),
         Binding("f5", "run_verify", "Re-verify"),
         Binding("w", "toggle_wide", "Full hashes"),
-        Binding("ctrl+t", "toggle_kind", "Release/campaign"),
+        # shown beside the kind ("release (ctrl+t)"), so the footer stays whole at 80 columns
+        Binding("ctrl+t", "toggle_kind", "Release/campaign", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("1", "tab('tab-checklist')", "Checklist", show=False),
         Binding("2", "tab('tab-tables')", "Tables", show=False),
