@@ -1,4 +1,4 @@
-"""Snapshots of every screen at 80x24 and 160x48, on no GPU and on 8x H100.
+"""Snapshots of every screen at 80x24 and 120x40, on no GPU and on 8x H100.
 
 The hardware is injected the way the hardware tests do it (tests/fake_nvml.py
 machines through the real trace_tui.hardware probe); Docker and the free disk
@@ -23,9 +23,10 @@ from trace_tui.tui.screens.run import RunScreen, seed_model
 
 pytestmark = pytest.mark.slow  # ~2 s per snapshot (a full app start each)
 
-SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
+SIZES = {"80x24": (80, 24), "120x40": (120, 40)}
 MACHINES = ("none", "8xh100")
-SCREENS = ("hardware", "recipes", "preview", "steps", "run", "verify", "help")
+SCREENS = ("hardware", "recipes", "preview", "steps", "run", "run-cancelled", "run-done", "verify", "verify-tables",
+           "verify-scores", "help")
 FIXED_RELEASE = Path("/tmp/trace-tui-snapshots/trace-release")
 
 
@@ -65,6 +66,28 @@ def campaign_model(resolved) -> ProgressModel:
     return model
 
 
+def finished_model(resolved, outcome: str) -> ProgressModel:
+    """The same campaign cancelled part-way (rates gone), or done with every slice scored."""
+    model = campaign_model(resolved)
+    gen = next((s.id for s in resolved.recipe.steps if s.per_slice), resolved.recipe.steps[0].id)
+    if outcome == "cancelled":
+        model.apply(StepState(step=gen, state="cancelled"))
+    else:
+        for i, s in enumerate(resolved.slices):
+            total = next(b.rows for b in resolved.benchmarks if b.key == s.benchmark)
+            model.apply(SliceState(step=gen, model=s.model, seed=s.seed, benchmark=s.benchmark, state="completed",
+                                   done=total, total=total, score=40.0 + (i * 7) % 50 + 0.25))
+        for step in resolved.recipe.steps:
+            model.apply(StepState(step=step.id, state="completed"))
+    model.stop_rates()
+    return model
+
+
+NOTES = {"run": "interrupted campaign · r: resume · v: verify",
+         "run-cancelled": "cancelled · containers stopped · campaign is resumable · r: resume",
+         "run-done": "completed · v: verify the campaign"}
+
+
 async def goto(pilot, screen: str, release: Path) -> None:
     app = pilot.app
     await pilot.wait_for_scheduled_animations()
@@ -75,20 +98,24 @@ async def goto(pilot, screen: str, release: Path) -> None:
     if screen == "recipes":
         await pilot.press("r")
     elif screen in ("preview", "steps"):
-        app.open_recipe("validation")
+        app.open_recipe("full")
         for _ in range(400):
             if getattr(app.screen, "resolved", None) is not None:
                 break
             await pilot.pause(0.05)
         if screen == "steps":
             await pilot.press("enter")
-    elif screen == "run":
+    elif screen.startswith("run"):
         resolved = app.backends.resolve_recipe(app.backends.load_recipe("full"))
-        run = RunScreen(resolved, Path("/campaigns") / resolved.run_tag, start=False,
-                        model=campaign_model(resolved), note="interrupted campaign · r: resume · v: verify",
-                        clock=FIXED_CLOCK)
+        model = campaign_model(resolved) if screen == "run" else finished_model(resolved, screen[len("run-"):])
+        run = RunScreen(resolved, Path("/campaigns") / resolved.run_tag, start=False, model=model,
+                        note=NOTES[screen], clock=FIXED_CLOCK, runtime="docker")
         await app.push_screen(run)
-    elif screen in ("verify", "help"):
+        if screen == "run":  # in progress: what a running campaign's screen shows (no runner needed for a picture)
+            run.outcome = "running"
+            run._status(f"running · campaign {run.campaign_label}")
+            run.refresh_bindings()
+    elif screen.startswith("verify") or screen == "help":
         app.show_verify("release", release)
         for _ in range(400):
             if getattr(app.screen, "view", None) is not None:
@@ -96,6 +123,10 @@ async def goto(pilot, screen: str, release: Path) -> None:
             await pilot.pause(0.05)
         if screen == "help":
             await pilot.press("question_mark")
+        elif screen == "verify-tables":
+            await pilot.press("2")
+        elif screen == "verify-scores":
+            await pilot.press("3")
     await pilot.pause(0.3)
 
 

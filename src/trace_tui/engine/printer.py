@@ -44,6 +44,7 @@ class HeadlessPrinter:
         self._last_print = clock()
         self._start: dict[tuple, int] = {}  # job -> rows it had when it started (resume)
         self._gain: dict[tuple, int] = {}  # job -> rows done in this run
+        self._planned: dict[tuple, bool] = {}  # job -> whether its rows are in the planned total
         self._rows_total = 0
         self._rows_base = 0  # rows already done when the run started (complete and partial jobs)
         self._t0 = clock()
@@ -72,7 +73,10 @@ class HeadlessPrinter:
             key = (ev.step, ev.model, ev.seed, ev.benchmark)
             if ev.state in ("running", "resumed"):
                 self._start[key] = ev.done
-            elif ev.state == "completed":
+                # Rows count against the planned totals only (as the run summary does): a job that plans
+                # none (prepare, train) reports rows of its own that are in neither "done" nor "total".
+                self._planned[key] = bool(ev.total)
+            elif ev.state == "completed" and self._planned.get(key, True):
                 self._gain[key] = ev.done - self._start.get(key, ev.done)
             score = f", score {ev.score:.2f}" if ev.score is not None else ""
             rows = f" ({ev.done}/{ev.total} rows{score})" if ev.total else score
@@ -94,7 +98,8 @@ class HeadlessPrinter:
 
     def _progress(self, ev: Progress) -> None:
         key = (ev.step, ev.model, ev.seed, ev.benchmark)
-        self._gain[key] = ev.done - self._start.setdefault(key, ev.done)
+        if self._planned.get(key, True):
+            self._gain[key] = ev.done - self._start.setdefault(key, ev.done)
         self._last_progress = ev
         now = self.clock()
         if now - self._last_print < self.interval:

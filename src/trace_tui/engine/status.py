@@ -97,6 +97,17 @@ def gpu_plan_lines(steps: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def format_columns(header: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> list[str]:
+    """Aligned text columns, each as wide as its widest cell (long model ids and step names included)."""
+    widths = [max([len(header[i])] + [len(r[i]) for r in rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        out = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        return "  ".join(out).rstrip()
+
+    return [line(header)] + [line(r) for r in rows]
+
+
 def render_status(st: dict[str, Any]) -> str:
     from trace_tui.engine.printer import fmt_duration
 
@@ -104,22 +115,21 @@ def render_status(st: dict[str, Any]) -> str:
              f"{'running' if st['running'] else 'not running'}  "
              f"{'COMPLETE' if st['complete'] else 'incomplete'}  jobs {st['jobs_completed']}/{st['jobs']}"]
     lines.append("")
-    lines.append(f"{'step':<20} {'state':<10} {'jobs':>9} {'rows':>17}")
-    for s in st["steps"]:
-        lines.append(f"{s['step']:<20} {s['state']:<10} {s['completed']:>4}/{s['jobs']:<4} "
-                     f"{s['rows_done']:>8}/{s['rows_total']:<8}" + (f"  {s['message']}" if s["message"] else ""))
+    steps = [[s["step"], s["state"], f"{s['completed']}/{s['jobs']}", f"{s['rows_done']}/{s['rows_total']}",
+              s["message"] or ""] for s in st["steps"]]
+    lines += format_columns(["step", "state", "jobs", "rows", ""], steps, right={2, 3})
     rows = st["slices"]
     if rows:
         lines.append("")
-        lines.append(f"{'step':<14} {'model':<28} {'seed':>5} {'benchmark':<22} {'state':<11} {'phase':<10} "
-                     f"{'done':>7} {'total':>7} {'score':>7} {'rows/s':>7} {'ETA':>7}")
+        cells = []
         for x in rows:
-            score = f"{x['score']:.2f}" if x["score"] is not None else "-"
-            rate = f"{x['rate']:.1f}" if x["rate"] else "-"
-            eta = fmt_duration(x["eta_s"]) if x["eta_s"] is not None else "-"
-            lines.append(f"{x['step']:<14} {x['model'] or '':<28} {x['seed'] if x['seed'] is not None else '':>5} "
-                         f"{x['benchmark'] or '':<22} {x['state']:<11} {x['phase'] or '':<10} {x['done']:>7} "
-                         f"{x['total']:>7} {score:>7} {rate:>7} {eta:>7}")
+            cells.append([x["step"], x["model"] or "", "" if x["seed"] is None else str(x["seed"]),
+                          x["benchmark"] or "", x["state"], x["phase"] or "", str(x["done"]), str(x["total"]),
+                          f"{x['score']:.2f}" if x["score"] is not None else "-",
+                          f"{x['rate']:.1f}" if x["rate"] else "-",
+                          fmt_duration(x["eta_s"]) if x["eta_s"] is not None else "-"])
+        lines += format_columns(["step", "model", "seed", "benchmark", "state", "phase", "done", "total", "score",
+                                 "rows/s", "ETA"], cells, right={2, 6, 7, 8, 9, 10})
     for e in st.get("superseded") or []:
         lines.append(f"superseded: {e['step']} {e['slice']} kept under superseded/{e['stamp']} "
                      f"({'; '.join(e['changes'])})")

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
@@ -25,6 +26,7 @@ from trace_tui.tui.screens.hardware import HardwareScreen
 from trace_tui.tui.screens.help import HelpScreen
 from trace_tui.tui.screens.preview import PreviewScreen
 from trace_tui.tui.screens.recipes import RecipesScreen
+from trace_tui.tui.screens.refused import RefusedScreen
 from trace_tui.tui.screens.run import RunScreen
 from trace_tui.tui.screens.steps import StepsScreen
 from trace_tui.tui.screens.verify import VerifyScreen
@@ -76,8 +78,27 @@ class TraceTuiApp(App[int]):
             self.push_screen(StepsScreen(resolved, checks))
 
     def start_run(self, resolved: Any, skip: frozenset[str] = frozenset()) -> None:
+        """Check first, as `trace-tui --recipe NAME --yes` does (exit 3): a refused run creates nothing."""
+        self._check_then_run(resolved, skip)
+
+    @work(thread=True, exclusive=True, group="start")
+    def _check_then_run(self, resolved: Any, skip: frozenset[str]) -> None:
+        from trace_tui.tui.backends import without_steps
+
+        try:
+            problems = self.backends.problems(without_steps(resolved, skip), self.hardware_report)
+        except Exception as exc:  # noqa: BLE001 - a check that cannot run is itself a reason not to start
+            problems = [exc.line() if hasattr(exc, "line") else f"{type(exc).__name__}: {exc}"]
+        self.call_from_thread(self._start_or_refuse, resolved, skip, problems)
+
+    def _start_or_refuse(self, resolved: Any, skip: frozenset[str], problems: list[str]) -> None:
+        if problems:
+            self.exit_code = 3
+            self.push_screen(RefusedScreen(resolved.recipe.name, problems))
+            return
         campaign = self.backends.campaign_dir_for(resolved)
-        self.push_screen(RunScreen(resolved, campaign, skip=skip, clock=self.backends.clock))
+        self.push_screen(RunScreen(resolved, campaign, skip=skip, clock=self.backends.clock,
+                                   runtime=self.backends.runtime_label()))
 
     def reattach(self, campaign_dir: Path) -> None:
         """A campaign that is running or was interrupted: show its state and offer to resume."""
@@ -85,10 +106,10 @@ class TraceTuiApp(App[int]):
             opened = self.backends.open_campaign(Path(campaign_dir))
         except Exception as exc:  # noqa: BLE001
             line = exc.line() if hasattr(exc, "line") else str(exc)
-            self.notify(f"cannot open campaign {campaign_dir}: {line}", severity="error")
+            self.notify(f"cannot open campaign {campaign_dir}: {line}", severity="error", markup=False)
             return
         if opened is None:
-            self.notify(f"no campaign in {campaign_dir}", severity="error")
+            self.notify(f"no campaign in {campaign_dir}", severity="error", markup=False)
             return
         from trace_tui.tui.progress import ProgressModel
         from trace_tui.tui.screens.run import seed_model
@@ -155,7 +176,7 @@ class TraceTuiApp(App[int]):
                             lambda: self.show_verify("campaign", None))
         yield SystemCommand("Help", "every key binding", self.action_help)
         for name in self.safe_known_recipes():
-            how = f"`trace-tui preview {name}`, `trace-tui --recipe {name}`"
+            how = f"`trace-tui preview --recipe {name}`, `trace-tui --recipe {name}`"
             yield SystemCommand(f"Recipe: {name}", f"preview, then walk the steps — {how}",
                                 lambda name=name: self.open_recipe(name))
 
@@ -188,9 +209,11 @@ class TraceTuiApp(App[int]):
                 screen.cancel_runner()
             self.set_timer(QUIT_GRACE_S, lambda: self.exit(130))
 
+        what = "Containers are running" if self.backends.runtime_label() == "docker" else "Stage processes are running"
+        resume = " ".join(f"trace-tui --campaign {s.campaign_dir}" for s in running)
         self.push_screen(ConfirmScreen(
-            "Containers are running. Stop them and quit? The campaign stays resumable "
-            "(trace-tui --campaign DIR).", yes="Stop and quit", no="Keep running"), answer)
+            f"{what}. Stop them and quit? The campaign stays resumable: {resume}",
+            yes="Stop and quit", no="Keep running"), answer)
 
 
 def build_app(args: argparse.Namespace, backends: Backends | None = None) -> TraceTuiApp:

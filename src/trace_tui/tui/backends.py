@@ -49,6 +49,39 @@ class Backends:
     # the run screen's clock (rates, ETAs); tests inject a fixed one for deterministic snapshots
     clock: Callable[[], float] = time.monotonic
     extra: dict[str, Any] = field(default_factory=dict)
+    # (resolved, hardware report or None) -> why this machine cannot run it, in full (headless's exit-3 check);
+    # None: the hardware check's fail verdicts
+    run_problems: Callable[[Any, Any], list[str]] | None = None
+    # -> "docker" | "local": where steps run (said on the run screen and in the quit prompt)
+    runtime_name: Callable[[], str] = field(default_factory=lambda: _docker)
+
+    def problems(self, resolved: Any, report: Any) -> list[str]:
+        """Why a run of `resolved` would be refused here; empty when it can start."""
+        if self.run_problems is not None:
+            return list(self.run_problems(resolved, report))
+        report = report if report is not None else self.hardware_probe()
+        out = []
+        for check in self.check_recipe(resolved, report):
+            if check.verdict != "fail":
+                continue
+            notes = [n.partition(": ")[2] for n in getattr(check, "notes", []) if n.startswith("fail: ")]
+            out += [f"{_step_id(check)}: {text}" for text in notes or [check.reason]]
+        return out
+
+    def runtime_label(self) -> str:
+        try:
+            return self.runtime_name()
+        except Exception:  # noqa: BLE001 - a label only
+            return "docker"
+
+
+def _docker() -> str:
+    return "docker"
+
+
+def _step_id(check: Any) -> str:
+    step = getattr(check, "step", "")
+    return str(getattr(step, "id", step))
 
 
 def _nvml_module() -> Any:
@@ -221,6 +254,13 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
 
         return hardware.check_recipe(resolved, report, runtime=runtime_name())
 
+    def run_problems(resolved: Any, report: Any) -> list[str]:
+        from trace_tui.engine.headless import requirement_problems
+        from trace_tui.runtime import make_runtime
+
+        runtime = make_runtime(runtime_name(), flavour=resolved.recipe.image_flavor)
+        return requirement_problems(resolved, runtime, home, report if report is not None else hardware_probe())
+
     def campaign_dir_for(resolved: Any) -> Path:
         if getattr(args, "campaign", None):
             return Path(args.campaign).expanduser().resolve()
@@ -265,6 +305,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         runner_factory=runner_factory, campaign_dir_for=campaign_dir_for, open_campaign=read_campaign,
         verify_release=verify_release, verify_campaign=verify_campaign,
         release_dir=Path(release).expanduser().resolve() if release else None, home=home,
+        run_problems=run_problems, runtime_name=runtime_name,
     )
 
 

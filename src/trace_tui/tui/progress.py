@@ -210,7 +210,9 @@ class ProgressModel:
             step.log_count += 1
         elif isinstance(event, StepState):
             step = self._step(step_id)
-            step.state = event.state
+            # A resumed campaign's finished steps: the runner skips them because they are complete.
+            kept = event.state == "skipped" and event.message == "already complete"
+            step.state = "completed" if kept else event.state
             step.message = event.message
         elif isinstance(event, Status):
             step = self._step(step_id)
@@ -247,6 +249,16 @@ class ProgressModel:
             self.add_step(step_id)
             step = self.steps[step_id]
         return step
+
+    def stop_rates(self) -> None:
+        """No run is measured now (it ended, or a new one starts): forget every rate, so none stays on screen."""
+        for cells in self.step_cells.values():
+            for cell in cells.values():
+                cell.first_seen = cell.last_seen = None
+                cell.done_at_first = cell.done
+        self._started = None
+        self.structure_version += 1  # every cell (and its row's rate and ETA) is redrawn
+        self.dirty = True
 
     # -- summaries ---------------------------------------------------------------
     def totals(self, model: str | None = None) -> tuple[int, int]:

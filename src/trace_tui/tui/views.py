@@ -96,7 +96,8 @@ def hardware_view(report: Any, recipes: Iterable[RecipeRow] = ()) -> HardwareVie
                          compute_capability=g.compute_capability or "—", mig=g.mig_mode,
                          ecc=_ecc(g.ecc_volatile_uncorrected)) for g in gpu.gpus)
     docker = report.docker
-    images = tuple((i.name, IMAGE_STATUS.get(i.status, i.status)) for i in docker.images)
+    # The probe's own message: it names the id and says when the tag has moved since the lock.
+    images = tuple((i.name, getattr(i, "message", "") or IMAGE_STATUS.get(i.status, i.status)) for i in docker.images)
     disk = report.disk
     store = Path(report.home) / "store"
     return HardwareView(
@@ -127,7 +128,11 @@ def recipe_row(name: str, title: str, checks: Iterable[Any] | None) -> RecipeRow
         if v != "pass":
             step = _get(check, "step", default="")
             step = _get(step, "id", default=step)
-            reasons.append(f"{step}: {_get(check, 'reason', default='')}".strip(": "))
+            # Every finding, not the one-line reason that ends in "(+N more)".
+            notes = [str(n).partition(": ")[2] for n in _get(check, "notes", default=[]) or []
+                     if not str(n).startswith("pass: ")]
+            for text in notes or [str(_get(check, "reason", default=""))]:
+                reasons.append(f"{step}: {text}".strip(": "))
     return RecipeRow(name=name, title=title, verdict=verdict, reasons=tuple(reasons))
 
 
@@ -144,6 +149,8 @@ class StepView:
     per_slice: bool
     confirm: bool
     check: str = ""  # verdict and reason on this machine
+    verdict: str = ""  # pass | warn | fail on this machine; "" when not checked
+    reasons: tuple[str, ...] = ()  # every finding of the check, worst first
 
 
 def needs_lines(needs: Any) -> tuple[str, ...]:
@@ -171,10 +178,14 @@ def needs_lines(needs: Any) -> tuple[str, ...]:
 
 def step_views(recipe: Any, checks: Iterable[Any] | None = None) -> list[StepView]:
     by_step: dict[str, str] = {}
+    verdicts: dict[str, str] = {}
+    notes: dict[str, tuple[str, ...]] = {}
     for c in checks or ():
         step = _get(c, "step", default="")
-        step = _get(step, "id", default=step)
-        by_step[str(step)] = f"{_get(c, 'verdict', default='')}: {_get(c, 'reason', default='')}".strip(": ")
+        step = str(_get(step, "id", default=step))
+        by_step[step] = f"{_get(c, 'verdict', default='')}: {_get(c, 'reason', default='')}".strip(": ")
+        verdicts[step] = str(_get(c, "verdict", default=""))
+        notes[step] = tuple(str(n) for n in (_get(c, "notes", default=[]) or []))
     out = []
     for s in _get(recipe, "steps", default=[]):
         image = _get(s, "image")
@@ -182,7 +193,7 @@ def step_views(recipe: Any, checks: Iterable[Any] | None = None) -> list[StepVie
             id=s.id, title=s.title, description=s.description.strip(), stage=s.stage,
             image=f"{image} image" if image else "host (no container)",
             needs=needs_lines(s.needs), per_slice=bool(s.per_slice), confirm=bool(s.confirm),
-            check=by_step.get(s.id, ""),
+            check=by_step.get(s.id, ""), verdict=verdicts.get(s.id, ""), reasons=notes.get(s.id, ()),
         ))
     return out
 
@@ -292,7 +303,24 @@ def _comparison_table(comparisons: Iterable[Any]) -> TableView | None:
                      rows=tuple(rows), differs=frozenset(differs))
 
 
-def verify_view(result: Any, target: str) -> VerifyView:
+def campaign_scores_table(events: Iterable[Any]) -> TableView | None:
+    """The campaign's own scores, one row per slice (what `trace-tui status` shows), from its slice states."""
+    scores: dict[tuple[str, str, str], tuple[str, ...]] = {}
+    for e in events:
+        score = _get(e, "score")
+        if score is None or _get(e, "model") is None:
+            continue
+        key = (str(_get(e, "model")), _fmt(_get(e, "seed")), str(_get(e, "benchmark", default="")))
+        scores[key] = (*key, str(_get(e, "step", default="")), f"{score:.2f}",
+                       f"{_get(e, 'done', default=0)}/{_get(e, 'total', default=0)}")
+    if not scores:
+        return None
+    return TableView(title="This campaign's scores (as `trace-tui status` shows them)",
+                     columns=("model", "seed", "benchmark", "step", "score", "rows"),
+                     rows=tuple(scores[k] for k in sorted(scores)))
+
+
+def verify_view(result: Any, target: str, extra_tables: Iterable[TableView] = ()) -> VerifyView:
     """A ReleaseVerification or CampaignVerification (trace_tui.verify) as a view."""
     raw_checks = list(_get(result, "checks", default=[]) or [])
     checks = _check_rows(raw_checks)
@@ -311,6 +339,7 @@ def verify_view(result: Any, target: str) -> VerifyView:
     except Exception:  # noqa: BLE001 - a view extra; the checklist says what is wrong
         release_tables = []
     tables += [_table_view(t) for t in release_tables]
+    tables += list(extra_tables)
     comparison = _comparison_table(_get(result, "comparisons", default=[]) or [])
     ok = _get(result, "ok", default=None)
     if callable(ok):

@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from trace_tui.tui.messages import HardwareReady
 from trace_tui.tui.views import HardwareView, RecipeRow, hardware_view, recipe_row
+from trace_tui.tui.widgets.table import LiteralTable
 
 VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "unknown": "dim"}
 NO_GPU_RECIPES = ("verify", "eval-preview", "demo")
@@ -41,9 +42,23 @@ def probe_all(backends) -> tuple[HardwareView, object, str]:
 
 
 def recipe_reason(row: RecipeRow) -> str:
+    """Every reason, in full (the detail line under the table and the details view wrap it)."""
     if row.verdict == "pass":
         return ""
     return "; ".join(row.reasons) or row.status
+
+
+def recipe_reason_cell(row: RecipeRow) -> str:
+    """The first reason, and how many more the details view (i) shows."""
+    if row.verdict == "pass" or not row.reasons:
+        return recipe_reason(row)
+    more = len(row.reasons) - 1
+    return row.reasons[0] + (f" (+{more} more: i)" if more else "")
+
+
+def recipe_details(row: RecipeRow) -> list[tuple[str, str]]:
+    return [("recipe", row.name), ("title", row.title), ("here", row.status),
+            *[("why not" if i == 0 else "", r) for i, r in enumerate(row.reasons)]]
 
 
 class HardwareScreen(Screen):
@@ -52,25 +67,27 @@ class HardwareScreen(Screen):
         Binding("enter", "open_recipe", "Preview recipe", show=False),
         Binding("r", "recipes", "Recipes"),
         Binding("v", "verify", "Verify"),
-        Binding("e", "recipe('eval-preview')", "Eval preview"),
-        Binding("d", "recipe('demo')", "Demo"),
+        # e and d are named in the no-GPU message and in ? (help): the footer stays whole at 80 columns
+        Binding("e", "recipe('eval-preview')", "Eval preview", show=False),
+        Binding("d", "recipe('demo')", "Demo", show=False),
         Binding("f5", "probe", "Re-check"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.view: HardwareView | None = None
+        self.probes = 0  # probes finished (f5 says it checked again)
 
     def compose(self) -> ComposeResult:
-        yield Static("trace-tui · Hardware", id="screen-title", classes="title")
+        yield Static("trace-tui · Hardware", id="screen-title", classes="title", markup=False)
         with VerticalScroll(id="hw-body"):
-            yield Static("Checking the hardware…", id="hw-gpu-message")
-            yield DataTable(id="hw-gpus", cursor_type="none", show_cursor=False)
-            yield Static("", id="hw-system")
+            yield Static("Checking the hardware…", id="hw-gpu-message", markup=False)
+            yield LiteralTable(id="hw-gpus", cursor_type="none", show_cursor=False)
+            yield Static("", id="hw-system", markup=False)
         # The recipes stay on screen at 80x24: the hardware details scroll above them.
-        yield Static("Recipes on this machine (enter: preview)", classes="section", id="hw-recipes-title")
-        yield DataTable(id="hw-recipes", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="hw-recipe-detail")
+        yield Static("Recipes on this machine (enter: preview)", classes="section", id="hw-recipes-title", markup=False)
+        yield LiteralTable(id="hw-recipes", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="hw-recipe-detail", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -87,6 +104,7 @@ class HardwareScreen(Screen):
         self.post_message(HardwareReady(view, report, error))
 
     def on_hardware_ready(self, message: HardwareReady) -> None:
+        self.probes += 1
         self.view = message.view
         self.app.hardware_report = message.report
         self.app.hardware_view = message.view
@@ -101,26 +119,30 @@ class HardwareScreen(Screen):
             gpus.add_columns("#", "GPU", "memory", "CC", "MIG", "ECC")
             for g in view.gpus:
                 gpus.add_row(str(g.index), g.name, g.memory, g.compute_capability, g.mig, g.ecc)
-            msg.update(f"{len(view.gpus)} GPU(s) · driver {view.driver} · CUDA {view.cuda}")
+            msg.update(f"{len(view.gpus)} GPU(s) · driver {view.driver} · CUDA {view.cuda}{self._again()}")
         else:
             gpus.display = False
             msg.update(Text.assemble(
                 ("No GPU: ", "bold yellow"), (view.gpu_message or "no NVIDIA GPU found", ""),
                 "\nThis machine can still run ", ("verify", "bold"), " (v), ", ("eval-preview", "bold"),
-                " (e) and ", ("demo", "bold"), " (d)."))
+                " (e) and ", ("demo", "bold"), " (d).", self._again()))
         lines = [f"Docker: {view.docker}   GPU runtime: {view.gpu_runtime}"]
         for stage, status in view.images:
             lines.append(f"  image {stage:<10} {status}")
         lines.append(f"Store: {view.store}   Disk: {view.free_disk}")
         self.query_one("#hw-system", Static).update("\n".join(lines))
-        table = self.query_one("#hw-recipes", DataTable)
+        table = self.query_one("#hw-recipes", LiteralTable)
+        table.details = lambda i: recipe_details(view.recipes[i]) if i < len(view.recipes) else []
         table.clear(columns=True)
         table.add_columns("recipe", "here", "why not")
         for row in view.recipes:
             table.add_row(row.name, Text(row.status, style=VERDICT_STYLE.get(row.verdict, "")),
-                          recipe_reason(row), key=row.name)
+                          recipe_reason_cell(row), key=row.name)
         if view.recipes:
             table.focus(scroll_visible=False)
+
+    def _again(self) -> str:
+        return f" · checked again ({self.probes} checks)" if self.probes > 1 else ""
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id != "hw-recipes" or self.view is None:

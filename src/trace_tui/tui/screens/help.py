@@ -8,6 +8,20 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Static
 
+from trace_tui.tui.widgets.table import LiteralTable
+
+# What the UI does, as commands (each parses with `trace-tui`'s own parser; NAME and DIR are placeholders).
+SHELL_COMMANDS = (
+    "trace-tui hw",
+    "trace-tui recipes",
+    "trace-tui preview --recipe NAME",
+    "trace-tui --recipe NAME --yes",
+    "trace-tui --campaign DIR",
+    "trace-tui status --campaign DIR",
+    "trace-tui verify --release-dir DIR",
+    "trace-tui verify --campaign DIR",
+)
+
 
 def binding_rows(screen: Screen) -> list[tuple[str, str, str]]:
     """(keys, description, where) for each active binding, app bindings included, once each."""
@@ -47,11 +61,12 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-box"):
-            yield Static(f"Keys — {self.target.title or type(self.target).__name__}", id="help-title")
-            yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
-            yield Static("arrows/enter move and choose · ctrl+p command palette · esc close\n"
-                         "The same from the shell: trace-tui hw | recipes | preview NAME | --recipe NAME [--yes] | "
-                         "status --campaign DIR | verify --release-dir DIR | verify --campaign DIR", id="help-foot")
+            yield Static(f"Keys — {self.target.title or type(self.target).__name__}", id="help-title", markup=False)
+            yield LiteralTable(id="help-table", cursor_type="row", zebra_stripes=True)
+            shell = " · ".join(f"`{c}`" for c in SHELL_COMMANDS)
+            yield Static("arrows or j/k move · enter chooses · i: details of the row · / filters · "
+                         f"ctrl+p commands · esc closes\nThe same from the shell: {shell}",
+                         id="help-foot", markup=False)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

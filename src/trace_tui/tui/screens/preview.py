@@ -27,9 +27,9 @@ class PreviewScreen(Screen):
         self.checks: list = []
 
     def compose(self) -> ComposeResult:
-        yield Static(f"trace-tui · Preview · {self.recipe_name}", classes="title")
+        yield Static(f"trace-tui · Preview · {self.recipe_name}", classes="title", markup=False)
         with VerticalScroll(id="preview-body"):
-            yield Static("Resolving…", id="preview-text")
+            yield Static("Resolving…", id="preview-text", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:

@@ -8,7 +8,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from trace_tui.tui.screens.hardware import VERDICT_STYLE, recipe_reason
+from trace_tui.tui.screens.hardware import VERDICT_STYLE, recipe_details, recipe_reason
+from trace_tui.tui.widgets.table import LiteralTable
 
 
 class RecipesScreen(Screen):
@@ -16,9 +17,10 @@ class RecipesScreen(Screen):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
 
     def compose(self) -> ComposeResult:
-        yield Static("trace-tui · Recipes (enter: preview, then the steps one at a time)", classes="title")
-        yield DataTable(id="recipes-table", cursor_type="row", zebra_stripes=True)
-        yield Static("", id="recipe-detail")
+        yield Static("trace-tui · Recipes (enter: preview, then the steps one at a time)", classes="title",
+                     markup=False)
+        yield LiteralTable(id="recipes-table", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="recipe-detail", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -27,6 +29,8 @@ class RecipesScreen(Screen):
         view = self.app.hardware_view
         rows = {r.name: r for r in (view.recipes if view else ())}
         names = list(rows) or self.app.safe_known_recipes()
+        table.details = lambda i: (recipe_details(rows[names[i]]) if names[i] in rows
+                                   else [("recipe", names[i]), ("here", "not checked")])
         for name in names:
             row = rows.get(name)
             verdict = row.verdict if row else "unknown"

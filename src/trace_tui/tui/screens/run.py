@@ -86,13 +86,15 @@ class RunScreen(Screen):
         Binding("r", "resume", "Resume"),
         Binding("v", "verify", "Verify"),
         Binding("l", "focus_log", "Log", show=False),
+        Binding("f", "toggle_log", "Full log"),
         Binding("escape", "back", "Back"),
     ]
 
     def __init__(self, resolved: Any, campaign_dir: Path, skip: frozenset[str] = frozenset(),
                  start: bool = True, model: ProgressModel | None = None, note: str = "",
-                 clock: Callable[[], float] = time.monotonic, watch: bool = False) -> None:
+                 clock: Callable[[], float] = time.monotonic, watch: bool = False, runtime: str = "") -> None:
         super().__init__()
+        self.runtime = runtime
         self.resolved = resolved
         self.campaign_dir = Path(campaign_dir)
         self.skip = skip
@@ -114,17 +116,26 @@ class RunScreen(Screen):
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(f"trace-tui · Run · {self.resolved.recipe.name}", id="run-title", classes="title")
+        where = f" · runtime {self.runtime}" if self.runtime else ""
+        yield Static(f"trace-tui · Run · {self.resolved.recipe.name}{where}", id="run-title", classes="title",
+                     markup=False)
         with Horizontal(id="run-main"):
             yield StepList(self.model, id="run-steps")
             with Vertical(id="run-right"):
                 yield ProgressGrid(self.model, id="run-grid")
         yield GpuPanel("GPUs: sampling…", id="run-gpus")
-        yield RichLog(id="run-log", max_lines=500, wrap=False, markup=False)
-        yield Static("", id="run-status")
+        # Whole lines: wrapped, never cut; f shows the log full-screen.
+        yield RichLog(id="run-log", max_lines=500, wrap=True, markup=False, highlight=False)
+        yield Static("", id="run-status", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
+        # Each step's image as the hardware check found it (id, and whether its tag moved): i on a step shows it.
+        view = getattr(self.app, "hardware_view", None)
+        images = dict(getattr(view, "images", ()) or ())
+        self.query_one(StepList).images = {
+            s.id: f"{s.image}: {images.get(s.image, 'not checked')}" if s.image else "host (no container)"
+            for s in self.resolved.recipe.steps}
         self.set_interval(REDRAW_INTERVAL_S, self.redraw)
         self.set_interval(GPU_INTERVAL_S, self.sample_gpus)
         self.set_interval(LOG_INTERVAL_S, self._poll_log)
@@ -166,6 +177,7 @@ class RunScreen(Screen):
             self.watching = False
             if self._watch_timer is not None:
                 self._watch_timer.stop()
+            self.refresh_bindings()
             ended = opened.last_state or "stopped"
             self._status(f"the other run has ended ({ended}) · r: resume here · v: verify")
 
@@ -174,8 +186,20 @@ class RunScreen(Screen):
     def running(self) -> bool:
         return self.outcome == "running"
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The footer shows only what applies now: cancel while running; resume and verify when stopped."""
+        if action == "cancel":
+            return self.running
+        if action == "resume":
+            return not self.running and not self.watching
+        if action == "verify":
+            return not self.running
+        return True
+
     def start_runner(self) -> None:
+        self.model.stop_rates()  # this run's rates are measured from its own first rows
         self.outcome = "running"
+        self.refresh_bindings()
         self._status(f"running · campaign {self.campaign_label}")
         self._run_worker()
 
@@ -227,6 +251,8 @@ class RunScreen(Screen):
         if outcome == "completed" and "cancelled" in states:
             outcome = "cancelled"
         self.outcome = outcome
+        self.refresh_bindings()
+        self.model.stop_rates()  # nothing runs now: no rate or ETA stays on screen
         self.redraw()
         text = {
             "completed": "completed · v: verify the campaign",
@@ -235,6 +261,9 @@ class RunScreen(Screen):
             "error": f"could not run: {message.detail}",
         }[outcome]
         self._status(text)
+        if outcome == "error":
+            # The status line is one line; the log pane shows the reason whole (wrapped).
+            self.query_one("#run-log", RichLog).write(f"could not run: {message.detail}")
         if outcome == "failed":
             # Show the failed step's log: the reason is usually in its last lines.
             failed = [i for i, s in enumerate(self.model.steps.values()) if s.state == "failed"]
@@ -336,6 +365,11 @@ class RunScreen(Screen):
     # -- actions -----------------------------------------------------------------
     def action_filter(self) -> None:
         self.query_one(ProgressGrid).open_filter()
+
+    def action_toggle_log(self) -> None:
+        self.toggle_class("log-full")
+        if self.has_class("log-full"):
+            self.query_one("#run-log", RichLog).focus()
 
     def action_focus_log(self) -> None:
         self.query_one("#run-log", RichLog).focus()

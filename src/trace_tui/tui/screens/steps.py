@@ -30,9 +30,9 @@ class StepsScreen(Screen):
         self.decisions: dict[str, bool] = {}
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="steps-title", classes="title")
+        yield Static("", id="steps-title", classes="title", markup=False)
         with VerticalScroll(id="steps-body"):
-            yield Static("", id="step-text")
+            yield Static("", id="step-text", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -47,6 +47,10 @@ class StepsScreen(Screen):
         lines += ["needs: " + "; ".join(step.needs)]
         if step.check:
             lines.append(f"on this machine: {step.check}")
+            lines += [f"  {note}" for note in step.reasons if note != step.check]
+        if step.verdict == "fail":
+            lines += ["", "This step cannot run on this machine: confirming it asks again, and the run is "
+                      "refused before anything is created."]
         decided = self.decisions.get(step.id)
         if decided is not None:
             lines.append("decided: " + ("confirm" if decided else "skip"))
@@ -62,7 +66,25 @@ class StepsScreen(Screen):
             self._start()
 
     def action_confirm(self) -> None:
+        step = self.steps[self.index]
+        if step.verdict == "fail":
+            self._warn([step], lambda: self._decide(True))
+            return
         self._decide(True)
+
+    def _warn(self, failing: list[StepView], then) -> None:
+        """A step whose verdict here is fail: say why in full and ask before confirming it."""
+        from trace_tui.tui.screens.confirm import ConfirmScreen
+
+        reasons = "\n".join(f"{s.id}: {s.check}" for s in failing)
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                then()
+
+        self.app.push_screen(ConfirmScreen(
+            f"This machine cannot run:\n{reasons}\nConfirm anyway? The run will be refused before anything "
+            "is created.", yes="Confirm anyway", no="Go back"), answer)
 
     def action_skip(self) -> None:
         self._decide(False)
@@ -73,6 +95,13 @@ class StepsScreen(Screen):
             self.show()
 
     def action_confirm_all(self) -> None:
+        failing = [s for s in self.steps[self.index:] if s.verdict == "fail"]
+        if failing:
+            self._warn(failing, self._confirm_rest)
+            return
+        self._confirm_rest()
+
+    def _confirm_rest(self) -> None:
         for step in self.steps[self.index:]:
             self.decisions[step.id] = True
         self._start()

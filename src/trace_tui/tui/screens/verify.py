@@ -13,8 +13,17 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
 from trace_tui.tui.messages import VerifyReady
-from trace_tui.tui.views import VerifyView, verify_view
+from trace_tui.tui.views import VerifyView, campaign_scores_table, verify_view
 from trace_tui.tui.widgets.checklist import Checklist, ResultTable
+
+
+def campaign_events(backends, path: Path) -> list:
+    """The campaign's slice states (scores included), read-only; none when it cannot be read."""
+    try:
+        opened = backends.open_campaign(Path(path))
+    except Exception:  # noqa: BLE001 - the checklist says what is wrong with the campaign
+        return []
+    return list(getattr(opened, "events", None) or [])
 
 
 class VerifyScreen(Screen):
@@ -23,7 +32,9 @@ class VerifyScreen(Screen):
         Binding("escape", "app.pop_screen", "Back"),
         Binding("f5", "run_verify", "Re-verify"),
         Binding("w", "toggle_wide", "Full hashes"),
-        Binding("ctrl+t", "toggle_kind", "Release/campaign"),
+        # shown beside the kind ("release (ctrl+t)"), so the footer stays whole at 80 columns
+        Binding("ctrl+t", "toggle_kind", "Release/campaign", show=False),
+        Binding("slash", "filter", "Filter"),
         Binding("1", "tab('tab-checklist')", "Checklist", show=False),
         Binding("2", "tab('tab-tables')", "Tables", show=False),
         Binding("3", "tab('tab-scores')", "Scores", show=False),
@@ -35,15 +46,20 @@ class VerifyScreen(Screen):
         self.path = path
         self.view: VerifyView | None = None
         self.wide = False
+        self.paths: dict[str, Path | None] = {kind: path}
+        self.filter_text = ""
+        self.checked = 0  # verifications finished on this screen (f5 says it checked again)
 
     def compose(self) -> ComposeResult:
-        yield Static("trace-tui · Verify", id="verify-title", classes="title")
+        yield Static("trace-tui · Verify", id="verify-title", classes="title", markup=False)
         with Horizontal(id="verify-target"):
-            yield Static(self._kind_label(), id="verify-kind")
+            yield Static(self._kind_label(), id="verify-kind", markup=False)
             yield Input(str(self.path) if self.path else "", placeholder="directory (enter: verify)", id="verify-path")
-        yield Static("", id="verify-summary")
+        yield Static("", id="verify-summary", markup=False)
         with TabbedContent(id="verify-tabs"):
             with TabPane("1 Checklist", id="tab-checklist"):
+                yield Input(placeholder="filter the checklist (status, item, detail; esc clears)", id="verify-filter",
+                            classes="hidden")
                 yield Checklist(id="verify-checklist", cursor_type="row", zebra_stripes=True)
             with TabPane("2 Tables", id="tab-tables"):
                 yield VerticalScroll(id="verify-tables")
@@ -57,7 +73,40 @@ class VerifyScreen(Screen):
         else:
             self.query_one("#verify-path", Input).focus()
 
+    def action_filter(self) -> None:
+        self.action_tab("tab-checklist")
+        box = self.query_one("#verify-filter", Input)
+        box.remove_class("hidden")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "verify-filter":
+            self.filter_text = event.value.strip().lower()
+            self._show_checks()
+
+    def _show_checks(self) -> None:
+        if self.view is None:
+            return
+        wanted = self.filter_text
+        checks = tuple(c for c in self.view.checks
+                       if not wanted or wanted in f"{c.status} {c.item} {c.detail}".lower())
+        self.query_one(Checklist).show(checks, wide=self.wide)
+
+    def on_key(self, event) -> None:
+        box = self.query_one("#verify-filter", Input)
+        if event.key == "escape" and not box.has_class("hidden"):
+            event.stop()
+            event.prevent_default()
+            box.value = ""
+            box.add_class("hidden")
+            self.filter_text = ""
+            self._show_checks()
+            self.query_one(Checklist).focus()
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "verify-filter":
+            self.query_one(Checklist).focus()
+            return
         if event.input.id == "verify-path" and event.value.strip():
             self.path = Path(event.value.strip()).expanduser()
             self.action_run_verify()
@@ -66,8 +115,21 @@ class VerifyScreen(Screen):
         return f"{self.kind} (ctrl+t)"
 
     def action_toggle_kind(self) -> None:
+        """Release <-> campaign: each kind keeps its own directory, so f5 never verifies one as the other."""
+        self.paths[self.kind] = self.path
         self.kind = "campaign" if self.kind == "release" else "release"
+        self.path = self.paths.get(self.kind)
+        if self.path is None and self.kind == "release":
+            self.path = self.app.backends.release_dir
         self.query_one("#verify-kind", Static).update(self._kind_label())
+        box = self.query_one("#verify-path", Input)
+        box.value = str(self.path) if self.path else ""
+        self.view = None
+        self.query_one("#verify-summary", Static).update(
+            f"{self.kind}: enter (in the path box) or f5 verifies it" if self.path else f"type a {self.kind} directory")
+        self.query_one(Checklist).clear(columns=True)
+        if self.path is None:
+            box.focus()
 
     def action_run_verify(self) -> None:
         if self.path is None:
@@ -81,7 +143,12 @@ class VerifyScreen(Screen):
         backends = self.app.backends
         try:
             fn = backends.verify_campaign if kind == "campaign" else backends.verify_release
-            view = verify_view(fn(path), target=f"{kind} {path.name}")
+            result = fn(path)
+            extra = []
+            if kind == "campaign":
+                scores = campaign_scores_table(campaign_events(backends, path))
+                extra = [scores] if scores is not None else []
+            view = verify_view(result, target=f"{kind} {path}", extra_tables=extra)
         except Exception as exc:  # noqa: BLE001 - one line on screen
             line = exc.line() if hasattr(exc, "line") else f"{type(exc).__name__}: {exc}"
             self.post_message(VerifyReady(None, error=line))
@@ -94,9 +161,11 @@ class VerifyScreen(Screen):
             summary.update(Text(f"Cannot verify: {message.error}", style="bold red"))
             return
         self.view = view = message.view
+        self.checked += 1
         verdict = Text("VERIFIED" if view.ok else "FAILED", style="bold green" if view.ok else "bold red")
-        summary.update(Text.assemble(verdict, f" · {view.target} · {view.summary}"))
-        self.query_one(Checklist).show(view.checks, wide=self.wide)
+        again = f" · verified again ({self.checked} checks)" if self.checked > 1 else ""
+        summary.update(Text.assemble(verdict, f" · {view.target} · {view.summary}{again}"))
+        self._show_checks()
         self._fill("#verify-tables", view.tables, "no tables")
         self._fill("#verify-scores", view.comparisons, "no campaign scores (verify a campaign to compare)")
         self.query_one(Checklist).focus()
@@ -105,10 +174,10 @@ class VerifyScreen(Screen):
         box = self.query_one(selector, VerticalScroll)
         box.remove_children()
         if not tables:
-            box.mount(Static(empty))
+            box.mount(Static(empty, markup=False))
             return
         for t in tables:
-            box.mount(Static(Text(t.title, style="bold")))
+            box.mount(Static(Text(t.title, style="bold"), markup=False))
             table = ResultTable(cursor_type="row", zebra_stripes=True, classes="result-table")
             box.mount(table)
             table.show(t)
@@ -118,5 +187,4 @@ class VerifyScreen(Screen):
 
     def action_toggle_wide(self) -> None:
         self.wide = not self.wide
-        if self.view is not None:
-            self.query_one(Checklist).show(self.view.checks, wide=self.wide)
+        self._show_checks()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from trace_tui.tui.views import CheckRow, TableView
+from trace_tui.tui.widgets.table import LiteralTable
 
 STATUS_STYLE = {"passed": "green", "ok": "green", "failed": "bold red", "absent": "yellow", "skipped": "dim"}
 
@@ -14,9 +14,13 @@ def short_hash(h: str, width: int = 12) -> str:
     return h[:width] + "…" if len(h) > width + 1 else h
 
 
-class Checklist(DataTable):
+class Checklist(LiteralTable):
     def show(self, checks: tuple[CheckRow, ...], wide: bool = False) -> None:
         self.clear(columns=True)
+        self.rows_shown = checks
+        self.details = lambda i: [("status", checks[i].status), ("item", checks[i].item),
+                                  ("expected", checks[i].expected), ("actual", checks[i].actual),
+                                  ("detail", checks[i].detail)]
         self.add_columns("status", "item", "expected", "actual", "detail")
         width = 64 if wide else 12
         for c in checks:
@@ -26,7 +30,7 @@ class Checklist(DataTable):
                          Text(short_hash(c.actual, width), style=actual_style), c.detail)
 
 
-class ResultTable(DataTable):
+class ResultTable(LiteralTable):
     def show(self, table: TableView) -> None:
         self.clear(columns=True)
         self.add_columns(*table.columns)

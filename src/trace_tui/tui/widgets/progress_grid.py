@@ -8,6 +8,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Input, Static, Tab, Tabs
 
 from trace_tui.tui.progress import ProgressModel, SliceProgress, format_duration, format_rate
+from trace_tui.tui.widgets.table import LiteralTable
 
 BAR_WIDTH = 6
 
@@ -23,7 +24,8 @@ def cell_text(cell: SliceProgress | None) -> Text:
     if cell is None:
         return Text("")
     style = "green" if cell.complete else ("" if cell.done else "dim")
-    return Text(f"{bar(cell.done, cell.total)} {cell.done}/{cell.total}", style=style)
+    score = f" {cell.score:.2f}" if cell.score is not None else ""  # the slice's score, as `status` shows it
+    return Text(f"{bar(cell.done, cell.total)} {cell.done}/{cell.total}{score}", style=style)
 
 
 def _tab_id(index: int) -> str:
@@ -48,8 +50,26 @@ class ProgressGrid(Vertical):
     def compose(self) -> ComposeResult:
         yield Tabs(id="grid-tabs")
         yield Input(placeholder="filter benchmarks (esc clears)", id="grid-filter", classes="hidden")
-        yield DataTable(id="grid-table", cursor_type="cell", zebra_stripes=True)
-        yield Static("", id="grid-summary")
+        yield LiteralTable(id="grid-table", cursor_type="cell", zebra_stripes=True)
+        yield Static("", id="grid-summary", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#grid-table", LiteralTable).details = lambda _row: self.cell_details()
+
+    def cell_details(self) -> list[tuple[str, str]]:
+        """The slice under the cursor in full (the grid's cells are short)."""
+        cell = self.model.slices.get(self.selected) if self.selected else None
+        if cell is None:
+            return []
+        seed = "—" if cell.seed is None else str(cell.seed)
+        rows = [("model", cell.model), ("benchmark", cell.benchmark), ("seed", seed),
+                ("step", self.model.grid_step or ""), ("state", cell.state), ("rows", f"{cell.done:,}/{cell.total:,}")]
+        if cell.phase:
+            rows.append(("phase", cell.phase))
+        if cell.score is not None:
+            rows.append(("score", f"{cell.score:.4f}"))
+        rows += [("rate", format_rate(cell.rate())), ("ETA", format_duration(cell.eta()))]
+        return rows
 
     # -- filter ------------------------------------------------------------------
     def open_filter(self) -> None:
@@ -110,7 +130,7 @@ class ProgressGrid(Vertical):
         self.redraws += 1
         tabs = self.query_one(Tabs)
         for name in model.models[len(self._models_shown):]:
-            tabs.add_tab(Tab(name, id=_tab_id(len(self._models_shown))))
+            tabs.add_tab(Tab(Text(name), id=_tab_id(len(self._models_shown))))
             self._models_shown.append(name)
         if self._current is None and model.models:
             self._current = model.models[0]
