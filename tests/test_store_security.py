@@ -19,7 +19,7 @@ from trace_tui import bundle
 from trace_tui.errors import CheckFailed
 from trace_tui.release import release_lock
 from trace_tui.store import Store, model_entry, release_entry
-from trace_tui.store.hashing import sha256set
+from trace_tui.common.digest import sha256set
 from trace_tui.store.importer import import_dir, import_entry_dir
 from trace_tui.store.manifest import EntryRecord, FileRecord, Source
 

@@ -303,7 +303,7 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
                 _replace_link(view / f.path, src / f.path)
             if m["revision"]:
                 stamp = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-                protocol.atomic_write_bytes(view / MARKER, marker_bytes(public_marker(
+                atomic_write_bytes(view / MARKER, marker_bytes(public_marker(
                     m["slug"], m["repo_id"], m["revision"], {f.path: f.sha256 for f in rec.files}, stamp)))
             else:
                 ran = _run(register_local_argv(python, m["slug"], str(view), source), evaluator,

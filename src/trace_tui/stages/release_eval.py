@@ -252,7 +252,7 @@ def _verify_generation(evaluator: Path, root: Path, models: list[Any], seeds: li
     checked = subprocess.run(launcher.generation_verifier_argv(str(root), models, seeds, code_hash=code.stdout.strip(),
                                                                evaluator_hash=ev.stdout.strip(), python=sys.executable),
                              cwd=evaluator, capture_output=True, text=True, check=False)
-    protocol.atomic_write_bytes(out_dir / "generation-verification.json", checked.stdout.encode())
+    atomic_write_bytes(out_dir / "generation-verification.json", checked.stdout.encode())
     protocol.artifact(out_dir / "generation-verification.json", campaign)
     if checked.returncode == 0:
         return None

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from trace_tui.common.digest import sha256set
 from trace_tui.errors import CheckFailed, UsageError
-from trace_tui.store import hashing
 from trace_tui.store import names as N
 from trace_tui.store import sources as S
 from trace_tui.store.manifest import EntryRecord, Expected, Source
@@ -288,7 +288,7 @@ def import_entry_dir(store: Store, entry_dir: Path, lock: "ReleaseLock | None" =
             exp = [Expected(algorithm="sha256", value=f.sha256, source=str(manifest))]
             st.add(f.path, files / f.path, expected=exp, expected_size=f.size, display=str(files / f.path),
                    within=files)
-        staged = hashing.sha256set({f.path: f.sha256 for f in st.files.values()})
+        staged = sha256set({f.path: f.sha256 for f in st.files.values()})
         if staged != rec.sha256set:
             raise CheckFailed(f"{manifest}: sha256set {rec.sha256set} does not match its files ({staged})",
                               hint="nothing was stored")
