@@ -23,7 +23,12 @@ BASE_IMAGE = "trace-tui/debian-base:bookworm"
 
 def selftest_step(id_: str, mode: str, *args: str, per_slice: bool = True, image: str | None = "infer",
                   network: bool = False, **needs: Any) -> Step:
-    return Step(id=id_, title=f"selftest {mode}", stage="infer" if image else "host", image=image,
+    # A whole-step job in a slice-tracking stage (infer, score) is complete only when every slice has its
+    # planned rows; of the selftest modes only `matrix` works through the slices, so the others run as a
+    # stage that does not track them.
+    tracks = per_slice or mode == "matrix"
+    stage = "host" if not image else ("infer" if tracks else "train")
+    return Step(id=id_, title=f"selftest {mode}", stage=stage, image=image,
                 run=["trace_tui.stages.selftest", mode, *args], per_slice=per_slice,
                 needs={"network": network, **needs})
 

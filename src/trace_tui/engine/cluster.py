@@ -66,7 +66,10 @@ def shard_progress(parent: Path, shard: Shard, *, now: float | None = None) -> d
                 "rate": None, "eta_s": None, "slices": [], "failures": [], "last_run_state": None}
     try:
         st = campaign_status(where, now=now)
-    except sqlite3.OperationalError:  # the node's runner has created the database but not its tables yet
+    except (sqlite3.OperationalError, UsageError) as exc:
+        if "no such table" not in str(exc):  # a broken database is the shard's failure, said as it is
+            raise
+        # the node's runner has created the database but not its tables yet
         return {"campaign_state": "starting", "complete": False, "rows_done": 0, "rows_total": 0,
                 "rate": None, "eta_s": None, "slices": [], "failures": [], "last_run_state": None}
     rates = [x["rate"] for x in st["slices"] if x["rate"]]

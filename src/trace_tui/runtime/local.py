@@ -108,7 +108,6 @@ class LocalRuntime:
             "TRACE_TUI_CAMPAIGN": str(launch.campaign),
             "TRACE_TUI_STORE": str(launch.store),
             "PYTHONUNBUFFERED": "1",
-            "PYTHONSAFEPATH": "1",  # Python >= 3.11: never the working directory on sys.path
         })
         if launch.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in launch.gpus)
@@ -116,8 +115,12 @@ class LocalRuntime:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
         launch.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(launch.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed by the handle
+        # -P (Python >= 3.11): the worker never has its working directory on sys.path. A flag, not
+        # PYTHONSAFEPATH, so that the scripts a worker runs (the release evaluator's) keep their own
+        # directory on sys.path for their sibling imports.
+        safe_path = ["-P"] if sys.version_info >= (3, 11) and self.python == sys.executable else []
         proc = subprocess.Popen(
-            [self.python, "-m", launch.module,
+            [self.python, *safe_path, "-m", launch.module,
              *(a.replace("{campaign}", str(launch.campaign)).replace("{store}", str(launch.store))
                for a in launch.args)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
