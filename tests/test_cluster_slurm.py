@@ -170,7 +170,7 @@ def test_a_failing_shard_is_shown_failed_and_the_merge_does_not_run(slurm_campai
     s43 = next(s for s in st["shards"] if s["id"] == "seed-43")
     assert s43["slurm_state"] == "FAILED" and s43["exit_code"].startswith("2")
     log = Path(s43["log"]).read_text()
-    assert "not a directory" in log and "internal error" not in log and "Traceback" not in log
+    assert "not a campaign directory" in log and "internal error" not in log and "Traceback" not in log
     merge = next(f for f in st["finishing"] if f["kind"] == "merge")
     assert merge["slurm_state"] == "CANCELLED"  # never ran: cancelled once its dependency could not be met
     assert not Path(merge["log"]).exists()

@@ -180,7 +180,10 @@ def test_duplicate_yaml_keys_are_refused(dup):
 @FUZZ
 @given(st.sampled_from(sorted({k for k, _ in BAD_SETTINGS} | {"min_image_pixels", "max_image_pixels"})),
        st.one_of(st.integers(min_value=10**10), st.integers(max_value=-2), st.text(max_size=8),
-                 st.floats(allow_nan=True, allow_infinity=True).filter(lambda f: not (0 <= f <= 1)), st.booleans()))
+                 # floats outside every key's range: negative (below top_k's -1 too) or not finite; a float
+                 # such as 2.0 is a valid temperature or repetition penalty, so it is no bad value here
+                 st.floats(max_value=-2.0), st.sampled_from([float("nan"), float("inf"), float("-inf")]),
+                 st.booleans()))
 def test_fuzzed_bad_settings_are_refused(key, value):
     if key == "top_k" and isinstance(value, int) and not isinstance(value, bool) and -1 <= value <= 1_000_000:
         return

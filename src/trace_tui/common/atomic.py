@@ -10,6 +10,18 @@ from pathlib import Path
 from typing import Any
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# The mode a plain open() would give: mkstemp's 0600 would make every output private to its writer, and
+# what a host step writes (as root) is then unreadable to the unprivileged uid stage containers run as,
+# and stays so in the store, which keeps a file's permissions no wider than they came.
+FILE_MODE = 0o666 & ~_umask()
+
+
 def fsync_dir(path: Path) -> None:
     dir_fd = os.open(path, os.O_RDONLY)
     try:
@@ -23,6 +35,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
