@@ -56,22 +56,26 @@ def _write_json(path: Path, data: Any) -> None:
 # --------------------------------------------------------------------------- shard progress (read-only)
 
 
+def _no_progress(state: str) -> dict[str, Any]:
+    """A shard whose runner has written nothing to read yet."""
+    return {"campaign_state": state, "complete": False, "rows_done": 0, "rows_total": 0,
+            "rate": None, "eta_s": None, "slices": [], "failures": [], "last_run_state": None}
+
+
 def shard_progress(parent: Path, shard: Shard, *, now: float | None = None) -> dict[str, Any]:
     """A shard campaign's own state: not started, incomplete or complete; rows, rate and ETA."""
     from trace_tui.engine.status import campaign_status
 
     where = parent / shard.dir
     if not (where / "state.sqlite").is_file():
-        return {"campaign_state": "not started", "complete": False, "rows_done": 0, "rows_total": 0,
-                "rate": None, "eta_s": None, "slices": [], "failures": [], "last_run_state": None}
+        return _no_progress("not started")
     try:
         st = campaign_status(where, now=now)
     except (sqlite3.OperationalError, UsageError) as exc:
         if "no such table" not in str(exc):  # a broken database is the shard's failure, said as it is
             raise
         # the node's runner has created the database but not its tables yet
-        return {"campaign_state": "starting", "complete": False, "rows_done": 0, "rows_total": 0,
-                "rate": None, "eta_s": None, "slices": [], "failures": [], "last_run_state": None}
+        return _no_progress("starting")
     rates = [x["rate"] for x in st["slices"] if x["rate"]]
     rate = sum(rates) if rates else None
     left = st["rows_total"] - st["rows_done"]
