@@ -227,16 +227,26 @@ def _fill_house(house: Path, entries: dict[str, tuple[str, list[str]]]) -> dict[
     for name, got in files.items():
         if any(f.name.endswith(".whl") for f in got):
             continue
-        sdist = got[0]
-        with tempfile.TemporaryDirectory() as built:
-            subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", built, str(sdist)],
-                           check=True, env={**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH})
-            new = sorted(Path(built).glob("*.whl"))
-            if len(new) != 1:
-                raise SystemExit(f"lock: building a wheel from {sdist.name} produced {len(new)} wheels")
-            wheel = shutil.move(str(new[0]), house / new[0].name)
-        files[name] = [Path(wheel), sdist]
+        files[name] = [build_wheel(got[0], house), got[0]]
     return files
+
+
+def build_wheel(sdist: Path, house: Path) -> Path:
+    """A wheel from an sdist that is a function of the sdist alone: fixed zip timestamps, and a C
+    extension (Polygon3's) compiled without debug info and with its source paths mapped to one fixed
+    prefix, since pip unpacks into a random temporary directory that -g would record in the binary."""
+    fixed = {"SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, "CFLAGS": "-g0", "CXXFLAGS": "-g0", "PYTHONHASHSEED": "0"}
+    with tempfile.TemporaryDirectory() as built, tempfile.TemporaryDirectory() as unpack:
+        shutil.unpack_archive(str(sdist), unpack)
+        (src,) = [d for d in Path(unpack).iterdir() if d.is_dir()]
+        flags = f"-g0 -ffile-prefix-map={src}=/build/{src.name} -fdebug-prefix-map={src}=/build/{src.name}"
+        fixed["CFLAGS"] = fixed["CXXFLAGS"] = flags
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", built, str(src)],
+                       check=True, env={**os.environ, **fixed})
+        new = sorted(Path(built).glob("*.whl"))
+        if len(new) != 1:
+            raise SystemExit(f"lock: building a wheel from {sdist.name} produced {len(new)} wheels")
+        return Path(shutil.move(str(new[0]), house / new[0].name))
 
 
 def lock_gpu(evaluator_source: Path) -> None:
