@@ -95,7 +95,9 @@ def test_the_release_evaluator_environment_check_passes_inside(gpu_lock, name):
 
 def test_the_vllm_backend_calls_match_the_real_vllm(gpu_lock, tiny_qwen25vl_dir, tmp_path):
     """tests/gpu/vllm_api_check.py inside the infer image: the real backend over a real tiny checkpoint,
-    with only vllm.LLM's engine start replaced by a checker (no CUDA here)."""
+    with only vllm.LLM's engine start replaced by a checker (no CUDA here). This is the check of the
+    backend's use of vLLM (arguments, SamplingParams fields, prompt/multi-modal format, the processor's
+    chat template, a text-only judge); CI, without vLLM, keeps only the release settings tests."""
     out = _run(gpu_lock.images["infer"].id, "python3", "/checks/vllm_api_check.py", "/model",
                volumes={str(ROOT / "tests" / "gpu"): {"bind": "/checks", "mode": "ro"},
                         str(tiny_qwen25vl_dir): {"bind": "/model", "mode": "ro"}})
@@ -106,6 +108,15 @@ def test_the_vllm_backend_calls_match_the_real_vllm(gpu_lock, tiny_qwen25vl_dir,
             "limit_mm_per_prompt", "mm_processor_kwargs"} <= set(result["llm_kwargs"])
     assert result["prompt_keys"] == ["multi_modal_data", "prompt"]
     assert result["sampling_params"] == ["SamplingParams", "SamplingParams"]
+    assert result["mm_options"] == {"limit_mm_per_prompt": {"image": 1},
+                                    "mm_processor_kwargs": {"min_pixels": 3136, "max_pixels": 50176}}
+    assert result["sampling"][0] == {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "max_tokens": 7,
+                                     "presence_penalty": 0.0, "frequency_penalty": 0.0,
+                                     "repetition_penalty": 1.0, "seed": 42}
+    assert result["placeholder"] in result["prompt"] and result["prompt"].endswith("Q<|im_end|>\n<|im_start|>assistant\n")
+    # the text-only judge: no image options, no image data
+    assert result["judge_llm_kwargs"] == ["dtype", "model", "tensor_parallel_size"]
+    assert result["judge_prompt_keys"] == ["prompt"]
     assert result["sampling_seed"] == 42
 
 

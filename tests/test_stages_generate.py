@@ -200,48 +200,6 @@ def test_generate_inputs_follow_the_runner_job_spec(monkeypatch, tmp_path) -> No
     assert "external suite" in exc.value.line()
 
 
-def test_vllm_backend_maps_requests_to_the_offline_api(monkeypatch, tiny_qwen25vl_dir) -> None:
-    """vLLM needs CUDA and cannot be installed here, so this fakes the `vllm` module at its narrowest
-    edge (LLM and SamplingParams record what they are given) to check what the backend sends:
-    one SamplingParams per request with the row's seed, the image as multi_modal_data, the prompt
-    through the checkpoint's chat template, and the run's pixel bounds to the processor."""
-    import types
-
-    from PIL import Image
-
-    from trace_tui.stages.backends import Request, Sampling, build_backend
-
-    calls: dict = {}
-
-    class SamplingParams:
-        def __init__(self, **kw):
-            self.kw = kw
-
-    class LLM:
-        def __init__(self, **kw):
-            calls["init"] = kw
-
-        def generate(self, prompts, sampling_params=None, use_tqdm=True):
-            calls["prompts"], calls["params"] = prompts, sampling_params
-            out = types.SimpleNamespace(text="{\"answer\": 1}")
-            return [types.SimpleNamespace(outputs=[out]) for _ in prompts]
-
-    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams))
-    b = build_backend("vllm", str(tiny_qwen25vl_dir), min_pixels=3136, max_pixels=50176)
-    img = Image.new("RGB", (64, 64))
-    req = Request(messages=[{"role": "system", "content": "S"},
-                            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Q"}]}],
-                  images=[img], sampling=Sampling(temperature=0.6, top_p=0.95, max_tokens=7), seed=42)
-    assert b.generate([req, req]) == ['{"answer": 1}'] * 2
-    assert calls["init"]["mm_processor_kwargs"] == {"min_pixels": 3136, "max_pixels": 50176}
-    assert calls["init"]["limit_mm_per_prompt"] == {"image": 1}
-    assert calls["prompts"][0]["multi_modal_data"] == {"image": img}
-    assert "<|vision_start|><|image_pad|><|vision_end|>Q" in calls["prompts"][0]["prompt"]
-    assert calls["params"][0].kw == {"temperature": 0.6, "top_p": 0.95, "top_k": -1, "max_tokens": 7,
-                                     "presence_penalty": 0.0, "frequency_penalty": 0.0,
-                                     "repetition_penalty": 1.0, "seed": 42}
-
-
 def test_vllm_backend_without_vllm_says_what_to_use(monkeypatch, tiny_qwen25vl_dir) -> None:
     from trace_tui.errors import RequirementsError
     from trace_tui.stages.backends import build_backend
@@ -250,36 +208,6 @@ def test_vllm_backend_without_vllm_says_what_to_use(monkeypatch, tiny_qwen25vl_d
     with pytest.raises(RequirementsError, match="vllm") as exc:
         build_backend("vllm", str(tiny_qwen25vl_dir))
     assert "transformers" in exc.value.line()
-
-
-def test_vllm_backend_text_only_judge_gets_no_multimodal_options(monkeypatch, tmp_path, tiny_qwen25vl_dir) -> None:
-    """Same fake `vllm` edge as above: a text-only checkpoint (the judge, Qwen3-32B) must not be handed
-    image limits or image processor options, and its prompt carries no image."""
-    import shutil
-    import types
-
-    from trace_tui.stages.backends import Request, Sampling, build_backend
-
-    judge_dir = tmp_path / "judge"
-    shutil.copytree(tiny_qwen25vl_dir, judge_dir)
-    cfg = json.loads((judge_dir / "config.json").read_text())
-    cfg.pop("vision_config")
-    (judge_dir / "config.json").write_text(json.dumps(cfg))
-    seen: dict = {}
-
-    class LLM:
-        def __init__(self, **kw):
-            seen["init"] = kw
-
-        def generate(self, prompts, sampling_params=None, use_tqdm=True):
-            seen["prompts"] = prompts
-            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text="x")]) for _ in prompts]
-
-    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=lambda **kw: kw))
-    b = build_backend("vllm", str(judge_dir), min_pixels=3136, max_pixels=50176)
-    b.generate([Request(messages=[{"role": "user", "content": "hi"}], sampling=Sampling(temperature=0.0, max_tokens=128))])
-    assert "limit_mm_per_prompt" not in seen["init"] and "mm_processor_kwargs" not in seen["init"]
-    assert "multi_modal_data" not in seen["prompts"][0]
 
 
 def test_validation_slice_reads_the_store_and_checks_the_dataset_pin(monkeypatch, tmp_path, tiny_qwen25vl_dir,

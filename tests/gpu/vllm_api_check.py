@@ -31,7 +31,8 @@ def main(model_dir: str) -> dict:
 
     class CheckedLLM:
         def __init__(self, **kw):
-            seen["llm_kwargs"] = sorted(kw)
+            seen.setdefault("llm_kwargs", sorted(kw))
+            seen.setdefault("mm_options", {k: kw[k] for k in ("limit_mm_per_prompt", "mm_processor_kwargs") if k in kw})
             problems.extend(f"LLM({k}=...) is neither an LLM parameter nor an EngineArgs field"
                             for k in kw if k not in llm_params | engine_fields)
             inspect.signature(real.__init__).bind(None, **kw)
@@ -46,9 +47,14 @@ def main(model_dir: str) -> dict:
                 for modality in p.get("multi_modal_data", {}):
                     if modality != "image":
                         problems.append(f"multi_modal_data key {modality!r}")
-            seen["prompt_keys"] = sorted({k for p in prompts for k in p})
-            seen["sampling_params"] = [type(s).__name__ for s in sampling_params]
-            seen["prompt"] = prompts[0]["prompt"]
+            seen.setdefault("prompt_keys", sorted({k for p in prompts for k in p}))
+            seen.setdefault("sampling_params", [type(s).__name__ for s in sampling_params])
+            seen.setdefault("sampling", [{f: getattr(s, f) for f in ("temperature", "top_p", "top_k", "max_tokens",
+                                                                    "presence_penalty", "frequency_penalty",
+                                                                    "repetition_penalty", "seed")}
+                                         for s in sampling_params])
+            seen.setdefault("prompt", prompts[0]["prompt"])
+            seen["last_prompts"] = prompts
             out = CompletionOutput(index=0, text='{"answer": 1}', token_ids=[1], cumulative_logprob=None,
                                    logprobs=None)
             return [RequestOutput(request_id=str(i), prompt=p["prompt"], prompt_token_ids=[1], prompt_logprobs=None,
@@ -68,6 +74,17 @@ def main(model_dir: str) -> dict:
     texts = backend.generate([req, req])
     if texts != ['{"answer": 1}'] * 2:
         problems.append(f"outputs read back as {texts}")
+    if seen["last_prompts"][0].get("multi_modal_data", {}).get("image") is not req.images[0]:
+        problems.append("the request's image is not the prompt's multi_modal_data image")
+    # A text-only checkpoint (the judge, Qwen3-32B): no image limits or processor options, no image data.
+    judge = _text_only_copy(model_dir)
+    seen.pop("last_prompts")
+    jcalls = {}
+    vllm.LLM = _recording(CheckedLLM, jcalls)
+    jb = build_backend("vllm", judge, min_pixels=3136, max_pixels=50176)
+    jb.generate([Request(messages=[{"role": "user", "content": "hi"}], sampling=Sampling(temperature=0.0, max_tokens=128))])
+    seen["judge_llm_kwargs"] = sorted(jcalls["init"])
+    seen["judge_prompt_keys"] = sorted(seen.pop("last_prompts")[0])
     # The processor's chat template puts Qwen2.5-VL's image placeholder where vLLM looks for it.
     from vllm.model_executor.models.qwen2_5_vl import Qwen2_5_VLForConditionalGeneration
 
@@ -79,7 +96,30 @@ def main(model_dir: str) -> dict:
     sp = SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_tokens=7, presence_penalty=0.0,
                         frequency_penalty=0.0, repetition_penalty=1.0, seed=42)
     seen["sampling_seed"] = sp.seed
+    seen.pop("last_prompts", None)
     return {"vllm": vllm.__version__, "problems": problems, **seen}
+
+
+def _text_only_copy(model_dir: str) -> str:
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    out = Path(tempfile.mkdtemp()) / "judge"
+    shutil.copytree(model_dir, out)
+    cfg = json.loads((out / "config.json").read_text())
+    cfg.pop("vision_config", None)
+    (out / "config.json").write_text(json.dumps(cfg))
+    return str(out)
+
+
+def _recording(cls, calls: dict):
+    class Recording(cls):
+        def __init__(self, **kw):
+            calls["init"] = kw
+            super().__init__(**kw)
+
+    return Recording
 
 
 if __name__ == "__main__":
