@@ -24,7 +24,7 @@ TEST_IMAGE = "trace-tui/engine-test:latest"
 
 
 def _recipe(steps: list[Any]) -> Any:
-    from trace_tui.recipes import LocalModel, Recipe
+    from trace_tui.recipe_schema import LocalModel, Recipe
 
     return Recipe(name="bench", title="bench", purpose="bench", canonical=False, selection={"suite": "demo"},
                   local_models=[LocalModel(id="m", label="m", store_entry="local:model/m")],
@@ -32,7 +32,7 @@ def _recipe(steps: list[Any]) -> Any:
 
 
 def _resolved(recipe: Any, rows: int = 1) -> Any:
-    from trace_tui.recipes import BenchmarkRef, LocalModel, ResolvedRecipe, SliceKey
+    from trace_tui.recipe_schema import BenchmarkRef, LocalModel, ResolvedRecipe, SliceKey
 
     return ResolvedRecipe(recipe=recipe, suite="demo", models=[LocalModel(id="m", label="m",
                                                                           store_entry="local:model/m")],
@@ -42,7 +42,7 @@ def _resolved(recipe: Any, rows: int = 1) -> Any:
 
 
 def _step(mode: str, *args: str, image: str | None = None) -> Any:
-    from trace_tui.recipes import Step
+    from trace_tui.recipe_schema import Step
 
     return Step(id="s", title="s", stage="infer" if image else "host", image=image,
                 run=["trace_tui.stages.selftest", mode, *args], per_slice=True)

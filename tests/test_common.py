@@ -174,7 +174,7 @@ def test_the_seams_name_their_types():
     import typing
 
     from trace_tui.engine.runner import PlannedJob, Runner, needs_gpus
-    from trace_tui.recipes import Step
+    from trace_tui.recipe_schema import Step
     from trace_tui.scoring.extraction import Extraction
     from trace_tui.scoring.judge import ValidationRowScore
 

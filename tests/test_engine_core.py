@@ -434,7 +434,7 @@ def test_status_from_another_process_while_a_run_goes_on(tmp_path: Path) -> None
 
 def test_verify_checks_release_pins(tmp_path: Path) -> None:
     """A campaign whose recorded model revision differs from the release lock fails the pin check."""
-    from trace_tui.recipes import ResolvedRecipe, SliceKey
+    from trace_tui.recipe_schema import ResolvedRecipe, SliceKey
     from trace_tui.release import release_lock
 
     pin = release_lock().models[0]

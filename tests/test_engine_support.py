@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from trace_tui.recipes import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step
+from trace_tui.recipe_schema import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_IMAGE = "trace-tui/engine-test:latest"

@@ -27,7 +27,8 @@ from test_external_prepare import fill_store, prepared_dataset_view
 
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.runner import Runner
-from trace_tui.recipes import LocalModel, SliceKey, resolve_recipe
+from trace_tui.recipe_schema import LocalModel, SliceKey
+from trace_tui.recipes import resolve_recipe
 from trace_tui.release import release_lock
 from trace_tui.runtime.local import LocalRuntime
 

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trace_tui.errors import UsageError
-from trace_tui.recipes import Recipe, load_recipe, parse_recipe, resolve_recipe
+from trace_tui.recipe_schema import Recipe
+from trace_tui.recipes import load_recipe, parse_recipe, resolve_recipe
 
 from test_recipes_load import VALID
 

@@ -21,10 +21,10 @@ from trace_tui.stages.train_profile import (
     resolve_training,
     unknown_keys,
 )
-from trace_tui.stages.train_smoke import (
+from trace_tui.common.digest import sha256set
+from trace_tui.stages.train_inputs import (
     pick_rows,
     reward_stats,
-    sha256set,
     split_prompt,
 )
 
@@ -187,7 +187,7 @@ def test_missing_model_fails_with_requirements_exit_and_failed_receipt(tmp_path:
 
 def test_older_trl_gets_only_inert_settings_dropped_and_each_recorded(trace_release_dir: Path) -> None:
     from trace_tui.errors import RequirementsError
-    from trace_tui.stages.train_smoke import fit_to_trl
+    from trace_tui.stages.train_trl import fit_to_trl
 
     trl = resolve_training(_profile(trace_release_dir, "3b"), Hardware(device="cuda", devices=1)).trl
     fields = set(trl) - {"sapo_temperature_pos", "sapo_temperature_neg", "trust_remote_code"} | {
@@ -217,7 +217,7 @@ def test_builtin_demo_profile_agrees_with_the_release_profile(trace_release_dir:
 
 def test_pinned_base_models_are_recognised_by_store_entry() -> None:
     from trace_tui.release import release_lock
-    from trace_tui.stages.train_smoke import _base_scale
+    from trace_tui.stages.train_inputs import _base_scale
 
     for scale, pin in release_lock().training_base_models.items():
         assert _base_scale(f"model:{pin.repo_id}@{pin.revision}") == scale
@@ -229,7 +229,7 @@ def test_gpu_memory_plan_keeps_fp32_when_it_fits_else_bf16_else_refuses(trace_re
                                                                        tmp_path: Path) -> None:
     """A 3B-shaped checkpoint (its real config sizes; the weights file is sparse: only its size is read)."""
     from trace_tui.errors import RequirementsError
-    from trace_tui.stages.train_smoke import plan_gpu_memory
+    from trace_tui.stages.train_memory import plan_gpu_memory
 
     (tmp_path / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16", "text_config": {
         "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 2, "num_hidden_layers": 36}}))
@@ -252,7 +252,7 @@ def test_read_rows_across_shards_and_row_groups(trace_sample_dir: Path, tmp_path
     """The step's rows are read by global index over several shards, touching only their row groups."""
     import pyarrow.parquet as pq
 
-    from trace_tui.stages.train_smoke import parquet_rows, read_rows
+    from trace_tui.stages.train_inputs import parquet_rows, read_rows
 
     table = pq.read_table(trace_sample_dir / "trace-sample.parquet", columns=["instance_id", "answer_gt"])
     pq.write_table(table.slice(0, 100), tmp_path / "a.parquet", row_group_size=30)

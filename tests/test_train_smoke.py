@@ -84,7 +84,7 @@ def test_one_step_completes_under_the_stage_contract(smoke_runs) -> None:
 def test_receipt_records_inputs_config_metrics_and_checkpoint(smoke_runs, trace_release_dir: Path,
                                                              trace_sample_dir: Path) -> None:
     from trace_tui.common.digest import sha256_file
-    from trace_tui.stages.train_smoke import checkpoint_sha256set
+    from trace_tui.stages.train_inputs import checkpoint_sha256set
 
     campaign = smoke_runs[0][0]
     r = _receipt(campaign)
@@ -167,7 +167,7 @@ def test_trl_processor_pads_left_so_image_tokens_stay_in_place(tiny_qwen25vl_dir
     import pyarrow.parquet as pq
     from PIL import Image
 
-    from trace_tui.stages.train_smoke import trl_processor
+    from trace_tui.stages.train_trl import trl_processor
 
     processor = trl_processor(tiny_qwen25vl_dir, min_pixels=56 * 56, max_pixels=28 * 28 * 256)
     rows = pq.read_table(trace_sample_dir / "trace-sample.parquet").take([32, 68]).to_pylist()

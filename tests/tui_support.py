@@ -175,7 +175,7 @@ def selftest_resolved(name: str = "tuitest", *, rows: int = 6, delay: float = 0.
     import hashlib
     import json
 
-    from trace_tui.recipes import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step
+    from trace_tui.recipe_schema import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step
 
     benchmarks = benchmarks or {"t1": rows, "t2": rows}
     args = ["--delay", str(delay)] if delay else []

@@ -65,7 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from trace_tui.common.images_lock import read_image_lock
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trace_tui.recipes import ResolvedRecipe, Step
+    from trace_tui.recipe_schema import ResolvedRecipe, Step
 
 GIB = 1024**3
 MEMORY_SLACK = 0.97  # a GPU meets a nominal class when total >= 97% of it (see module docstring)

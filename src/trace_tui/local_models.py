@@ -41,7 +41,7 @@ def scale_of(path: Path) -> str:
 
 def import_local_models(specs: list[str], store_root: Path) -> list:
     """Import each checkpoint into the store and describe it for resolve_recipe(local_models=...)."""
-    from trace_tui.recipes import LocalModel
+    from trace_tui.recipe_schema import LocalModel
     from trace_tui.store import Store, local_entry
 
     store = Store(store_root)

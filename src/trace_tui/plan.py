@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from trace_tui.hardware import REQUIREMENTS, meets, required_tp
-from trace_tui.recipes import SliceKey
+from trace_tui.recipe_schema import SliceKey
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.hardware import HardwareReport
-    from trace_tui.recipes import ResolvedRecipe
+    from trace_tui.recipe_schema import ResolvedRecipe
 
 
 class GpuGroup(BaseModel):

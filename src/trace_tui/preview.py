@@ -21,7 +21,7 @@ from trace_tui.hardware import HardwareReport, StepCheck, check_recipe
 from trace_tui.plan import StepGpus, gpu_groups_env, run_plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trace_tui.recipes import ResolvedRecipe
+    from trace_tui.recipe_schema import ResolvedRecipe
 
 PAPER_MATRIX = "8 models x 3 seeds x 32,805 rows = 787,320"
 

@@ -42,7 +42,7 @@ from trace_tui.errors import CheckFailed, ExitCode, RequirementsError, UsageErro
 from trace_tui.runtime.base import LABEL_CAMPAIGN, ExitInfo, Handle, Launch, Runtime
 
 if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
-    from trace_tui.recipes import Step
+    from trace_tui.recipe_schema import Step
 
 EventSink = Callable[[Any], None]
 DB_INTERVAL_S = 0.5  # progress reaches SQLite at most this often per job (status reads it)

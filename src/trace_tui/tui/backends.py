@@ -160,7 +160,7 @@ def read_campaign(path: Path) -> OpenedCampaign:
     from trace_tui.engine import campaign as cmod
     from trace_tui.engine.events import SliceState
     from trace_tui.errors import UsageError
-    from trace_tui.recipes import ResolvedRecipe
+    from trace_tui.recipe_schema import ResolvedRecipe
 
     path = Path(path).expanduser().resolve()
     recipe_json = path / "recipe.json"
