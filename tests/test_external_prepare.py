@@ -4,8 +4,10 @@ The release's own prepare_trace_eval_manifest.py and prepare_trace_eval_models.p
 here, unchanged, in the checkout laid out from the pinned sources (tests/fixtures_evaluator.py),
 against a store laid out as ours is. Benchmark files are small TSVs with the suite's row
 counts and model weights a few bytes (the real ones are not redistributable and not here):
-the manifest script is run up to the point where it needs the real benchmark data and its
-refusal is asserted; the model script (register-local, verify --deep) runs to the end.
+the manifest script is run up to the point where it imports VLMEvalKit's datasets, whose
+dependencies only the images' eval_deps hold, and its refusal is asserted (that VLMEvalKit
+reads the view's file names is checked in the score image: tests/test_gpu_images.py); the
+model script (register-local, verify --deep) runs to the end.
 """
 
 from __future__ import annotations
