@@ -4,8 +4,10 @@ The release's own prepare_trace_eval_manifest.py and prepare_trace_eval_models.p
 here, unchanged, in the checkout laid out from the pinned sources (tests/fixtures_evaluator.py),
 against a store laid out as ours is. Benchmark files are small TSVs with the suite's row
 counts and model weights a few bytes (the real ones are not redistributable and not here):
-the manifest script is run up to the point where it needs the real benchmark data and its
-refusal is asserted; the model script (register-local, verify --deep) runs to the end.
+the manifest script is run up to the point where it imports VLMEvalKit's datasets, whose
+dependencies only the images' eval_deps hold, and its refusal is asserted (that VLMEvalKit
+reads the view's file names is checked in the score image: tests/test_gpu_images.py); the
+model script (register-local, verify --deep) runs to the end.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ def test_the_dataset_view_is_linked_and_the_evaluators_manifest_script_names_wha
     # the view lives in the campaign, linked from the evaluator's .work, under VLMEvalKit's file names
     lmu = campaign / "evaluator" / "LMUData"
     assert (evaluator / "rlvr/evaluation/.work/LMUData").resolve() == lmu.resolve()
-    assert os.readlink(lmu / "chartqapro.tsv") == str(store.path_of(benchmark_entry("chartqapro")))
+    assert os.readlink(lmu / "ChartQAPro_CoT.tsv") == str(store.path_of(benchmark_entry("chartqapro")))
     assert (lmu / "evochart").is_symlink() and (lmu / "evochart" / "evochart.tsv").is_file()
     # the script's own receipts: one per benchmark, each recording why
     manifest = json.loads((lmu / "trace_eval_v1_dataset_manifest.json").read_text())
@@ -213,7 +215,16 @@ def test_argument_lists_are_data(trace_release_dir):
         "--source", "o/r@" + "a" * 64]
     assert eval_prepare.verify_argv("py", [("a", "/m/a", "r1"), ("b", "/m/b", "r2")])[2:] == [
         "verify", "--entry", "a=/m/a=r1", "--entry", "b=/m/b=r2", "--deep"]
+    # the launcher's PYTHONPATH (run_trace_eval.sh), for the scripts run outside it
+    from trace_tui.external.launcher import script_pythonpath
+
+    assert script_pythonpath("/opt/trace/", "/app") == ("/opt/trace/rlvr/evaluation/.work/eval_deps:/opt/trace/src:"
+                                                        "/opt/trace/rlvr/evaluation/scripts:/opt/trace/external/VLMEvalKit:"
+                                                        "/opt/trace/external/VLMEvalKit/scripts:/app")
+    assert script_pythonpath("/opt/trace", None).endswith("/VLMEvalKit/scripts")
     sources = benchmark_sources((trace_release_dir / PROVENANCE).read_bytes())
     names = {k: eval_prepare.dataset_link_name(s) for k, s in sources.items()}
     assert names["evochart"] == "evochart" and names["countqa"] == "countqa"
-    assert names["embspatial"] == "EmbSpatialBench.tsv" and names["mme_reasoning"] == "MME_Reasoning.tsv"
+    # VLMEvalKit's dataset name (official_alias), not the published file name (chartqapro.tsv, MME_Reasoning.tsv)
+    assert names["embspatial"] == "EmbSpatialBench.tsv" and names["mme_reasoning"] == "MME-Reasoning.tsv"
+    assert names["chartqapro"] == "ChartQAPro_CoT.tsv" and names["tablevqabench"] == "TableVQABench.tsv"

@@ -127,6 +127,17 @@ def test_print_config_refuses_what_the_launcher_refuses(release_evaluator):
     assert _print_config(release_evaluator, [ok], [42], "t").returncode == 0
 
 
+def test_the_environment_we_set_is_what_the_launcher_reads(release_evaluator):
+    """Each variable our launcher_env sets (the phase toggles, GPU_GROUPS) is one the release launcher reads
+    with a default (`NAME="${NAME:-...}"`): a misspelt toggle would silently run the phase we meant to skip."""
+    text = (release_evaluator / launcher.LAUNCHER).read_text()
+    for phase in ("generate", "score"):
+        env = launcher.launcher_env(phase, [[0, 1], [2, 3]])
+        for name in env:
+            assert f'{name}="${{{name}:-' in text, (phase, name)
+    assert launcher.launcher_env("generate", [[0, 1], [2, 3]])["GPU_GROUPS"] == "0,1 2,3"
+
+
 # --------------------------------------------------------------------------- status and verify
 
 def _models_of(ids: list[str]) -> dict[str, tuple[str, str]]:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 LAUNCHER = "rlvr/evaluation/scripts/run_trace_eval.sh"
 VERIFIER = "rlvr/evaluation/scripts/verify_trace_eval.py"
 STATUS = "rlvr/evaluation/scripts/status_trace_eval.py"
+EVAL_DEPS = "rlvr/evaluation/.work/eval_deps"
 Phase = Literal["generate", "score"]
 
 # Which of the launcher's phases each of our steps turns on (EXTERNAL-SUITE.md, "Environment toggles").
@@ -56,6 +57,17 @@ def launcher_argv(models: list[EvaluatorModel], seeds: list[int], run_tag: str, 
     if print_config:
         argv.append("--print-config")
     return argv
+
+
+def script_pythonpath(evaluator: str, inherited: str | None) -> str:
+    """PYTHONPATH for the evaluator's scripts run outside its launcher: the one run_trace_eval.sh exports
+    (the checkout's `.work/eval_deps`, where the image installs VLMEvalKit's dependencies, then src/, the
+    scripts and VLMEvalKit), ahead of what the environment had. The dataset manifest script imports
+    VLMEvalKit, which finds none of its dependencies without it."""
+    root = evaluator.rstrip("/")
+    vlm = f"{root}/external/VLMEvalKit"
+    parts = [f"{root}/{EVAL_DEPS}", f"{root}/src", f"{root}/rlvr/evaluation/scripts", vlm, f"{vlm}/scripts"]
+    return ":".join(parts + ([inherited] if inherited else []))
 
 
 def launcher_env(phase: Phase, gpu_groups: list[list[int]]) -> dict[str, str]:

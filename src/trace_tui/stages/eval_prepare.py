@@ -7,8 +7,8 @@ pinned commit). From the store only:
 
 1. the dataset view: each benchmark's evaluation file (fetched by `trace-tui store
    fetch`, checked against the provenance matrix's md5, sha256 recorded) is linked
-   into ``rlvr/evaluation/.work/LMUData/`` under the file name of its published
-   location (VLMEvalKit's own download name), then the release's
+   into ``rlvr/evaluation/.work/LMUData/`` under the name VLMEvalKit's dataset reads
+   (``<official alias>.tsv``, dataset_link_name), then the release's
    ``prepare_trace_eval_manifest.py`` writes ``trace_eval_v1_dataset_manifest.json``;
 2. the models: each model (the selected ones and the Qwen3-32B judge) gets a
    writable view ``.work/models/<slug>/`` of links to its store files with its
@@ -53,12 +53,16 @@ MARKER_SCHEMA = "trace-model-revision-v1"
 # --------------------------------------------------------------------------- the plan, as data
 
 def dataset_link_name(source: Any) -> str:
-    """Where a benchmark's file goes under LMUData: its published file name (VLMEvalKit downloads it
-    under that name and skips the download when the file is there with its md5); a whole-repository
-    snapshot (EvoChart, CountQA: built into TSVs by the release's adapters) goes under its suite key."""
+    """Where a benchmark's file goes under LMUData: ``<official alias>.tsv``, the file VLMEvalKit's dataset
+    reads at the pinned commit (ImageBaseDataset.prepare_tsv; the published file name is only its legacy
+    name, which it renames to the alias when the md5 matches: it would move our link, and the record of the
+    view would name a link that is gone). A whole-repository snapshot (EvoChart, CountQA: built into TSVs
+    by the release's adapters) goes under its suite key."""
     if source.kind == "hf-repo":
         return source.key
-    return source.filename
+    if not source.alias:
+        raise ValueError(f"benchmark {source.key}: the provenance matrix names no official_alias")
+    return f"{source.alias}.tsv"
 
 
 def register_local_argv(python: str, slug: str, path: str, source: str) -> list[str]:
@@ -155,9 +159,35 @@ def _replace_link(link: Path, target: Path) -> None:
     link.symlink_to(target)
 
 
+def link_dataset_view(lmu: Path, store: Any, sources: dict[str, Any], lock: Any, step: Any = None) -> list[dict]:
+    """Each benchmark's store entry linked into LMU under dataset_link_name; the record of each link."""
+    from trace_tui.store import benchmark_entry
+
+    datasets = []
+    for b in lock.trace_eval.benchmarks:
+        name = benchmark_entry(b.key)
+        rec = store.record(name)
+        link = lmu / dataset_link_name(sources[b.key])
+        _replace_link(link, store.path_of(name))
+        datasets.append({"benchmark": b.key, "store_entry": name, "link": f"LMUData/{link.name}",
+                         "files": {f.path: f.sha256 for f in rec.files}, "md5": sources[b.key].md5})
+        if step is not None:
+            step()
+    return datasets
+
+
+def script_env(evaluator: str | Path, environ: dict[str, str]) -> dict[str, str]:
+    """ENVIRON with the launcher's PYTHONPATH in front (the manifest script imports VLMEvalKit, whose
+    dependencies the image installs in the checkout's eval_deps, not in its python)."""
+    from trace_tui.external.launcher import script_pythonpath
+
+    return {**environ, "PYTHONPATH": script_pythonpath(os.path.abspath(evaluator), environ.get("PYTHONPATH"))}
+
+
 def _run(argv: list[str], cwd: Path, what: str) -> subprocess.CompletedProcess[str]:
     protocol.log(f"{what}: {' '.join(argv[1:])}")
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
+    done = subprocess.run(argv, cwd=cwd, env=script_env(cwd, dict(os.environ)), capture_output=True, text=True,
+                          check=False)
     for line in (done.stdout + done.stderr).splitlines()[-20:]:
         protocol.log(line, level="output")
     return done
@@ -269,16 +299,8 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
                                 hint=f"run `{fix_command(missing[0])}` or `trace-tui --recipe eval-setup`")
 
     # 1. the dataset view: links into the store, then the evaluator's own manifest
-    datasets = []
     lmu = evaluator / WORK / "LMUData"
-    for b in lock.trace_eval.benchmarks:
-        name = benchmark_entry(b.key)
-        rec = store.record(name)
-        link = lmu / dataset_link_name(sources[b.key])
-        _replace_link(link, store.path_of(name))
-        datasets.append({"benchmark": b.key, "store_entry": name, "link": f"LMUData/{link.name}",
-                         "files": {f.path: f.sha256 for f in rec.files}, "md5": sources[b.key].md5})
-        step("datasets")
+    datasets = link_dataset_view(lmu, store, sources, lock, step=lambda: step("datasets"))
     manifest = evaluator / WORK / DATASET_MANIFEST
     if not (only_missing and manifest.is_file()):
         ran = _run(manifest_argv(python, str(lmu), str(manifest)), evaluator, "dataset manifest")

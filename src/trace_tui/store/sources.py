@@ -149,6 +149,7 @@ class BenchmarkSource:
     revision: str | None = None
     path: str | None = None
     md5: str | None = None
+    alias: str | None = None  # the benchmark's VLMEvalKit dataset name (official_alias)
 
     @property
     def filename(self) -> str:
@@ -171,17 +172,19 @@ def benchmark_sources(provenance: bytes) -> dict[str, BenchmarkSource]:
         checksum = art.get("checksum") or {}
         md5 = checksum.get("value") if checksum.get("algorithm") == "md5" else None
         key = b["benchmark_id"]
+        alias = b.get("official_alias")
         if "repository" in art:
             repo = art["repository"].removeprefix("https://huggingface.co/datasets/")
             out[key] = BenchmarkSource(key, "hf-file", repo_id=repo, revision=art["repository_revision"],
-                                       path=art["path"], md5=md5)
+                                       path=art["path"], md5=md5, alias=alias)
             continue
         url = art["url"]
         m = _HF_URL.match(url)
         if m and m["mode"] == "resolve":
-            out[key] = BenchmarkSource(key, "hf-file", repo_id=m["repo"], revision=m["rev"], path=m["path"], md5=md5)
+            out[key] = BenchmarkSource(key, "hf-file", repo_id=m["repo"], revision=m["rev"], path=m["path"], md5=md5,
+                                       alias=alias)
         elif m:
-            out[key] = BenchmarkSource(key, "hf-repo", repo_id=m["repo"], revision=m["rev"], md5=md5)
+            out[key] = BenchmarkSource(key, "hf-repo", repo_id=m["repo"], revision=m["rev"], md5=md5, alias=alias)
         else:
-            out[key] = BenchmarkSource(key, "url", url=url, md5=md5)
+            out[key] = BenchmarkSource(key, "url", url=url, md5=md5, alias=alias)
     return out
