@@ -719,6 +719,22 @@ class Runner:
         """The host GPUs of each container the step runs at a time (one list per GPU group; [[]]: no GPUs)."""
         return self._groups_for(step)
 
+    def batch_launch_for(self, jobs: list[PlannedJob], gpus: list[int], worker: str) -> Launch:
+        """A keep_loaded step's worker for ``jobs`` on host GPUs ``gpus``: each slice's spec in its own
+        job.json (as a per-slice job has) and all of them, in order, as the worker's ``batch``."""
+        c, step = self.campaign, jobs[0].step
+        specs = [self._write_spec(j, gpus) for j in jobs]
+        job_dir = c.job_dir(step.id, worker)
+        atomic_write_json(job_dir / "job.json", {"step": step.id, "recipe": self.recipe.name, "worker": worker,
+                                                 "args": list(step.run[1:]), "gpus": list(range(len(gpus))),
+                                                 "host_gpus": gpus, "batch": specs})
+        os.chmod(job_dir / "job.json", 0o644)
+        return Launch(step=step.id, slice=worker, module=step.run[0], args=list(step.run[1:]), job_dir=job_dir,
+                      campaign=c.path, store=self.store, log_path=c.log_path(step.id, worker), image=step.image,
+                      network=step.needs.network and not self.offline, gpus=gpus, labels={LABEL_CAMPAIGN: c.id},
+                      mem_limit=self.mem_limit, env=dict(getattr(step, "env", {}) or {}),
+                      output_dir=c.path / "outputs" / step.id)
+
     def _write_spec(self, job: PlannedJob, gpus: list[int]) -> dict[str, Any]:
         """The job's spec into its job.json (and its output folder made); returns the spec."""
         c = self.campaign
@@ -786,17 +802,7 @@ class Runner:
         Returns the failure lines.
         """
         c, step = self.campaign, jobs[0].step
-        specs = [self._write_spec(j, gpus) for j in jobs]  # each slice's own job.json, as a per-slice job has
-        job_dir = c.job_dir(step.id, worker)
-        atomic_write_json(job_dir / "job.json", {"step": step.id, "recipe": self.recipe.name, "worker": worker,
-                                                 "args": list(step.run[1:]), "gpus": list(range(len(gpus))),
-                                                 "host_gpus": gpus, "batch": specs})
-        os.chmod(job_dir / "job.json", 0o644)
-        launch = Launch(step=step.id, slice=worker, module=step.run[0], args=list(step.run[1:]), job_dir=job_dir,
-                        campaign=c.path, store=self.store, log_path=c.log_path(step.id, worker), image=step.image,
-                        network=step.needs.network and not self.offline, gpus=gpus, labels={LABEL_CAMPAIGN: c.id},
-                        mem_limit=self.mem_limit, env=dict(getattr(step, "env", {}) or {}),
-                        output_dir=c.path / "outputs" / step.id)
+        launch = self.batch_launch_for(jobs, gpus, worker)
         by_key = {(j.model, j.seed, j.benchmark): j for j in jobs}
         prefixes = [(c.output_rel(step.id, j.slice) + "/", (j.model, j.seed, j.benchmark)) for j in jobs]
         live: dict[Any, tuple[_JobContext, float]] = {}  # started slices: their context and wall start
