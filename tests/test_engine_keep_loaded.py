@@ -9,6 +9,7 @@ No Docker here; GPU ids are only labels (CUDA_VISIBLE_DEVICES), the scheduling i
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 from pathlib import Path
@@ -18,10 +19,12 @@ from test_engine_support import content_of, make_recipe, resolved_for, selftest_
 
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.events import Log, Progress, SliceState
+from trace_tui.engine.printer import HeadlessPrinter
 from trace_tui.engine.runner import PlannedJob, Runner, RunResult, deal_batches
 from trace_tui.engine.status import campaign_status
 from trace_tui.recipes import Step
 from trace_tui.runtime.local import LocalRuntime
+from trace_tui.tui.progress import ProgressModel
 from trace_tui.verify.campaign import verify_campaign
 
 LOADED = "selftest: model loaded"
@@ -81,6 +84,17 @@ def test_one_worker_loads_once_and_every_slice_is_its_own_job(tmp_path: Path) ->
     st = campaign_status(tmp_path / "c")
     assert st["complete"] and [s["state"] for s in st["slices"]] == ["completed"] * 3
     assert verify_campaign(tmp_path / "c").ok
+    # What the TUI's grid and the headless printer make of the events: a cell and a line per slice.
+    grid = ProgressModel()
+    grid.apply_all(events)
+    assert {(c.benchmark, c.state, c.done, c.total) for c in grid.step_cells["gen"].values()} == \
+           {(b, "completed", n, n) for b, n in BENCHES.items()}
+    out = io.StringIO()
+    printer = HeadlessPrinter(out)
+    for ev in events:
+        printer(ev)
+    for b, n in BENCHES.items():
+        assert f"{b} running" in out.getvalue() and f"{b} completed ({n}/{n} rows" in out.getvalue()
     # The same recipe without keep_loaded: the same outputs and receipt contents, one worker per slice.
     plain = make_recipe([selftest_step("gen", "rows", image=None)])
     again, events2 = run_campaign(tmp_path, resolved_for(plain, benchmarks=BENCHES), name="plain")

@@ -826,8 +826,7 @@ class Runner:
                 if key not in by_key or key in ended:
                     if isinstance(ev, Status) and ev.model is None:
                         worker_status = ev  # the worker's own end: read after it exits
-                    else:
-                        self._emit(ev)
+                    self._emit(ev)
                     continue
                 if key not in live:
                     job = by_key[key]
@@ -836,6 +835,7 @@ class Runner:
                 ctx, started_wall = live[key]
                 if isinstance(ev, Status):  # this slice is over: receipt it now, whatever comes after
                     ctx.status = ev
+                    self._emit(ev)
                     err = self._finish_job(ctx.job, ctx, ExitInfo(exit_code=0), started_wall, gpus, worker=worker)
                     ended.add(key)
                     current = None
