@@ -986,8 +986,8 @@ class Runner:
             last = " | ".join(info.tail[-5:])
             line = (f"step {step.id}{' slice ' + where if where else ''} failed: {reason}"
                     + (f"; last log lines: {last}" if last else "")
-                    + f"; log: {c.log_path(step.id, worker or job.slice)}; fix the cause and run the same command again "
-                      "to resume")
+                    + f"; log: {c.log_path(step.id, worker or job.slice)}; fix the cause and run the same command "
+                      "again to resume")
             self._flush_subs(ctx, "failed")
             c.update_job(step.id, job.slice, state="failed", message=line[:2000], finished_at=time.time(), **fields)
             self._emit(SliceState(state="failed", done=ctx.done, total=ctx.total, message=line, **ident))
