@@ -6,7 +6,7 @@ Modes:
   matrix        `rows` for every slice of a whole-step job, under OUTPUT_DIR/slices/MODEL/SEED/BENCHMARK
   rows          write one row per slice row (per-row seeds), resumable at the first missing row,
                 then score.json; the score is the share of rows whose value is below 0.5; given a
-                batch job (a keep_loaded step), every slice of it in turn, after one "model loaded"
+                batch job (a keep_loaded step), every slice of it in turn; either way after one "model loaded" log line
   fail          print a few log lines on stderr and exit 3
   oom           allocate memory until the container's limit kills it
   network       report the network interfaces and whether a TCP connection can be opened
@@ -153,6 +153,7 @@ def mode_rows(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
             protocol.status("completed", f"{total} rows", **where)
         protocol.status("completed", f"{len(job['batch'])} slices")
         return 0
+    protocol.log("selftest: model loaded")  # one job, one worker, one load
     sl = job.get("slice") or {"model": "none", "seed": 0, "benchmark": "none"}
     total = opts.rows if opts.rows is not None else int(job.get("total") or 10)
     score = write_slice(campaign / job["output_dir"], campaign, str(sl["model"]), int(sl["seed"]),
