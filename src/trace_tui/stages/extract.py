@@ -95,8 +95,10 @@ class JudgeClient:
     """The judge behind `generate(messages, max_tokens) -> str`, built on first use (it is large:
     minutes for Qwen3-32B), then kept for every slice the worker serves."""
 
-    def __init__(self, model_dir: Path | None, backend_name: str, backend: Any = None, gpus: int = 1) -> None:
+    def __init__(self, model_dir: Path | None, backend_name: str, backend: Any = None, gpus: int = 1,
+                 label: str | None = None) -> None:
         self.model_dir = model_dir
+        self.label = label or (model_dir.name if model_dir is not None else "judge")  # what the log names
         self.gpus = max(1, gpus)
         self.backend_name = backend_name
         self.backend = backend
@@ -124,7 +126,7 @@ class JudgeClient:
             t0 = time.monotonic()
             self.backend = build_backend(self.backend_name, str(self.model_dir), **options)
             self.loads += 1
-            protocol.log(f"judge loaded: {self.model_dir.name} ({self.backend_name}, {self.gpus} GPU(s) requested) "
+            protocol.log(f"judge loaded: {self.label} ({self.backend_name}, {self.gpus} GPU(s) requested) "
                          f"in {time.monotonic() - t0:.1f} s")
         self.calls += len(conversations)
         # Temperature 0 (greedy), thinking off, as the release's judge ran; text only.
@@ -203,13 +205,13 @@ def judged_identity(name: str | None, folder: Path | None) -> str | None:
 
 
 def shared_judge(shared: dict[str, Any] | None, model_dir: Path | None, backend_name: str, backend: Any,
-                 gpus: int) -> JudgeClient:
+                 gpus: int, label: str | None = None) -> JudgeClient:
     """The worker's judge for these settings: the one already built for an earlier slice, else a new one."""
     if shared is None:
-        return JudgeClient(model_dir, backend_name, backend, gpus=gpus)
+        return JudgeClient(model_dir, backend_name, backend, gpus=gpus, label=label)
     key = f"judge:{model_dir}:{backend_name}:{max(1, gpus)}:{id(backend) if backend is not None else ''}"
     if key not in shared:
-        shared[key] = JudgeClient(model_dir, backend_name, backend, gpus=gpus)
+        shared[key] = JudgeClient(model_dir, backend_name, backend, gpus=gpus, label=label)
     return shared[key]
 
 
@@ -235,7 +237,7 @@ def run(job: dict[str, Any], *, judge_backend: Any = None, shared: dict[str, Any
         judge_dir = entry_path(judge_name) if not Path(judge_name).is_dir() else Path(judge_name)
     backend_name = ns.backend or choose_backend(job)
     judge = None if judge_name is None else shared_judge(shared, judge_dir, backend_name, judge_backend,
-                                                         len(job.get("gpus") or []))
+                                                         len(job.get("gpus") or []), label=judge_name)
     calls0, loads0 = (judge.calls, judge.loads) if judge is not None else (0, 0)
     judge_settings = {"entry": judge_name, "budgets": budgets, "temperature": 0.0, "thinking": False,
                       "prompt_sha256": JUDGE_PROMPT_SHA256, "backend": backend_name if judge_name else None}
