@@ -106,8 +106,10 @@ def test_each_steps_container_request_reaches_the_engine(docker_image, tmp_path,
                 assert runner.groups_for(step) == [[]] or not step.image
                 continue
             devices, groups, tp = want[step.id]
-            job = next(j for j in runner.plan().jobs if j.step.id == step.id)
-            launch = runner.launch_for(job, runner.groups_for(step)[0])
+            jobs = [j for j in runner.plan().jobs if j.step.id == step.id]
+            # a keep_loaded step (the judge's extraction): one worker per group, its slices as a batch
+            launch = (runner.batch_launch_for(jobs, runner.groups_for(step)[0], "_worker-0") if step.keep_loaded
+                      else runner.launch_for(jobs[0], runner.groups_for(step)[0]))
             with pytest.raises(RequirementsError) as err:
                 runtime.start(launch)
             assert "cannot give GPUs" in err.value.line()
@@ -122,6 +124,11 @@ def test_each_steps_container_request_reaches_the_engine(docker_image, tmp_path,
             for k, v in (step.env or {}).items():
                 assert env[k] == v
             spec = json.loads((launch.job_dir / "job.json").read_text())
+            if step.keep_loaded:
+                assert spec["host_gpus"] == devices and spec["gpus"] == list(range(len(devices)))
+                assert [x["slice"] for x in spec["batch"]] == [{"model": x.model, "seed": x.seed,
+                                                                 "benchmark": x.benchmark} for x in jobs]
+                spec = spec["batch"][0]
             assert spec["host_gpus"] == devices and spec["gpu_groups"] == groups and spec["tensor_parallel"] == tp
             assert spec["gpus"] == list(range(len(devices)))
         assert labelled(c.id) == []

@@ -38,7 +38,8 @@ Smoke training (one process, one GPU; trace_tui.stages.train_profile): 3B needs
 
 In a container GPUs are numbered from 0: a whole-step job (the release
 evaluator) gets every GPU of its groups and GPU_GROUPS renumbered; a per-slice
-job gets one group, seen as "0" or "0,1".
+job gets one group, seen as "0" or "0,1" (the judge's extraction keeps the judge
+loaded: one container per judge group works through that group's slices).
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def _full(gen: str, judge: str) -> dict[str, str]:
 
 
 def _validation(gen: str, gen_one: str, judge: str, judge_one: str) -> dict[str, str]:
-    """Per-slice jobs: one container per slice on one group, which it sees as 0..tp-1."""
+    """Per-slice jobs on one group each, which a container sees as 0..tp-1 (generation: one container per
+    slice; the judge's extraction: one container per group serving its share of the slices in turn)."""
     return {"generate": gen if gen.startswith("refused") else f"{gen} | {gen_one}",
             "extract": judge if judge.startswith("refused") else f"{judge} | {judge_one}", "score": "-"}
 
@@ -209,10 +211,17 @@ def test_the_runner_gives_the_containers_the_plan(tmp_path):
             groups = runner.groups_for(step)
             gpus = next(g for g in groups if g == want_devices) if step.per_slice else groups[0]
             assert gpus == want_devices, (machine, run, step_id, groups)
-            job = next(j for j in runner.plan().jobs if j.step.id == step_id)
-            spec = runner.job_spec(job, gpus)
-            assert spec["host_gpus"] == want_devices and spec["gpu_groups"] == want_groups, (machine, run, spec)
-            assert spec["tensor_parallel"] == len(want_groups[0])
+            jobs = [j for j in runner.plan().jobs if j.step.id == step_id]
+            if step.keep_loaded:  # one worker per group serves its slices: what it reads is its batch
+                launch = runner.batch_launch_for(jobs, gpus, "_worker-0")
+                batch = json.loads((launch.job_dir / "job.json").read_text())
+                assert launch.gpus == batch["host_gpus"] == want_devices and len(batch["batch"]) == len(jobs)
+                specs = batch["batch"]
+            else:
+                specs = [runner.job_spec(jobs[0], gpus)]
+            for spec in specs:
+                assert spec["host_gpus"] == want_devices and spec["gpu_groups"] == want_groups, (machine, run, spec)
+                assert spec["tensor_parallel"] == len(want_groups[0])
 
 
 def _cli(*args: str, home: Path, machine: str) -> subprocess.CompletedProcess[str]:

@@ -69,6 +69,29 @@ def test_demo_outputs(demo_campaign) -> None:
 
 
 @pytest.mark.slow
+def test_demo_judge_is_loaded_once_for_all_extract_slices(demo_campaign) -> None:
+    """The extract step keeps its judge loaded: one worker (CPU: one group) serves the four slices,
+    each still its own job with its own receipt; the judge loads once, not once per slice."""
+    c = demo_campaign["campaign"]
+    events = [json.loads(line) for line in (c / "events.jsonl").read_text().splitlines()]
+    loaded = [e for e in events if e.get("step") == "extract" and e["type"] == "log"
+              and e["message"].startswith("judge loaded: ")]
+    assert len(loaded) == 1, [e["message"] for e in loaded]
+    judged = 0
+    for key in ("counting", "arithmetic", "choice", "naming"):
+        runner_receipt = json.loads((c / f"receipts/extract/tiny-qwen2.5-vl/42/{key}.json").read_text())
+        assert runner_receipt["circumstance"]["worker"] == "_worker-0"
+        stage = json.loads((c / f"outputs/extract/tiny-qwen2.5-vl/42/{key}/extract.receipt.json").read_text())
+        judged += stage["circumstance"]["judge_calls"] > 0
+        loads = stage["circumstance"]["judge_loads"]
+        assert loads in (0, 1)
+    assert judged >= 2  # the judge was needed in several slices, and still loaded once
+    done = [e["benchmark"] for e in events if e.get("step") == "extract" and e["type"] == "slice_state"
+            and e["state"] == "completed"]
+    assert sorted(done) == ["arithmetic", "choice", "counting", "naming"]
+
+
+@pytest.mark.slow
 def test_demo_rerun_resumes_to_nothing_and_tampering_fails_verify(demo_campaign, tmp_path) -> None:
     c, env = demo_campaign["campaign"], demo_campaign["env"]
     t0 = time.monotonic()

@@ -183,3 +183,41 @@ def test_batched_judge_equals_the_library_row_by_row() -> None:
         alone = ScriptedJudge({case[0]: case[3]})
         want = judge_with_retries(JudgeClient(None, "scripted", alone), case[0], case[1], [128, 256, 512])
         assert got.to_dict() == want.to_dict()
+
+
+@pytest.mark.slow
+def test_a_batch_worker_loads_the_judge_once_for_all_its_slices(monkeypatch, tmp_path, tiny_qwen25vl_dir) -> None:
+    """A keep_loaded step's worker (the runner's batch job) loads the judge once and serves every
+    slice with it; one job per slice loads it per slice. The judge is the demo's tiny model behind
+    the real transformers backend; its loads are counted from the worker's own events and receipts."""
+    from trace_tui.stages import extract
+
+    args = ["--judge", str(tiny_qwen25vl_dir), "--judge-max-tokens", "4", "--backend", "transformers"]
+
+    def slice_job(name: str, out: str) -> dict:
+        write_generate_rows(tmp_path, f"outputs/generate/{name}")
+        return dict(extract_job(args), slice={"model": "m", "seed": 42, "benchmark": name},
+                    upstream_outputs={"generate": f"outputs/generate/{name}"}, output_dir=f"outputs/{out}/{name}")
+
+    def judge_loads(events: list) -> int:
+        return sum(1 for e in events if e["type"] == "log" and e["message"].startswith("judge loaded: "))
+
+    batch = {"step": "extract", "batch": [slice_job(n, "extract") for n in ("a", "b", "c")]}
+    _, events = run_worker(monkeypatch, tmp_path, tmp_path / "store", extract.run_job, batch)
+    assert judge_loads(events) == 1
+    ends = [(e["benchmark"], e["state"]) for e in events if e["type"] == "status"]
+    assert ends == [("a", "completed"), ("b", "completed"), ("c", "completed")]
+    receipts = [json.loads((tmp_path / f"outputs/extract/{n}/extract.receipt.json").read_text()) for n in "abc"]
+    assert all(r["circumstance"]["judge_calls"] == 5 for r in receipts)  # every slice was judged
+    assert [r["circumstance"]["judge_loads"] for r in receipts] == [1, 0, 0]
+    # The same slices, one job each (the old way): a load per slice.
+    apart = []
+    for n in ("a", "b"):
+        _, ev = run_worker(monkeypatch, tmp_path, tmp_path / "store", extract.run_job, slice_job(n, "apart"))
+        apart.append(judge_loads(ev))
+    assert apart == [1, 1]
+    # Served together or apart, each slice's rows are the same.
+    for n in ("a", "b"):
+        together = sorted((tmp_path / f"outputs/extract/{n}/rows").glob("*.json"))
+        assert [f.read_bytes() for f in together] == \
+               [(tmp_path / f"outputs/apart/{n}/rows" / f.name).read_bytes() for f in together]

@@ -21,7 +21,8 @@ trainer's GPU, or a refusal with the hardware check's reason. Headless runs,
 the TUI, ``preview`` and ``status`` all read it; the runner gives each step's
 containers exactly its groups (a per-slice container one group, a whole-step
 container all of them, numbered from 0 inside, as the release launcher's
-GPU_GROUPS).
+GPU_GROUPS). A ``keep_loaded`` step (the judge's extraction) runs one container
+per group, which loads its model once and serves that group's slices in turn.
 """
 
 from __future__ import annotations
@@ -167,6 +168,7 @@ class StepGpus(BaseModel):
     step: str
     role: str  # "generation", "judge", "trainer", "gpus", "cpu", "host"
     per_slice: bool
+    keep_loaded: bool = False  # per slice, but one container per group serves its share of the slices in turn
     groups: list[list[int]] = []
     refusal: str | None = None
 
@@ -199,7 +201,8 @@ class StepGpus(BaseModel):
             return f"{self.step}: {'host' if self.role == 'host' else 'CPU'}"
         groups = " ".join(",".join(map(str, g)) for g in self.groups)
         n = len(self.groups)
-        where = ("one container per slice on one group" if self.per_slice
+        where = ("one container per group, its share of the slices in turn" if self.per_slice and self.keep_loaded
+                 else "one container per slice on one group" if self.per_slice
                  else f"one container with GPU {','.join(map(str, self.devices))}")
         return (f"{self.step}: {self.role}, {n} group{'s' if n != 1 else ''} of tp {self.tp} (GPU {groups}); "
                 f"{where}, GPU_GROUPS=\"{self.gpu_groups_env()}\"")
@@ -243,7 +246,7 @@ def run_plan(resolved: "ResolvedRecipe", report: "HardwareReport") -> RunPlan:
     steps: list[StepGpus] = []
     for step in resolved.recipe.steps:
         profile = step.needs.gpu_profile
-        base = {"step": step.id, "per_slice": step.per_slice}
+        base = {"step": step.id, "per_slice": step.per_slice, "keep_loaded": step.keep_loaded}
         if not _step_needs_gpus(step):
             steps.append(StepGpus(**base, role="host" if step.stage == "host" else "cpu"))
             continue

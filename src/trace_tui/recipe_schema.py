@@ -81,6 +81,10 @@ class StepNeeds(_Strict):
         return store
 
 
+# Workers that accept a batch job (one per-slice spec per slice, served in turn; trace_tui.stages.jobs.run_slices).
+BATCH_WORKERS = ("trace_tui.stages.extract", "trace_tui.stages.selftest")
+
+
 class Step(_Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=64)
     title: str
@@ -94,9 +98,18 @@ class Step(_Strict):
     outputs: list[str] = Field(default_factory=list)
     confirm: bool = False
     per_slice: bool = Field(False, description="one job per (model, seed, benchmark) slice")
+    keep_loaded: bool = Field(
+        False, description="per-slice step whose worker keeps its model (the judge) loaded: one container per GPU "
+                           "group serves its share of the slices in turn; each slice keeps its own job, receipt "
+                           "and resume")
 
     @model_validator(mode="after")
     def _stage_and_image(self) -> "Step":
+        if self.keep_loaded and not self.per_slice:
+            raise ValueError("keep_loaded serves a per-slice step's slices in one worker: set per_slice: true")
+        if self.keep_loaded and self.run[0] not in BATCH_WORKERS:
+            raise ValueError(f"keep_loaded needs a worker that serves a batch of slices ({', '.join(BATCH_WORKERS)}); "
+                             f"{self.run[0]} runs one slice per job: leave keep_loaded out")
         if self.stage == "host" and self.image is not None:
             raise ValueError("a host step runs on the host: leave out 'image'")
         if self.stage != "host" and self.image is None:

@@ -40,10 +40,15 @@ class Artifact(_Event):
 
 
 class Status(_Event):
+    """How a worker ended; with a slice, how one slice ended inside a worker that serves several in turn."""
+
     type: Literal["status"] = "status"
     state: Literal["completed", "failed"]
     message: str = ""
     exit_code: int = 0
+    model: str | None = None
+    seed: int | None = None
+    benchmark: str | None = None
 
 
 class Metric(_Event):

@@ -165,6 +165,20 @@ def short_slices_reason(subs: Iterable[Any]) -> str | None:
             + (f" and {len(short) - 6} more" if len(short) > 6 else ""))
 
 
+def deal_batches(todo: list[PlannedJob], n_groups: int) -> list[list[PlannedJob]]:
+    """A keep_loaded step's slices over its groups' workers (pure): largest first, each to the worker
+    with the fewest rows so far (ties: the lowest), then each batch in the plan's order. A worker
+    keeps its model, so slices are not stolen between groups as single-slice jobs are."""
+    batches: list[list[PlannedJob]] = [[] for _ in range(max(1, n_groups))]
+    load = [0] * len(batches)
+    for j in sorted(todo, key=lambda j: -max(0, j.total - j.done)):
+        g = min(range(len(batches)), key=lambda i: (load[i], i))
+        batches[g].append(j)
+        load[g] += max(0, j.total - j.done)
+    order = {id(j): i for i, j in enumerate(todo)}
+    return [sorted(b, key=lambda j: order[id(j)]) for b in batches]
+
+
 @dataclass
 class RunResult:
     exit_code: int
@@ -547,6 +561,8 @@ class Runner:
 
     def _run_step(self, step: Step, todo: list[PlannedJob]) -> list[str]:
         groups = self._groups_for(step)
+        if getattr(step, "keep_loaded", False):
+            return self._run_batches(deal_batches(todo, len(groups)), groups)
         failed: list[str] = []
         if len(groups) == 1 or len(todo) == 1:
             for j in todo:
@@ -584,6 +600,28 @@ class Runner:
 
         threads = [threading.Thread(target=worker, args=(i,), name=f"gpu-group-{'-'.join(map(str, g))}")
                    for i, g in enumerate(groups)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return failed
+
+    def _run_batches(self, batches: list[list[PlannedJob]], groups: list[list[int]]) -> list[str]:
+        """One worker per GPU group with slices, all at once; each serves its batch in turn."""
+        failed: list[str] = []
+        lock = threading.Lock()
+
+        def worker(i: int) -> None:
+            errs = self._run_batch(batches[i], groups[i], f"_worker-{i}")
+            with lock:
+                failed.extend(errs)
+
+        mine = [i for i, b in enumerate(batches) if b]
+        if len(mine) == 1:
+            worker(mine[0])
+            return failed
+        threads = [threading.Thread(target=worker, args=(i,), name=f"gpu-group-{'-'.join(map(str, groups[i]))}")
+                   for i in mine]
         for t in threads:
             t.start()
         for t in threads:
@@ -681,24 +719,47 @@ class Runner:
         """The host GPUs of each container the step runs at a time (one list per GPU group; [[]]: no GPUs)."""
         return self._groups_for(step)
 
+    def batch_launch_for(self, jobs: list[PlannedJob], gpus: list[int], worker: str) -> Launch:
+        """A keep_loaded step's worker for ``jobs`` on host GPUs ``gpus``: each slice's spec in its own
+        job.json (as a per-slice job has) and all of them, in order, as the worker's ``batch``."""
+        c, step = self.campaign, jobs[0].step
+        specs = [self._write_spec(j, gpus) for j in jobs]
+        job_dir = c.job_dir(step.id, worker)
+        atomic_write_json(job_dir / "job.json", {"step": step.id, "recipe": self.recipe.name, "worker": worker,
+                                                 "args": list(step.run[1:]), "gpus": list(range(len(gpus))),
+                                                 "host_gpus": gpus, "batch": specs})
+        os.chmod(job_dir / "job.json", 0o644)
+        return Launch(step=step.id, slice=worker, module=step.run[0], args=list(step.run[1:]), job_dir=job_dir,
+                      campaign=c.path, store=self.store, log_path=c.log_path(step.id, worker), image=step.image,
+                      network=step.needs.network and not self.offline, gpus=gpus, labels={LABEL_CAMPAIGN: c.id},
+                      mem_limit=self.mem_limit, env=dict(getattr(step, "env", {}) or {}),
+                      output_dir=c.path / "outputs" / step.id)
+
+    def _write_spec(self, job: PlannedJob, gpus: list[int]) -> dict[str, Any]:
+        """The job's spec into its job.json (and its output folder made); returns the spec."""
+        c = self.campaign
+        spec = self.job_spec(job, gpus)
+        job_dir = c.job_dir(job.step.id, job.slice)
+        atomic_write_json(job_dir / "job.json", spec)
+        os.chmod(job_dir / "job.json", 0o644)  # the container user must read it
+        (c.path / c.output_rel(job.step.id, job.slice)).mkdir(parents=True, exist_ok=True)
+        return spec
+
     def launch_for(self, job: PlannedJob, gpus: list[int]) -> Launch:
         """Write the job's spec and return what the runtime is asked to start for it on host GPUs ``gpus``."""
         c, step = self.campaign, job.step
         job_dir = c.job_dir(step.id, job.slice)
-        atomic_write_json(job_dir / "job.json", self.job_spec(job, gpus))
-        os.chmod(job_dir / "job.json", 0o644)  # mkstemp made it 0600; the container user must read it
+        self._write_spec(job, gpus)
         out_dir = c.path / c.output_rel(step.id, job.slice)
-        out_dir.mkdir(parents=True, exist_ok=True)
         network = step.needs.network and not self.offline
         return Launch(step=step.id, slice=job.slice, module=step.run[0], args=list(step.run[1:]), job_dir=job_dir,
                       campaign=c.path, store=self.store, log_path=c.log_path(step.id, job.slice), image=step.image,
                       network=network, gpus=gpus, labels={LABEL_CAMPAIGN: c.id}, mem_limit=self.mem_limit,
                       env=dict(getattr(step, "env", {}) or {}), output_dir=out_dir)
 
-    def _run_job(self, job: PlannedJob, gpus: list[int]) -> str | None:
-        """Run one job to its end. Returns a failure line, or None (done or cancelled)."""
+    def _begin_job(self, job: PlannedJob) -> float:
+        """The job's record says running (one more attempt) and its slice is announced; returns the wall start."""
         c, step = self.campaign, job.step
-        launch = self.launch_for(job, gpus)
         started_wall = time.time()
         rec = c.job(step.id, job.slice)
         attempts = (rec.attempts if rec else 0) + 1
@@ -707,6 +768,13 @@ class Runner:
         self._emit(SliceState(step=step.id, model=job.model, seed=job.seed, benchmark=job.benchmark,
                               state="resumed" if resumed else "running", done=job.done, total=job.total,
                               message=f"resuming at row {job.done}" if resumed else ""))
+        return started_wall
+
+    def _run_job(self, job: PlannedJob, gpus: list[int]) -> str | None:
+        """Run one job to its end. Returns a failure line, or None (done or cancelled)."""
+        step = job.step
+        launch = self.launch_for(job, gpus)
+        started_wall = self._begin_job(job)
         if self._cancel.is_set():
             return None
         known = self.campaign.sub_slices() if job.subs else {}
@@ -724,6 +792,84 @@ class Runner:
             with self._handles_lock:
                 self._handles.discard(handle)
         return self._finish_job(job, ctx, info, started_wall, gpus)
+
+    def _run_batch(self, jobs: list[PlannedJob], gpus: list[int], worker: str) -> list[str]:
+        """Run a keep_loaded step's ``jobs`` (its slices dealt to one GPU group) in one worker, in turn.
+
+        The worker loads its model once; each slice is still its own job: it goes to running when
+        the worker reaches it, and is receipted and marked complete as soon as the worker reports it
+        done (a slice finished before a crash or Ctrl-C stays complete; a rerun does the others).
+        Returns the failure lines.
+        """
+        c, step = self.campaign, jobs[0].step
+        launch = self.batch_launch_for(jobs, gpus, worker)
+        by_key = {(j.model, j.seed, j.benchmark): j for j in jobs}
+        prefixes = [(c.output_rel(step.id, j.slice) + "/", (j.model, j.seed, j.benchmark)) for j in jobs]
+        live: dict[Any, tuple[_JobContext, float]] = {}  # started slices: their context and wall start
+        ended: set[Any] = set()
+        failed: list[str] = []
+        current: Any = None  # the slice the worker is on (its artifacts and logs belong to it)
+        worker_status: Status | None = None
+        if self._cancel.is_set():
+            return failed
+        handle = self._runtime_for(step).start(launch)
+        with self._handles_lock:
+            self._handles.add(handle)
+        if self._cancel.is_set():
+            handle.stop()
+        try:
+            for line in handle.lines():
+                ev = parse_stage_line(line, step=step.id)
+                key = (getattr(ev, "model", None), getattr(ev, "seed", None), getattr(ev, "benchmark", None))
+                if isinstance(ev, Artifact):
+                    key = next((k for p, k in prefixes if ev.path.startswith(p)), current)
+                if key not in by_key or key in ended:
+                    if isinstance(ev, Status) and ev.model is None:
+                        worker_status = ev  # the worker's own end: read after it exits
+                    self._emit(ev)
+                    continue
+                if key not in live:
+                    job = by_key[key]
+                    live[key] = (_JobContext(job), self._begin_job(job))
+                current = key
+                ctx, started_wall = live[key]
+                if isinstance(ev, Status):  # this slice is over: receipt it now, whatever comes after
+                    ctx.status = ev
+                    self._emit(ev)
+                    err = self._finish_job(ctx.job, ctx, ExitInfo(exit_code=0), started_wall, gpus, worker=worker)
+                    ended.add(key)
+                    current = None
+                    if err:
+                        failed.append(err)
+                    continue
+                self._dispatch(ev, ctx)
+            info = handle.wait()
+        finally:
+            with self._handles_lock:
+                self._handles.discard(handle)
+        for key, job in by_key.items():
+            if key in ended:
+                continue
+            if key in live:  # the worker stopped inside this slice: cancelled, or failed with the worker's reason
+                ctx, started_wall = live[key]
+                if worker_status is not None and worker_status.state == "failed":
+                    ctx.status = worker_status
+                elif info.exit_code == 0 and not info.stopped:
+                    ctx.status = Status(state="failed", message="the worker ended without finishing this slice")
+                err = self._finish_job(job, ctx, info, started_wall, gpus, worker=worker)
+                if err:
+                    failed.append(err)
+            elif not self._cancel.is_set() and not info.stopped:  # never reached: to do on the next run
+                why = (worker_status.message if worker_status is not None and worker_status.message
+                       else info.describe())
+                line = (f"step {step.id} slice {job.slice} not run: its group's worker ended first ({why}); "
+                        f"log: {c.log_path(step.id, worker)}; fix the cause and run the same command again to resume")
+                c.update_job(step.id, job.slice, state="failed", message=line[:2000], finished_at=time.time())
+                self._emit(SliceState(step=step.id, model=job.model, seed=job.seed, benchmark=job.benchmark,
+                                      state="failed", done=job.done, total=job.total, message=line))
+                failed.append(line)
+        c.flush_events()
+        return failed
 
     def _dispatch(self, ev: Any, ctx: _JobContext) -> None:
         """The hot path: one parsed stage event."""
@@ -809,7 +955,7 @@ class Runner:
             self.campaign.complete_sub_slices(step.id)
 
     def _finish_job(self, job: PlannedJob, ctx: _JobContext, info: ExitInfo, started_wall: float,
-                    gpus: list[int]) -> str | None:
+                    gpus: list[int], worker: str | None = None) -> str | None:
         c, step = self.campaign, job.step
         fields: dict[str, Any] = dict(done=ctx.done, total=ctx.total, phase=ctx.phase, rate=ctx.rate)
         ident = dict(step=step.id, model=job.model, seed=job.seed, benchmark=job.benchmark)
@@ -833,15 +979,15 @@ class Runner:
             reason = short_slices_reason(ctx.subs.values())
         receipt = None
         if reason is None:
-            receipt, problem = self._write_receipt(job, ctx, info, started_wall, gpus)
+            receipt, problem = self._write_receipt(job, ctx, info, started_wall, gpus, worker)
             reason = problem
         if reason is not None:
             where = job.slice if job.slice != STEP_SLICE else ""
             last = " | ".join(info.tail[-5:])
             line = (f"step {step.id}{' slice ' + where if where else ''} failed: {reason}"
                     + (f"; last log lines: {last}" if last else "")
-                    + f"; log: {c.log_path(step.id, job.slice)}; fix the cause and run the same command again "
-                      "to resume")
+                    + f"; log: {c.log_path(step.id, worker or job.slice)}; fix the cause and run the same command "
+                      "again to resume")
             self._flush_subs(ctx, "failed")
             c.update_job(step.id, job.slice, state="failed", message=line[:2000], finished_at=time.time(), **fields)
             self._emit(SliceState(state="failed", done=ctx.done, total=ctx.total, message=line, **ident))
@@ -854,7 +1000,7 @@ class Runner:
         return None
 
     def _write_receipt(self, job: PlannedJob, ctx: _JobContext, info: ExitInfo, started_wall: float,
-                       gpus: list[int]) -> tuple[str | None, str | None]:
+                       gpus: list[int], worker: str | None = None) -> tuple[str | None, str | None]:
         c, step = self.campaign, job.step
         out_rel = c.output_rel(step.id, job.slice)
         outputs: dict[str, dict[str, Any]] = {}
@@ -883,6 +1029,8 @@ class Runner:
         circumstance = {"started_at": started_wall, "finished_at": finished,
                         "duration_s": round(finished - started_wall, 3), "host": socket.gethostname(),
                         "runtime": self._runtime_for(step).name, "gpus": gpus, "exit_code": info.exit_code}
+        if worker is not None:  # served in turn with other slices by one worker (a keep_loaded step)
+            circumstance["worker"] = worker
         path = c.receipt_path(step.id, job.slice)
         atomic_write_json(path, {"content": content, "content_sha256": sha256_json(content),
                                  "circumstance": circumstance})

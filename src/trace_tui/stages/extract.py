@@ -15,6 +15,10 @@ Job spec: the runner's per-slice job. Read here: ``slice``; ``upstream_outputs.g
 The judge runs through the same generation backend as the models, at temperature 0
 with thinking disabled, and sees only the response and the answer type.
 
+A batch job (``batch``: one such spec per slice, the runner's form for a ``keep_loaded``
+step) serves its slices in turn with one judge, loaded once for all of them (on the first
+row that needs it); each slice still gets its own rows, receipt and status line.
+
 Outputs under ``output_dir``: ``rows/<index>.json`` (extraction record, judge record,
 final status and value), written atomically per row so a rerun resumes, and
 ``extract.receipt.json`` (contracts, judge identity, prompt sha256 and budgets, counts,
@@ -41,6 +45,7 @@ from trace_tui.stages.jobs import (
     output_dir,
     read_json,
     rows_dir,
+    run_slices,
     run_worker,
     slice_fields,
     upstream_rows_dir,
@@ -87,14 +92,18 @@ def responses_dir(job: dict[str, Any]) -> Path:
 
 
 class JudgeClient:
-    """The judge behind `generate(messages, max_tokens) -> str`, built on first use (it is large)."""
+    """The judge behind `generate(messages, max_tokens) -> str`, built on first use (it is large:
+    minutes for Qwen3-32B), then kept for every slice the worker serves."""
 
-    def __init__(self, model_dir: Path | None, backend_name: str, backend: Any = None, gpus: int = 1) -> None:
+    def __init__(self, model_dir: Path | None, backend_name: str, backend: Any = None, gpus: int = 1,
+                 label: str | None = None) -> None:
         self.model_dir = model_dir
+        self.label = label or (model_dir.name if model_dir is not None else "judge")  # what the log names
         self.gpus = max(1, gpus)
         self.backend_name = backend_name
         self.backend = backend
         self.calls = 0
+        self.loads = 0  # how often this worker loaded the judge (0 or 1; receipts record it per slice)
 
     def __call__(self, messages: list[dict[str, str]], max_tokens: int) -> str:
         return self.many([messages], max_tokens)[0]
@@ -114,7 +123,11 @@ class JudgeClient:
                 serving = release_lock().judge.vllm
                 options = {"tensor_parallel_size": self.gpus, "max_model_len": serving.max_model_len,
                            "gpu_memory_utilization": serving.gpu_memory_utilization}
+            t0 = time.monotonic()
             self.backend = build_backend(self.backend_name, str(self.model_dir), **options)
+            self.loads += 1
+            protocol.log(f"judge loaded: {self.label} ({self.backend_name}, {self.gpus} GPU(s) requested) "
+                         f"in {time.monotonic() - t0:.1f} s")
         self.calls += len(conversations)
         # Temperature 0 (greedy), thinking off, as the release's judge ran; text only.
         reqs = [Request(messages=m, images=[], sampling=Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens),
@@ -191,8 +204,20 @@ def judged_identity(name: str | None, folder: Path | None) -> str | None:
     return dir_sha256set(folder)[1]
 
 
-def run(job: dict[str, Any], *, judge_backend: Any = None) -> dict[str, Any]:
-    """Extract every row of the slice not yet extracted; return the receipt. ``judge_backend`` replaces the built one."""
+def shared_judge(shared: dict[str, Any] | None, model_dir: Path | None, backend_name: str, backend: Any,
+                 gpus: int, label: str | None = None) -> JudgeClient:
+    """The worker's judge for these settings: the one already built for an earlier slice, else a new one."""
+    if shared is None:
+        return JudgeClient(model_dir, backend_name, backend, gpus=gpus, label=label)
+    key = f"judge:{model_dir}:{backend_name}:{max(1, gpus)}:{id(backend) if backend is not None else ''}"
+    if key not in shared:
+        shared[key] = JudgeClient(model_dir, backend_name, backend, gpus=gpus, label=label)
+    return shared[key]
+
+
+def run(job: dict[str, Any], *, judge_backend: Any = None, shared: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Extract every row of the slice not yet extracted; return the receipt. ``judge_backend`` replaces the
+    built one; ``shared`` (a batch worker's) keeps the judge across the slices it serves."""
     from trace_tui.scoring import EXTRACTION_CONTRACT_ID, JUDGE_PROMPT_SHA256
     from trace_tui.stages.generate import choose_backend
 
@@ -211,8 +236,9 @@ def run(job: dict[str, Any], *, judge_backend: Any = None) -> dict[str, Any]:
     if judge_name and judge_backend is None:
         judge_dir = entry_path(judge_name) if not Path(judge_name).is_dir() else Path(judge_name)
     backend_name = ns.backend or choose_backend(job)
-    judge = None if judge_name is None else JudgeClient(judge_dir, backend_name, judge_backend,
-                                                        gpus=len(job.get("gpus") or []))
+    judge = None if judge_name is None else shared_judge(shared, judge_dir, backend_name, judge_backend,
+                                                         len(job.get("gpus") or []), label=judge_name)
+    calls0, loads0 = (judge.calls, judge.loads) if judge is not None else (0, 0)
     judge_settings = {"entry": judge_name, "budgets": budgets, "temperature": 0.0, "thinking": False,
                       "prompt_sha256": JUDGE_PROMPT_SHA256, "backend": backend_name if judge_name else None}
     done = 0
@@ -265,7 +291,9 @@ def run(job: dict[str, Any], *, judge_backend: Any = None) -> dict[str, Any]:
         "schema": RECEIPT_SCHEMA, "kind": "extract", "slice": sl,
         "content": {"contract": EXTRACTION_CONTRACT_ID, "judge": dict(judge_settings, sha256set=judge_identity),
                     "rows": total, "counts": counts, "outputs": outputs},
-        "circumstance": {"judge_calls": judge.calls if judge else 0, "finished": time.time()},
+        # Per slice: its judge calls, and whether the judge was loaded for it (a batch worker loads it once).
+        "circumstance": {"judge_calls": judge.calls - calls0 if judge else 0,
+                         "judge_loads": judge.loads - loads0 if judge else 0, "finished": time.time()},
     }
     path = out / "extract.receipt.json"
     atomic_write_json(path, receipt)
@@ -275,8 +303,16 @@ def run(job: dict[str, Any], *, judge_backend: Any = None) -> dict[str, Any]:
     return receipt
 
 
+def run_job(job: dict[str, Any]) -> None:
+    """One slice, or a batch of slices served with one judge."""
+    if "batch" in job:
+        run_slices(lambda sub, shared: run(sub, shared=shared), job)
+    else:
+        run(job)
+
+
 def main() -> int:
-    return run_worker(run)
+    return run_worker(run_job)
 
 
 if __name__ == "__main__":

@@ -224,6 +224,42 @@ def run_worker(fn: Callable[[dict[str, Any]], Any], job_path: str | None = None)
     return 0
 
 
+def run_slices(fn: Callable[[dict[str, Any], dict[str, Any]], Any], job: dict[str, Any]) -> None:
+    """A batch job: ``job["batch"]`` holds one per-slice job spec per slice, served in turn by one
+    worker that keeps what it loaded (the judge) in ``shared``, passed to every ``fn(slice_job, shared)``.
+
+    Each slice ends with its own status line (the runner receipts and resumes it on its own): a
+    slice that fails on bad input is reported and the next one starts; anything else (a bug, an
+    out-of-memory judge, an interrupt) ends the worker, and the slices after it stay to do.
+    """
+    subs = job.get("batch")
+    if not isinstance(subs, list) or not subs or not all(isinstance(x, dict) for x in subs):
+        raise JobError(f"job field 'batch' must be a non-empty list of per-slice job specs, got {subs!r}",
+                       "the runner writes it for a step with keep_loaded")
+    shared: dict[str, Any] = {}
+    failed: list[str] = []
+    for sub in subs:
+        where = slice_fields(sub)
+        try:
+            fn(sub, shared)
+        except TraceTuiError as exc:
+            protocol.status("failed", exc.line(), exc.exit_code, **where)
+            failed.append(f"{where['model']}/{where['seed']}/{where['benchmark']}: {exc.line()}")
+            continue
+        except KeyboardInterrupt:
+            protocol.status("failed", "interrupted", 130, **where)
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported for the slice, then the worker's own handling
+            protocol.status("failed", f"internal error: {type(exc).__name__}: {exc} (traceback in the step log)", 1,
+                            **where)
+            raise
+        protocol.status("completed", **where)
+    if failed:
+        from trace_tui.errors import CheckFailed
+
+        raise CheckFailed(f"{len(failed)} of {len(subs)} slices failed; first: {failed[0]}")
+
+
 def described_models(job: dict[str, Any], campaign: Path | None) -> list[Any]:
     """The resolved models (id, label, store_entry, revision, ...) the job is about.
 

@@ -9,6 +9,10 @@ and prints one JSON object per line on stdout:
     {"type": "artifact", "path": "relative/to/campaign", "sha256": "...", "bytes": N}
     {"type": "status", "state": "completed" | "failed", "message": "...", "exit_code": N}
 
+A worker that keeps a model loaded may serve several slices in turn (a *batch*: the job
+spec's ``batch`` holds one per-slice job spec each); it ends each slice with a status line
+that names the slice (``model``, ``seed``, ``benchmark``), and the worker with a plain one.
+
 Standard library only: this module is imported inside every image.
 """
 
@@ -46,8 +50,13 @@ def artifact(path: Path, campaign: Path) -> str:
     return digest
 
 
-def status(state: str, message: str = "", exit_code: int = 0) -> None:
-    _emit({"type": "status", "state": state, "message": message, "exit_code": exit_code})
+def status(state: str, message: str = "", exit_code: int = 0, *, model: str | None = None, seed: int | None = None,
+           benchmark: str | None = None) -> None:
+    """The worker's end; given a slice (model, seed, benchmark): that slice's end inside a batch worker."""
+    obj: dict[str, Any] = {"type": "status", "state": state, "message": message, "exit_code": exit_code}
+    if model is not None:
+        obj.update(model=model, seed=seed, benchmark=benchmark)
+    _emit(obj)
 
 
 def load_job(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:

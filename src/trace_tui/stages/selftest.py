@@ -5,7 +5,8 @@
 Modes:
   matrix        `rows` for every slice of a whole-step job, under OUTPUT_DIR/slices/MODEL/SEED/BENCHMARK
   rows          write one row per slice row (per-row seeds), resumable at the first missing row,
-                then score.json; the score is the share of rows whose value is below 0.5
+                then score.json; the score is the share of rows whose value is below 0.5; given a
+                batch job (a keep_loaded step), every slice of it in turn; either way after one "model loaded" log line
   fail          print a few log lines on stderr and exit 3
   oom           allocate memory until the container's limit kills it
   network       report the network interfaces and whether a TCP connection can be opened
@@ -140,6 +141,19 @@ def _fail_at(opts: argparse.Namespace) -> int | None:
 
 
 def mode_rows(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+    if "batch" in job:  # a keep_loaded step: one worker, its slices in turn, one status line per slice
+        protocol.log("selftest: model loaded")  # once per worker: what a real worker's model load costs
+        for sub in job["batch"]:
+            sl = sub["slice"]
+            total = opts.rows if opts.rows is not None else int(sub.get("total") or 10)
+            where = {"model": str(sl["model"]), "seed": int(sl["seed"]), "benchmark": str(sl["benchmark"])}
+            if write_slice(campaign / sub["output_dir"], campaign, where["model"], where["seed"], where["benchmark"],
+                           total, opts, _fail_at(opts)) is None:
+                return 4  # as a crash would: the slices after this one stay to do
+            protocol.status("completed", f"{total} rows", **where)
+        protocol.status("completed", f"{len(job['batch'])} slices")
+        return 0
+    protocol.log("selftest: model loaded")  # one job, one worker, one load
     sl = job.get("slice") or {"model": "none", "seed": 0, "benchmark": "none"}
     total = opts.rows if opts.rows is not None else int(job.get("total") or 10)
     score = write_slice(campaign / job["output_dir"], campaign, str(sl["model"]), int(sl["seed"]),
