@@ -9,24 +9,23 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 
 import pytest
 
 from fixtures_stages import trace_tui_cli
 
-DEMO_BUDGET_S = 300  # "under 5 minutes on two cores"
+# The demo's wall time ("under 5 minutes on two cores") is a benchmark (bench/bench_tui_demo.py, `make bench`),
+# not an assertion here: on a shared, loaded machine a timed test fails for reasons that are not defects.
 
 
 cli = trace_tui_cli
 
 
 @pytest.mark.slow
-def test_demo_completes_within_budget(demo_campaign) -> None:
+def test_demo_completes(demo_campaign) -> None:
     done = demo_campaign["run"]
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     print(f"demo wall time: {demo_campaign['seconds']:.1f} s")
-    assert demo_campaign["seconds"] < DEMO_BUDGET_S
 
 
 @pytest.mark.slow
@@ -94,10 +93,14 @@ def test_demo_judge_is_loaded_once_for_all_extract_slices(demo_campaign) -> None
 @pytest.mark.slow
 def test_demo_rerun_resumes_to_nothing_and_tampering_fails_verify(demo_campaign, tmp_path) -> None:
     c, env = demo_campaign["campaign"], demo_campaign["env"]
-    t0 = time.monotonic()
+    before = len((c / "events.jsonl").read_text().splitlines())
     again = cli("--recipe", "demo", "--yes", "--runtime", "local", "--campaign", str(c), env=env)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert time.monotonic() - t0 < 60
+    # The rerun ran nothing: every step was skipped as already complete, no slice changed state.
+    added = [json.loads(line) for line in (c / "events.jsonl").read_text().splitlines()[before:]]
+    steps = [e for e in added if e["type"] == "step_state"]
+    assert steps and all(e["state"] == "skipped" and e["message"] == "already complete" for e in steps), steps
+    assert not [e for e in added if e["type"] == "slice_state" and e["state"] in ("running", "completed")]
     copy = tmp_path / "copy"
     shutil.copytree(c, copy, ignore=shutil.ignore_patterns(".lock"))
     row = copy / "outputs/generate/tiny-qwen2.5-vl/42/naming/rows/000003.json"
