@@ -191,10 +191,12 @@ class TraceTuiApp(App[int]):
             self.notify(f"cannot open campaign {campaign_dir}: {line}", severity="error", markup=False)
             return
         self.scheduler = opened.choice
-        self.push_screen(ClusterScreen(
-            opened.path, resolved=opened.resolved, choice=opened.choice, run_options=opened.run_options,
-            note="a campaign on Slurm · r: resume (resubmits only the shards that are not complete) · "
-                 "c: cancel its jobs · v: verify once merged"))
+        note = ("a campaign on Slurm · r: resume (resubmits only the shards that are not complete) · "
+                "c: cancel its jobs · v: verify once merged")
+        if opened.resolved is None:
+            note = f"a campaign on Slurm · cannot resubmit from here: {opened.problem} · c: cancel its jobs"
+        self.push_screen(ClusterScreen(opened.path, resolved=opened.resolved, choice=opened.choice,
+                                       run_options=opened.run_options, note=note))
 
     def show_verify(self, kind: str = "release", path: Path | None = None) -> None:
         self.push_screen(VerifyScreen(kind, path))

@@ -93,6 +93,7 @@ class OpenedCluster:
     resolved: Any
     choice: SchedulerChoice
     run_options: dict[str, Any] = field(default_factory=dict)  # runtime, offline, local_model, benchmarks
+    problem: str = ""  # why it cannot be resubmitted from here (resolved is None then)
 
 
 @dataclass
@@ -120,20 +121,14 @@ def submission_args(args: Any, choice: SchedulerChoice, campaign_dir: Path,
     return argparse.Namespace(**base)
 
 
-def open_sharded(path: Path) -> OpenedCluster:
-    """A sharded parent read without writing: recipe.json, shards.json and the last submission's options."""
-    import json
-
+def open_sharded(path: Path, home: Path | None = None) -> OpenedCluster:
+    """A sharded parent read without writing: shards.json, the last submission's options, and its recipe
+    resolved again as the same command line would (`r` resubmits with it); resolved is None, and
+    ``problem`` says why, where that is no longer the campaign's recipe."""
     from trace_tui.engine import cluster
-    from trace_tui.recipes import ResolvedRecipe
 
     path = Path(path).expanduser().resolve()
     plan = cluster.read_plan(path)
-    try:
-        resolved = ResolvedRecipe.model_validate(json.loads((path / "recipe.json").read_text(encoding="utf-8")))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path / 'recipe.json'}: unreadable ({str(exc).splitlines()[0]})",
-                         hint="run the same `--scheduler slurm` command again to rewrite it") from None
     subs = cluster.read_submissions(path)
     last = dict(subs[-1].get("options", {})) if subs else {}
     choice = SchedulerChoice(scheduler="slurm", partition=last.get("partition"), account=last.get("account"),
@@ -142,7 +137,30 @@ def open_sharded(path: Path) -> OpenedCluster:
     run_options = {k: last[k] for k in ("runtime", "offline", "local_model") if last.get(k)}
     if plan.narrowed_benchmarks:
         run_options["benchmarks"] = list(plan.benchmarks)
-    return OpenedCluster(path=path, resolved=resolved, choice=choice, run_options=run_options)
+    resolved, problem = None, ""
+    try:
+        resolved = _resolve_again(plan, run_options.get("local_model"), home)
+    except Exception as exc:  # noqa: BLE001 - shown on the screen; the campaign is still followed
+        problem = exc.line() if hasattr(exc, "line") else f"{type(exc).__name__}: {exc}"
+    if resolved is not None and resolved.config_sha256 != plan.config_sha256:
+        resolved, problem = None, (f"recipe {plan.recipe} has changed since {path} was submitted "
+                                   f"(configuration {plan.config_sha256[:12]}, now {resolved.config_sha256[:12]})")
+    return OpenedCluster(path=path, resolved=resolved, choice=choice, run_options=run_options, problem=problem)
+
+
+def _resolve_again(plan: Any, local_model: list[str] | None, home: Path | None) -> Any:
+    """The plan's recipe and narrowing, resolved as `trace-tui --recipe NAME --models ... --seeds ...` does."""
+    from trace_tui.recipes import load_recipe, resolve_recipe
+
+    own = None
+    if local_model:
+        from trace_tui.local_models import import_local_models
+        from trace_tui.paths import home as home_dir
+        from trace_tui.paths import store_dir
+
+        own = import_local_models(local_model, store_dir(home_dir(home)))
+    return resolve_recipe(load_recipe(plan.recipe), models=plan.models, seeds=plan.seeds,
+                          benchmarks=plan.benchmarks if plan.narrowed_benchmarks else None, local_models=own)
 
 
 def cluster_backend(args: Any = None) -> ClusterBackend:
@@ -172,7 +190,10 @@ def cluster_backend(args: Any = None) -> ClusterBackend:
 
         return cancel_campaign(Path(path))
 
-    return ClusterBackend(is_sharded=is_sharded, submit=submit, status=status, cancel=cancel, open=open_sharded)
+    def reopen(path: Path) -> OpenedCluster:
+        return open_sharded(path, getattr(args, "home", None))
+
+    return ClusterBackend(is_sharded=is_sharded, submit=submit, status=status, cancel=cancel, open=reopen)
 
 
 __all__ = ["ClusterBackend", "OpenedCluster", "SCHEDULERS", "SchedulerChoice", "cluster_backend", "open_sharded",
