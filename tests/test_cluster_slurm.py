@@ -10,6 +10,7 @@ extract, score, verify) of its seed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -176,6 +177,10 @@ def test_a_failing_shard_is_shown_failed_and_the_merge_does_not_run(slurm_campai
     assert not Path(merge["log"]).exists()
     human = trace_tui("status", "--campaign", str(broken))
     assert "FAILED" in human.stdout and s43["log"] in human.stdout
+    # the TUI, opening the same campaign, shows the same: failed with Slurm's exit code and the log path
+    tui = asyncio.run(reopened_rows(home, broken))
+    assert tui["seed-43"][1] == f"FAILED (exit {s43['exit_code']})" and tui["seed-43"][7] == s43["log"]
+    assert tui["seed-42"][3] == "complete" and tui["merge"][1] == "CANCELLED"  # seed-42 was not resubmitted
     verify = trace_tui("verify", "--campaign", str(broken))
     assert verify.returncode == 1 and "never merged" in verify.stdout
 
@@ -356,3 +361,47 @@ async def test_tui_chooses_slurm_submits_follows_and_cancels_then_reopens_and_re
         await pilot.press("y")
         await wait_until(pilot, lambda: {shard_rows(screen)[s][1] for s in ("seed-7", "seed-8")} == {"CANCELLED"},
                          what="cancelled again")
+
+
+async def reopened_rows(home: Path, camp: Path) -> dict[str, list[str]]:
+    """`trace-tui --campaign DIR` for a sharded parent: the shard table the TUI shows, once read."""
+    from trace_tui.tui.app import build_app
+    from trace_tui.tui.screens.cluster import ClusterScreen
+
+    app = build_app(tui_args("--home", str(home), "--campaign", str(camp)))
+    async with app.run_test(size=TUI_SIZE) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.status is not None,
+                         what="the reopened campaign")
+        assert not app.screen.check_action("cancel", ())  # nothing queued or running: c has nothing to cancel
+        return shard_rows(app.screen)
+
+
+async def test_tui_reopens_the_merged_campaign_resume_submits_nothing_and_verify_opens(slurm_campaign):
+    """The campaign of the first test, complete and merged, opened in the TUI: every shard COMPLETED and
+    done, r resubmits nothing (every shard is complete), v verifies it as `verify --campaign` does."""
+    from trace_tui.tui.app import build_app
+    from trace_tui.tui.screens.cluster import ClusterScreen
+    from trace_tui.tui.screens.verify import VerifyScreen
+
+    camp = slurm_campaign[0]
+    before = (camp / "slurm" / "submissions.json").read_text()
+    app = build_app(tui_args("--home", str(camp.parent), "--campaign", str(camp)))
+    async with app.run_test(size=TUI_SIZE) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.status is not None,
+                         what="the reopened campaign")
+        screen = app.screen
+        rows = shard_rows(screen)
+        for shard in ("seed-42", "seed-43"):
+            assert rows[shard][1] == "COMPLETED" and rows[shard][3] == "complete" and rows[shard][6] == "done"
+        assert rows["merge"][1] == rows["verify"][1] == "COMPLETED"
+        assert "Slurm · 2/2 shards complete (by seed)" in str(screen.query_one("#cluster-summary").render())
+        assert "merged" in str(screen.query_one("#cluster-summary").render())
+        await pilot.press("r")
+        await wait_until(pilot, lambda: "all 2 shards are complete and merged" in status_text(app),
+                         what="the resume answer")
+        assert (camp / "slurm" / "submissions.json").read_text() == before  # nothing submitted
+        await pilot.press("v")
+        await wait_until(pilot, lambda: isinstance(app.screen, VerifyScreen), what="the verify screen")
+        await wait_until(pilot, lambda: str(app.screen.query_one("#verify-summary").render()).startswith(
+            ("VERIFIED", "FAILED", "Cannot")), what="verification")
+        assert str(app.screen.query_one("#verify-summary").render()).startswith("VERIFIED")

@@ -65,7 +65,9 @@ class PreviewScreen(Screen):
 
     def _show(self) -> None:
         recipe = self.resolved.recipe
-        foot = ["", f"runs on: {self.app.scheduler.describe()} · w: change",
+        where = self.app.scheduler
+        # said only when it is not this machine (w: change), as the command line's --scheduler slurm
+        foot = ["", *([f"runs on: {where.describe()} · w: change"] if where.slurm else []),
                 f"{len(recipe.steps)} step(s) · enter: walk the steps · esc: back"]
         self.query_one("#preview-text", Static).update("\n".join(self._body + foot))
 
