@@ -21,8 +21,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from trace_tui.tui.backends import Backends
-from trace_tui.tui.messages import SchedulerChanged
 from trace_tui.tui.cluster_backend import SchedulerChoice
+from trace_tui.tui.messages import SchedulerChanged
 from trace_tui.tui.screens.confirm import ConfirmScreen
 from trace_tui.tui.screens.hardware import HardwareScreen
 from trace_tui.tui.screens.help import HelpScreen
@@ -45,8 +45,6 @@ class TraceTuiApp(App[int]):
         Binding("q", "quit", "Quit"),
         Binding("ctrl+p", "command_palette", "Commands", show=False),
     ]
-    # "where it runs": the preview and steps screens bind w to it (the run itself starts from them)
-    SCHEDULER_KEY = "w"
 
     def __init__(self, backends: Backends, *, recipe: str | None = None, campaign: Path | None = None,
                  yes: bool = False, verify: tuple[str, Path] | None = None,
