@@ -10,6 +10,7 @@ extract, score, verify) of its seed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -176,6 +177,10 @@ def test_a_failing_shard_is_shown_failed_and_the_merge_does_not_run(slurm_campai
     assert not Path(merge["log"]).exists()
     human = trace_tui("status", "--campaign", str(broken))
     assert "FAILED" in human.stdout and s43["log"] in human.stdout
+    # the TUI, opening the same campaign, shows the same: failed with Slurm's exit code and the log path
+    tui = asyncio.run(reopened_rows(home, broken))
+    assert tui["seed-43"][1] == f"FAILED (exit {s43['exit_code']})" and tui["seed-43"][7] == s43["log"]
+    assert tui["seed-42"][3] == "complete" and tui["merge"][1] == "CANCELLED"  # seed-42 was not resubmitted
     verify = trace_tui("verify", "--campaign", str(broken))
     assert verify.returncode == 1 and "never merged" in verify.stdout
 
@@ -227,3 +232,176 @@ def test_ctrl_c_cancels_the_campaigns_jobs_and_leaves_it_resumable(cluster, tmp_
     assert states == {"CANCELLED"}
     st = json.loads(trace_tui("status", "--campaign", str(camp), "--json").stdout)
     assert not st["complete"] and {s["slurm_state"] for s in st["shards"]} == {"CANCELLED"}
+
+
+# --------------------------------------------------------------------------- the TUI on the same cluster
+# The real app (build_app from the command line's own arguments, default backends: the real hardware
+# probe, recipes and cluster module) driven by Pilot; Slurm is the real one-node cluster above.
+
+TUI_SIZE = (200, 40)
+
+
+def tui_args(*argv: str):
+    from trace_tui.cli import build_parser
+
+    return build_parser().parse_args(list(argv))
+
+
+async def wait_until(pilot, predicate, timeout: float = 120.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            said = [str(w.render()) for w in pilot.app.screen.query("#cluster-status")]
+            raise AssertionError(f"timed out waiting for {what} (screens: "
+                                 f"{[type(s).__name__ for s in pilot.app.screen_stack]}; status line {said})")
+        await pilot.pause(0.1)
+
+
+def shard_rows(screen) -> dict[str, list[str]]:
+    table = screen.query_one("#cluster-table")
+    rows = [table.row_text(i) for i in range(table.row_count)]
+    return {r[0]: r for r in rows}
+
+
+def status_text(app) -> str:
+    return str(app.screen.query_one("#cluster-status").render())
+
+
+async def test_tui_chooses_slurm_submits_follows_and_cancels_then_reopens_and_resumes(cluster, tmp_path):
+    """`trace-tui --recipe demo --seeds 7 8 --scheduler slurm` in a terminal: the run screen's choice (w) goes
+    into the submission, the shards show their Slurm state and node live, c asks and scancels; reopening
+    the campaign (`trace-tui --campaign DIR`) shows it and r resubmits the shards that are not complete."""
+    import socket
+
+    from trace_tui.tui.app import build_app
+    from trace_tui.tui.screens.cluster import ClusterScreen
+    from trace_tui.tui.screens.confirm import ConfirmScreen
+    from trace_tui.tui.screens.preview import PreviewScreen
+    from trace_tui.tui.screens.scheduler import SchedulerScreen
+    from trace_tui.tui.screens.steps import StepsScreen
+
+    home, camp = tmp_path / "home", tmp_path / "c"
+    node = socket.gethostname().split(".")[0]
+    app = build_app(tui_args("--home", str(home), "--recipe", "demo", "--seeds", "7", "8", *NARROW, "--runtime",
+                             "local", "--campaign", str(camp), "--scheduler", "slurm", "--max-parallel", "2"))
+    async with app.run_test(size=TUI_SIZE) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, PreviewScreen) and app.screen.resolved is not None,
+                         what="the preview")
+        preview = str(app.screen.query_one("#preview-text").render())
+        assert "runs on: Slurm (--max-parallel 2)" in preview
+        await pilot.press("w")  # where it runs: the command line's choice, changed in the form
+        await wait_until(pilot, lambda: isinstance(app.screen, SchedulerScreen), what="the scheduler form")
+        form = app.screen
+        assert form.query_one("#scheduler-slurm").value and form.query_one("#scheduler-max_parallel").value == "2"
+        form.query_one("#scheduler-gpus_per_node").value = "-1"
+        await pilot.click("#ok")
+        assert "--gpus-per-node -1: give 0 or more" in str(form.query_one("#scheduler-error").render())
+        form.query_one("#scheduler-gpus_per_node").value = ""
+        form.query_one("#scheduler-time").value = "20"
+        await pilot.click("#ok")
+        await wait_until(pilot, lambda: isinstance(app.screen, PreviewScreen), what="back to the preview")
+        assert app.scheduler.time == "20" and app.scheduler.max_parallel == 2
+        assert "runs on: Slurm (--time 20 --max-parallel 2)" in str(app.screen.query_one("#preview-text").render())
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, StepsScreen), what="the steps")
+        await pilot.press("a")  # confirm all
+        await wait_until(pilot, lambda: isinstance(app.screen, ClusterScreen), what="the Slurm run screen")
+        screen = app.screen
+        await wait_until(pilot, lambda: "submitted 2 of 2 shards as array job" in status_text(app),
+                         what="the submission")
+        sub = json.loads((camp / "slurm" / "submissions.json").read_text())[0]
+        assert sub["options"]["time"] == "20" and sub["options"]["max_parallel"] == 2
+        assert "#SBATCH --time=20" in (camp / "slurm" / "shards.sbatch").read_text()
+        assert sub["tasks"] == {"0": "seed-7", "1": "seed-8"}
+        array = sub["array_job"]
+        # live: running on the node, with its log, once the shard's campaign has begun
+        await wait_until(pilot, lambda: (rows := shard_rows(screen)).get("seed-7", [""] * 8)[1] == "RUNNING"
+                         and (camp / "shards" / "seed-7" / "state.sqlite").is_file(), timeout=300,
+                         what="seed-7 running")
+        await pilot.pause(3)
+        rows = shard_rows(screen)
+        assert rows["seed-7"][2] == f"on {node}"
+        assert rows["seed-7"][7] == str(camp / "slurm" / "logs" / f"shard-{array}_0.log")
+        # the same reading as `trace-tui status --campaign DIR --json`
+        cli = next(s for s in json.loads(trace_tui("status", "--campaign", str(camp), "--json").stdout)["shards"]
+                   if s["id"] == "seed-7")
+        assert cli["slurm_state"] == "RUNNING" and cli["log"] == rows["seed-7"][7]
+        assert rows["seed-7"][4].endswith(f"/{cli['rows_total']:,}") and cli["rows_total"] > 0
+        assert rows["merge"][1] == "PENDING" and rows["merge"][2] == "Dependency"
+        assert "Slurm · 0/2 shards complete (by seed)" in str(screen.query_one("#cluster-summary").render())
+        await pilot.press("c")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: "cancelled" in status_text(app) and "Slurm job(s)" in status_text(app),
+                         what="the cancel")
+        await wait_until(pilot, lambda: {shard_rows(screen)[s][1] for s in ("seed-7", "seed-8")} == {"CANCELLED"},
+                         what="both shards cancelled")
+        assert {squeue_state(f"{array}_{i}") for i in (0, 1)} == {"CANCELLED"}
+        assert shard_rows(screen)["merge"][1] == "CANCELLED"
+        assert "r: resume" in status_text(app)
+    assert not (camp / "merged.json").exists()
+
+    # reopen: the sharded parent in the TUI, then r resubmits the two unfinished shards (and nothing else)
+    app = build_app(tui_args("--home", str(home), "--campaign", str(camp)))
+    async with app.run_test(size=TUI_SIZE) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.status is not None,
+                         what="the reopened campaign")
+        screen = app.screen
+        assert {shard_rows(screen)[s][1] for s in ("seed-7", "seed-8")} == {"CANCELLED"}
+        assert screen.choice.time == "20" and screen.run_options["runtime"] == "local"
+        await pilot.press("r")
+        await wait_until(pilot, lambda: "submitted 2 of 2 shards as array job" in status_text(app), what="resume")
+        subs = json.loads((camp / "slurm" / "submissions.json").read_text())
+        assert len(subs) == 2 and subs[1]["tasks"] == {"0": "seed-7", "1": "seed-8"}
+        assert subs[1]["options"]["time"] == "20" and subs[1]["options"]["runtime"] == "local"
+        await wait_until(pilot, lambda: shard_rows(screen)["seed-8"][1] in ("PENDING", "RUNNING"),
+                         what="the resubmitted shard queued")
+        await pilot.press("c")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: {shard_rows(screen)[s][1] for s in ("seed-7", "seed-8")} == {"CANCELLED"},
+                         what="cancelled again")
+
+
+async def reopened_rows(home: Path, camp: Path) -> dict[str, list[str]]:
+    """`trace-tui --campaign DIR` for a sharded parent: the shard table the TUI shows, once read."""
+    from trace_tui.tui.app import build_app
+    from trace_tui.tui.screens.cluster import ClusterScreen
+
+    app = build_app(tui_args("--home", str(home), "--campaign", str(camp)))
+    async with app.run_test(size=TUI_SIZE) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.status is not None,
+                         what="the reopened campaign")
+        assert not app.screen.check_action("cancel", ())  # nothing queued or running: c has nothing to cancel
+        return shard_rows(app.screen)
+
+
+async def test_tui_reopens_the_merged_campaign_resume_submits_nothing_and_verify_opens(slurm_campaign):
+    """The campaign of the first test, complete and merged, opened in the TUI: every shard COMPLETED and
+    done, r resubmits nothing (every shard is complete), v verifies it as `verify --campaign` does."""
+    from trace_tui.tui.app import build_app
+    from trace_tui.tui.screens.cluster import ClusterScreen
+    from trace_tui.tui.screens.verify import VerifyScreen
+
+    camp = slurm_campaign[0]
+    before = (camp / "slurm" / "submissions.json").read_text()
+    app = build_app(tui_args("--home", str(camp.parent), "--campaign", str(camp)))
+    async with app.run_test(size=TUI_SIZE) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.status is not None,
+                         what="the reopened campaign")
+        screen = app.screen
+        rows = shard_rows(screen)
+        for shard in ("seed-42", "seed-43"):
+            assert rows[shard][1] == "COMPLETED" and rows[shard][3] == "complete" and rows[shard][6] == "done"
+        assert rows["merge"][1] == rows["verify"][1] == "COMPLETED"
+        assert "Slurm · 2/2 shards complete (by seed)" in str(screen.query_one("#cluster-summary").render())
+        assert "merged" in str(screen.query_one("#cluster-summary").render())
+        await pilot.press("r")
+        await wait_until(pilot, lambda: "all 2 shards are complete and merged" in status_text(app),
+                         what="the resume answer")
+        assert (camp / "slurm" / "submissions.json").read_text() == before  # nothing submitted
+        await pilot.press("v")
+        await wait_until(pilot, lambda: isinstance(app.screen, VerifyScreen), what="the verify screen")
+        await wait_until(pilot, lambda: str(app.screen.query_one("#verify-summary").render()).startswith(
+            ("VERIFIED", "FAILED", "Cannot")), what="verification")
+        assert str(app.screen.query_one("#verify-summary").render()).startswith("VERIFIED")

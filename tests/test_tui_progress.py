@@ -117,3 +117,55 @@ def test_each_per_slice_step_has_its_own_cells_and_the_grid_follows_the_active_o
     assert m.grid_step == "extract" and m.structure_version > version  # the grid redraws for extract
     assert m.totals() == (0, 16)
     assert all(c.done == 8 for c in m.step_cells["generate"].values())  # generate's cells are kept
+
+
+def test_cluster_rows_say_where_a_shard_is_and_why_it_waits() -> None:
+    """The Slurm run screen's table from the dict `status --json` prints for a sharded campaign (pure)."""
+    from trace_tui.tui.progress import CLUSTER_COLUMNS, cluster_rows, cluster_summary
+
+    def shard(sid, state, **kw):
+        return {"id": sid, "slurm_state": state, "reason": "", "node": "", "exit_code": "", "campaign_state": "",
+                "rows_done": 0, "rows_total": 1200, "rate": None, "eta_s": None, "complete": False,
+                "log": f"/c/slurm/logs/shard-7_{sid}.log", "failures": [], **kw}
+
+    st = {"shards": [shard("a", "RUNNING", node="gpu17", campaign_state="running", rows_done=300, rate=2.5,
+                           eta_s=360.0),
+                     shard("b", "PENDING", reason="Resources", campaign_state="not started"),
+                     shard("c", "FAILED", exit_code="2:0", node="gpu03", campaign_state="failed",
+                           failures=["generate m/1/b: exit 2"]),
+                     shard("d", "COMPLETED", node="gpu04", campaign_state="complete", rows_done=1200, complete=True),
+                     shard("e", "TIMEOUT", exit_code="0:15", node="gpu05", campaign_state="interrupted")],
+          "finishing": [{"kind": "merge", "job_id": "8", "slurm_state": "PENDING", "reason": "Dependency",
+                         "exit_code": "", "log": "/c/slurm/logs/merge-8.log"}],
+          "shards_completed": 1, "shards_total": 5, "shard_by": "model-seed", "rows_done": 1500,
+          "rows_total": 6000, "rate": 2.5, "eta_s": 1800.0, "complete": False}
+    rows = {r[0]: r for r in cluster_rows(st)}
+    assert all(len(r) == len(CLUSTER_COLUMNS) for r in rows.values())
+    assert rows["a"] == ("a", "RUNNING", "on gpu17", "running", "300/1,200", "2.5/s", "6m00s",
+                         "/c/slurm/logs/shard-7_a.log")
+    assert rows["b"][1:3] == ("PENDING", "Resources")
+    assert rows["c"][1:3] == ("FAILED (exit 2:0)", "on gpu03")
+    assert rows["d"][1] == "COMPLETED" and rows["d"][6] == "done"
+    assert rows["e"][1] == "TIMEOUT (exit 0:15)"
+    assert rows["merge"][1:3] == ("PENDING", "Dependency") and rows["merge"][7] == "/c/slurm/logs/merge-8.log"
+    summary = cluster_summary(st)
+    assert summary.startswith("Slurm · 1/5 shards complete (by model-seed) · 1,500/6,000 rows · 2.5/s · ETA 30m00s")
+    assert "failed: c: generate m/1/b: exit 2" in summary and "merged" not in summary
+
+
+def test_scheduler_choice_from_the_form_and_back_to_flags() -> None:
+    import pytest
+
+    from trace_tui.errors import UsageError
+    from trace_tui.tui.cluster_backend import SchedulerChoice
+
+    c = SchedulerChoice.from_form("slurm", partition=" gpu ", account="", gpus_per_node="8", time="2-00:00:00",
+                                  max_parallel="4", shard_by="")
+    assert c.cli_args() == ["--scheduler", "slurm", "--partition", "gpu", "--gpus-per-node", "8", "--time",
+                            "2-00:00:00", "--max-parallel", "4"]
+    assert SchedulerChoice.from_form("none", partition="gpu").cli_args() == []
+    for field, value, said in (("max_parallel", "0", "--max-parallel 0: give 1 or more"),
+                               ("gpus_per_node", "two", "--gpus-per-node 'two' is not a whole number")):
+        with pytest.raises(UsageError) as err:
+            SchedulerChoice.from_form("slurm", **{field: value})
+        assert said in err.value.line()

@@ -32,17 +32,19 @@ def run_recipe(args: argparse.Namespace) -> int:
         own = import_local_models(args.local_model, store_dir(home(args.home)))
     resolved = resolve_recipe(recipe, models=args.models, seeds=args.seeds, benchmarks=args.benchmarks,
                               local_models=own)
-    if getattr(args, "scheduler", "none") == "slurm":
-        from trace_tui.engine.cluster import submit_campaign
-
-        return submit_campaign(args, resolved)
-    if not args.yes and sys.stdin.isatty() and sys.stdout.isatty():
-        try:
+    slurm = getattr(args, "scheduler", "none") == "slurm"
+    if not args.yes and not (slurm and getattr(args, "dry_run", False)) and sys.stdin.isatty() \
+            and sys.stdout.isatty():
+        try:  # the TUI; with --scheduler slurm it submits through the same code as below
             from trace_tui.tui.app import run_tui
         except ImportError:
             pass
         else:
             return int(run_tui(args))
+    if slurm:
+        from trace_tui.engine.cluster import submit_campaign
+
+        return submit_campaign(args, resolved)
     from trace_tui.engine.headless import run_headless
 
     return run_headless(args, resolved)

@@ -352,7 +352,47 @@ def plan_submission(parent: Path, plan: ShardPlan) -> tuple[list[Shard], list[st
     return to_run, active_tasks, waiting
 
 
-def submit_campaign(args: Any, resolved: Any) -> int:
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """A Slurm campaign made ready to submit: its parent written, its batch scripts in PARENT/slurm."""
+
+    parent: Path
+    plan: ShardPlan
+    scripts: dict[str, Path]
+    opts: slurm.BatchOptions
+    max_parallel: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Submitted:
+    """What one submission did: the record it added to submissions.json (None: nothing was left to run)."""
+
+    parent: Path
+    shards_total: int
+    submitted: list[str]  # shard ids put in the array now
+    active: list[str]  # array tasks of earlier submissions still queued or running (never resubmitted)
+    record: dict[str, Any] | None
+
+    @property
+    def complete(self) -> int:
+        return self.shards_total - len(self.submitted) - len(self.active)
+
+    def line(self) -> str:
+        if self.record is None:
+            return f"campaign {self.parent}: all {self.shards_total} shards are complete and merged"
+        r = self.record
+        return (f"campaign {self.parent}: submitted {len(self.submitted)} of {self.shards_total} shards"
+                + (f" as array job {r['array_job']}" if r["array_job"] else "")
+                + (f"; {len(self.active)} still queued or running" if self.active else "")
+                + (f"; {self.complete} complete" if self.complete else "")
+                + f"; merge job {r['merge_job']}, verify job {r['verify_job']}")
+
+
+def prepare_submission(args: Any, resolved: Any) -> Prepared:
+    """Check the options, split the campaign and write its parent files and batch scripts (nothing submitted).
+
+    The command line and the TUI's run screen both submit through this and :func:`submit_prepared`.
+    """
     from trace_tui.engine.headless import campaign_path
 
     if getattr(args, "max_parallel", None) is not None and args.max_parallel < 1:
@@ -361,17 +401,51 @@ def submit_campaign(args: Any, resolved: Any) -> int:
         raise UsageError(f"--gpus-per-node {args.gpus_per_node}: give 0 or more")
     plan = plan_shards(resolved, getattr(args, "shard_by", None),
                        narrowed_benchmarks=bool(getattr(args, "benchmarks", None)))
-    dry = bool(getattr(args, "dry_run", False))
-    if not dry:
+    if not getattr(args, "dry_run", False):
         slurm.require_sbatch()
     parent = campaign_path(args, resolved)
     gpus = args.gpus_per_node if getattr(args, "gpus_per_node", None) is not None else _default_gpus(resolved)
     opts = slurm.BatchOptions(partition=getattr(args, "partition", None), account=getattr(args, "account", None),
                               gpus_per_node=gpus, time=getattr(args, "time", None))
     prepare_parent(parent, resolved, plan)
-    scripts = write_scripts(args, resolved, plan, parent, opts, getattr(args, "max_parallel", None))
+    max_parallel = getattr(args, "max_parallel", None)
+    scripts = write_scripts(args, resolved, plan, parent, opts, max_parallel)
+    return Prepared(parent=parent, plan=plan, scripts=scripts, opts=opts, max_parallel=max_parallel)
+
+
+def submit_prepared(args: Any, prep: Prepared) -> Submitted:
+    """Submit the shards that are not complete (never a queued or running one), then merge and verify after them."""
+    parent, plan, scripts, opts = prep.parent, prep.plan, prep.scripts, prep.opts
+    to_run, active, waiting = plan_submission(parent, plan)
+    if not to_run and not active and (parent / MERGED_FILE).is_file():
+        return Submitted(parent=parent, shards_total=len(plan.shards), submitted=[], active=[], record=None)
+    if waiting:  # finishing jobs of an earlier submission that can no longer run as chained
+        slurm.cancel(waiting)
+    record: dict[str, Any] = {"submitted_at": time.time(), "tasks": {}, "array_job": None,
+                              "options": {"partition": opts.partition, "account": opts.account,
+                                          "gpus_per_node": opts.gpus_per_node, "time": opts.time,
+                                          "max_parallel": prep.max_parallel, "shard_by": plan.shard_by,
+                                          # what the shards run with, so a resume (the TUI's r) repeats it
+                                          "runtime": getattr(args, "runtime", None),
+                                          "offline": bool(getattr(args, "offline", False)),
+                                          "local_model": list(getattr(args, "local_model", None) or [])}}
+    if to_run:
+        spec = slurm.array_spec([s.index for s in to_run], prep.max_parallel)
+        record["array_job"] = slurm.submit(scripts["shards"], array=spec)
+        record["tasks"] = {str(s.index): s.id for s in to_run}
+    record["merge_job"] = slurm.submit(scripts["merge"], dependency=_dependency(
+        record["array_job"], [s.index for s in to_run], active))
+    record["verify_job"] = slurm.submit(scripts["verify"], dependency=f"afterok:{record['merge_job']}")
+    _write_json(parent / SUBMISSIONS, read_submissions(parent) + [record])
+    return Submitted(parent=parent, shards_total=len(plan.shards), submitted=[s.id for s in to_run],
+                     active=active, record=record)
+
+
+def submit_campaign(args: Any, resolved: Any) -> int:
+    prep = prepare_submission(args, resolved)
+    parent, plan, scripts = prep.parent, prep.plan, prep.scripts
     out = sys.stdout
-    if dry:
+    if getattr(args, "dry_run", False):
         out.write(f"campaign {parent}: {len(plan.shards)} shards by {plan.shard_by}; scripts in {parent / SLURM_DIR}\n"
                   "submit them with:\n")
         out.write(f"  ARRAY=$({shlex.join(slurm.sbatch_argv(scripts['shards']))})\n")
@@ -385,37 +459,16 @@ def submit_campaign(args: Any, resolved: Any) -> int:
             f"submit {len(plan.shards)} shards of {plan.recipe} ({plan.rows_total} rows) to Slurm? [y/N] "):
         out.write(f"nothing submitted; the scripts are in {parent / SLURM_DIR}\n")
         return ExitCode.OK
-    to_run, active, waiting = plan_submission(parent, plan)
-    if not to_run and not active and (parent / MERGED_FILE).is_file():
-        out.write(f"campaign {parent}: all {len(plan.shards)} shards are complete and merged\n"
-                  f"verify: trace-tui verify --campaign {parent}\n")
+    done = submit_prepared(args, prep)
+    out.write(done.line() + "\n")
+    if done.record is None:
+        out.write(f"verify: trace-tui verify --campaign {parent}\n")
         return ExitCode.OK
-    if waiting:  # finishing jobs of an earlier submission that can no longer run as chained
-        slurm.cancel(waiting)
-    record: dict[str, Any] = {"submitted_at": time.time(), "tasks": {}, "array_job": None,
-                              "options": {"partition": opts.partition, "account": opts.account,
-                                          "gpus_per_node": opts.gpus_per_node, "time": opts.time,
-                                          "max_parallel": getattr(args, "max_parallel", None)}}
-    if to_run:
-        spec = slurm.array_spec([s.index for s in to_run], getattr(args, "max_parallel", None))
-        record["array_job"] = slurm.submit(scripts["shards"], array=spec)
-        record["tasks"] = {str(s.index): s.id for s in to_run}
-    record["merge_job"] = slurm.submit(scripts["merge"], dependency=_dependency(
-        record["array_job"], [s.index for s in to_run], active))
-    record["verify_job"] = slurm.submit(scripts["verify"], dependency=f"afterok:{record['merge_job']}")
-    subs = read_submissions(parent) + [record]
-    _write_json(parent / SUBMISSIONS, subs)
-    skipped = len(plan.shards) - len(to_run) - len(active)
-    out.write(f"campaign {parent}: submitted {len(to_run)} of {len(plan.shards)} shards"
-              + (f" as array job {record['array_job']}" if record["array_job"] else "")
-              + (f"; {len(active)} still queued or running" if active else "")
-              + (f"; {skipped} complete" if skipped else "")
-              + f"; merge job {record['merge_job']}, verify job {record['verify_job']}\n")
     out.flush()
     if getattr(args, "no_wait", False):
         out.write(f"watch: trace-tui status --campaign {parent}\n")
         return ExitCode.OK
-    return watch(parent, record)
+    return watch(parent, done.record)
 
 
 def _default_gpus(resolved: Any) -> int:
@@ -437,6 +490,14 @@ def campaign_jobs(parent: Path) -> list[str]:
             st = states.get(key)
             if st is not None and st.state in ACTIVE:
                 jobs.append(key)
+    return jobs
+
+
+def cancel_campaign(parent: Path) -> list[str]:
+    """scancel the campaign's queued and running jobs (Ctrl-C while watching, `c` in the TUI); the shards keep
+    what they finished, so the same command resumes them. The jobs cancelled."""
+    jobs = campaign_jobs(parent)
+    slurm.cancel(jobs)
     return jobs
 
 
@@ -501,7 +562,7 @@ def watch(parent: Path, record: dict[str, Any], *, poll_s: float | None = None) 
     except KeyboardInterrupt:
         jobs = campaign_jobs(parent)
         if jobs and _ask(f"\ncancel this campaign's {len(jobs)} Slurm job(s)? [y/N] "):
-            slurm.cancel(jobs)
+            jobs = cancel_campaign(parent)
             out.write(f"cancelled {len(jobs)} job(s); the shards keep what they finished: run the same command "
                       f"again to resume (campaign {parent})\n")
         else:
@@ -516,5 +577,5 @@ def check_not_sharded(path: Path) -> None:
                          hint="run it with the same `--scheduler slurm` command, or give --campaign a new directory")
 
 
-__all__ = ["MERGED_FILE", "SLURM_DIR", "check_not_sharded", "cluster_status", "is_sharded", "merge_campaign",
-           "read_plan", "render_cluster_status", "submit_campaign", "watch"]
+__all__ = ["MERGED_FILE", "SLURM_DIR", "Prepared", "Submitted", "cancel_campaign", "check_not_sharded",
+           "cluster_status", "is_sharded", "merge_campaign", "prepare_submission", "read_plan", "render_cluster_status", "submit_campaign", "submit_prepared", "watch"]

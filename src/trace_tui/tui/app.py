@@ -21,6 +21,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from trace_tui.tui.backends import Backends
+from trace_tui.tui.cluster_backend import SchedulerChoice
+from trace_tui.tui.messages import SchedulerChanged
 from trace_tui.tui.screens.confirm import ConfirmScreen
 from trace_tui.tui.screens.hardware import HardwareScreen
 from trace_tui.tui.screens.help import HelpScreen
@@ -45,8 +47,11 @@ class TraceTuiApp(App[int]):
     ]
 
     def __init__(self, backends: Backends, *, recipe: str | None = None, campaign: Path | None = None,
-                 yes: bool = False, verify: tuple[str, Path] | None = None) -> None:
+                 yes: bool = False, verify: tuple[str, Path] | None = None,
+                 scheduler: SchedulerChoice | None = None) -> None:
         super().__init__()
+        # where runs go: this machine, or Slurm (--scheduler slurm and its options; w changes it)
+        self.scheduler = scheduler or SchedulerChoice()
         self.backends = backends
         self.initial_recipe = recipe
         self.initial_campaign = campaign
@@ -79,7 +84,36 @@ class TraceTuiApp(App[int]):
 
     def start_run(self, resolved: Any, skip: frozenset[str] = frozenset()) -> None:
         """Check first, as `trace-tui --recipe NAME --yes` does (exit 3): a refused run creates nothing."""
+        if self.scheduler.slurm:
+            self.submit_to_slurm(resolved, skip)
+            return
         self._check_then_run(resolved, skip)
+
+    def submit_to_slurm(self, resolved: Any, skip: frozenset[str] = frozenset()) -> None:
+        """As `trace-tui --recipe NAME --scheduler slurm`: each shard runs the whole recipe on a node of the
+        cluster (this machine's GPUs are not the nodes', so its hardware check does not apply)."""
+        from trace_tui.tui.screens.cluster import ClusterScreen
+
+        if self.backends.cluster is None:
+            self.notify("this trace-tui cannot submit to Slurm", severity="error")
+            return
+        if skip:
+            self.notify(f"on Slurm every shard runs the whole recipe: skipping {', '.join(sorted(skip))} is not "
+                        "possible there (w: run on this machine instead)", severity="error", markup=False)
+            return
+        campaign = self.backends.campaign_dir_for(resolved)
+        self.push_screen(ClusterScreen(campaign, resolved=resolved, choice=self.scheduler, submit=True))
+
+    def action_choose_scheduler(self) -> None:
+        from trace_tui.tui.screens.scheduler import SchedulerScreen
+
+        def chosen(choice: SchedulerChoice | None) -> None:
+            if choice is not None:
+                self.scheduler = choice
+                self.notify(f"runs go to {choice.describe()}", markup=False)
+                self.screen.post_message(SchedulerChanged())
+
+        self.push_screen(SchedulerScreen(self.scheduler), chosen)
 
     @work(thread=True, exclusive=True, group="start")
     def _check_then_run(self, resolved: Any, skip: frozenset[str]) -> None:
@@ -102,6 +136,10 @@ class TraceTuiApp(App[int]):
 
     def reattach(self, campaign_dir: Path) -> None:
         """A campaign that is running or was interrupted: show its state and offer to resume."""
+        cluster = self.backends.cluster
+        if cluster is not None and cluster.is_sharded(Path(campaign_dir)):
+            self.reattach_sharded(Path(campaign_dir))
+            return
         try:
             opened = self.backends.open_campaign(Path(campaign_dir))
         except Exception as exc:  # noqa: BLE001
@@ -140,6 +178,24 @@ class TraceTuiApp(App[int]):
         self.push_screen(RunScreen(resolved, Path(campaign_dir), start=False, model=model, note=note,
                                    clock=self.backends.clock, watch=live))
 
+    def reattach_sharded(self, campaign_dir: Path) -> None:
+        """A campaign split into shards on Slurm: its shards live, r resubmits the ones not complete."""
+        from trace_tui.tui.screens.cluster import ClusterScreen
+
+        try:
+            opened = self.backends.cluster.open(campaign_dir)
+        except Exception as exc:  # noqa: BLE001
+            line = exc.line() if hasattr(exc, "line") else str(exc)
+            self.notify(f"cannot open campaign {campaign_dir}: {line}", severity="error", markup=False)
+            return
+        self.scheduler = opened.choice
+        note = ("a campaign on Slurm · r: resume (resubmits only the shards that are not complete) · "
+                "c: cancel its jobs · v: verify once merged")
+        if opened.resolved is None:
+            note = f"a campaign on Slurm · cannot resubmit from here: {opened.problem} · c: cancel its jobs"
+        self.push_screen(ClusterScreen(opened.path, resolved=opened.resolved, choice=opened.choice,
+                                       run_options=opened.run_options, note=note))
+
     def show_verify(self, kind: str = "release", path: Path | None = None) -> None:
         self.push_screen(VerifyScreen(kind, path))
 
@@ -174,6 +230,8 @@ class TraceTuiApp(App[int]):
                             self.action_show_verify)
         yield SystemCommand("Verify campaign", "a campaign, offline — `trace-tui verify --campaign DIR`",
                             lambda: self.show_verify("campaign", None))
+        yield SystemCommand("Where runs go", "this machine or Slurm — `trace-tui --recipe NAME --scheduler slurm`",
+                            self.action_choose_scheduler)
         yield SystemCommand("Help", "every key binding", self.action_help)
         for name in self.safe_known_recipes():
             how = f"`trace-tui preview --recipe {name}`, `trace-tui --recipe {name}`"
@@ -227,6 +285,7 @@ def build_app(args: argparse.Namespace, backends: Backends | None = None) -> Tra
         recipe=recipe,
         campaign=Path(campaign).expanduser().resolve() if campaign and not recipe else None,
         yes=bool(getattr(args, "yes", False)),
+        scheduler=SchedulerChoice.from_args(args),
     )
 
 

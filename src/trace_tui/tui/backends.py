@@ -54,6 +54,9 @@ class Backends:
     run_problems: Callable[[Any, Any], list[str]] | None = None
     # -> "docker" | "local": where steps run (said on the run screen and in the quit prompt)
     runtime_name: Callable[[], str] = field(default_factory=lambda: _docker)
+    # Slurm: submit, follow, cancel and reopen a sharded campaign (trace_tui.tui.cluster_backend.ClusterBackend,
+    # the command line's own code); None: this TUI runs campaigns on this machine only
+    cluster: Any = None
 
     def problems(self, resolved: Any, report: Any) -> list[str]:
         """Why a run of `resolved` would be refused here; empty when it can start."""
@@ -209,8 +212,9 @@ def without_steps(resolved: Any, skip: frozenset[str]) -> Any:
 
 
 def default_backends(args: argparse.Namespace | None = None) -> Backends:
-    """The real backends: NVML, Docker, the recipes, the engine, verify."""
+    """The real backends: NVML, Docker, the recipes, the engine, verify, Slurm."""
     from trace_tui import paths
+    from trace_tui.tui.cluster_backend import cluster_backend
 
     home = paths.home(getattr(args, "home", None))
     release = os.environ.get("TRACE_RELEASE_DIR") or getattr(args, "release_dir", None)
@@ -305,7 +309,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         runner_factory=runner_factory, campaign_dir_for=campaign_dir_for, open_campaign=read_campaign,
         verify_release=verify_release, verify_campaign=verify_campaign,
         release_dir=Path(release).expanduser().resolve() if release else None, home=home,
-        run_problems=run_problems, runtime_name=runtime_name,
+        run_problems=run_problems, runtime_name=runtime_name, cluster=cluster_backend(args),
     )
 
 

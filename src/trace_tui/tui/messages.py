@@ -69,3 +69,26 @@ class LogTail(Message):
         self.step = step
         self.path = path
         self.lines = lines
+
+
+class ClusterRead(Message):
+    """A sharded campaign's status (the dict `status --json` prints), or why it could not be read."""
+
+    def __init__(self, status: Any, error: str = "") -> None:
+        super().__init__()
+        self.status = status
+        self.error = error
+
+
+class ClusterDone(Message):
+    """A submission or a cancel of a sharded campaign returned: what to say on the status line."""
+
+    def __init__(self, action: str, text: str, error: bool = False) -> None:
+        super().__init__()
+        self.action = action  # submit | cancel
+        self.text = text
+        self.error = error
+
+
+class SchedulerChanged(Message):
+    """Where runs go was changed (the screen that says it redraws)."""

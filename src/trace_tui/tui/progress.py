@@ -324,3 +324,48 @@ class EventPump:
             batch, self._buffer = self._buffer, []
             self._signalled = False
         return batch
+
+
+# -- a campaign across nodes (Slurm) -----------------------------------------------------------------
+# The run screen of a sharded campaign shows, per shard, what `trace-tui status --campaign DIR` prints:
+# both read the same dict (trace_tui.engine.cluster.cluster_status); these only lay it out.
+
+CLUSTER_COLUMNS = ("shard", "Slurm", "where / why", "campaign", "rows", "rows/s", "ETA", "log")
+
+
+def _where(state: str, node: str, reason: str) -> str:
+    """Running: on which node; pending: why it waits (Slurm's reason); after: the node it ran on."""
+    if state == "RUNNING":
+        return f"on {node}" if node else ""
+    if state == "PENDING":
+        return reason
+    return reason or (f"on {node}" if node else "")
+
+
+def cluster_rows(status: dict[str, Any]) -> list[tuple[str, ...]]:
+    """One row per shard, then the finishing jobs (merge, verify), in CLUSTER_COLUMNS order."""
+    rows = []
+    for s in status.get("shards", []):
+        state = s["slurm_state"] + (f" (exit {s['exit_code']})" if s.get("exit_code") and
+                                    s["slurm_state"] in ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL") else "")
+        rows.append((s["id"], state, _where(s["slurm_state"], s.get("node", ""), s.get("reason", "")),
+                     s["campaign_state"], f"{s['rows_done']:,}/{s['rows_total']:,}",
+                     format_rate(s.get("rate")), "done" if s.get("complete") else format_duration(s.get("eta_s")),
+                     s.get("log") or "—"))
+    for f in status.get("finishing", []):
+        rows.append((f["kind"], f["slurm_state"], _where(f["slurm_state"], "", f.get("reason", "")), "", "", "",
+                     "", f.get("log") or "—"))
+    return rows
+
+
+def cluster_summary(status: dict[str, Any]) -> str:
+    """The line under the shard table: shards and rows done, rate and ETA, whether it is merged."""
+    text = (f"Slurm · {status['shards_completed']}/{status['shards_total']} shards complete (by "
+            f"{status['shard_by']}) · {status['rows_done']:,}/{status['rows_total']:,} rows · "
+            f"{format_rate(status.get('rate'))} · ETA {format_duration(status.get('eta_s'))}")
+    if status.get("complete"):
+        text += " · merged"
+    failures = [f"{s['id']}: {m}" for s in status.get("shards", []) for m in s.get("failures", [])]
+    if failures:
+        text += f" · failed: {failures[0]}" + (f" (+{len(failures) - 1} more)" if len(failures) > 1 else "")
+    return text

@@ -9,7 +9,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from trace_tui.tui.messages import PreviewReady
+from trace_tui.tui.messages import PreviewReady, SchedulerChanged
 from trace_tui.tui.views import preview_lines
 
 
@@ -18,6 +18,7 @@ class PreviewScreen(Screen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("enter", "steps", "Walk the steps"),
+        Binding("w", "app.choose_scheduler", "Where it runs"),
     ]
 
     def __init__(self, recipe_name: str) -> None:
@@ -25,6 +26,7 @@ class PreviewScreen(Screen):
         self.recipe_name = recipe_name
         self.resolved = None
         self.checks: list = []
+        self._body: list[str] = []
 
     def compose(self) -> ComposeResult:
         yield Static(f"trace-tui · Preview · {self.recipe_name}", classes="title", markup=False)
@@ -58,8 +60,20 @@ class PreviewScreen(Screen):
         self.resolved, self.checks = message.resolved, message.checks
         recipe = message.resolved.recipe
         head = [] if message.preview_lines else [recipe.title, recipe.purpose.strip(), ""]
-        foot = ["", f"{len(recipe.steps)} step(s) · enter: walk the steps · esc: back"]
-        text.update("\n".join(head + message.preview_lines + foot))
+        self._body = head + message.preview_lines
+        self._show()
+
+    def _show(self) -> None:
+        recipe = self.resolved.recipe
+        where = self.app.scheduler
+        # said only when it is not this machine (w: change), as the command line's --scheduler slurm
+        foot = ["", *([f"runs on: {where.describe()} · w: change"] if where.slurm else []),
+                f"{len(recipe.steps)} step(s) · enter: walk the steps · esc: back"]
+        self.query_one("#preview-text", Static).update("\n".join(self._body + foot))
+
+    def on_scheduler_changed(self, message: SchedulerChanged) -> None:
+        if self.resolved is not None:
+            self._show()
 
     def action_steps(self) -> None:
         if self.resolved is not None:

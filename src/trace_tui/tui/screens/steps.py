@@ -19,6 +19,7 @@ class StepsScreen(Screen):
         Binding("s", "skip", "Skip"),
         Binding("b", "previous", "Previous"),
         Binding("a", "confirm_all", "Confirm all"),
+        Binding("w", "app.choose_scheduler", "Where it runs"),
         Binding("escape", "app.pop_screen", "Back"),
     ]
 

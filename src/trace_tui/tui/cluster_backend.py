@@ -1,0 +1,200 @@
+"""The TUI's way to Slurm: the scheduler the user chose, and the cluster module behind it.
+
+The run screen submits, follows and cancels a sharded campaign through exactly the functions the
+command line uses (``trace_tui.engine.cluster``): ``prepare_submission`` + ``submit_prepared``
+(`trace-tui --recipe NAME --scheduler slurm`), ``cluster_status`` (`trace-tui status --campaign DIR
+--json` for a sharded parent) and ``cancel_campaign`` (Ctrl-C while the command line follows the jobs).
+Screens see only :class:`ClusterBackend`'s callables, never the engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from trace_tui.errors import UsageError
+
+SCHEDULERS = ("none", "slurm")  # the command line's --scheduler values: none = this machine
+
+
+@dataclass(frozen=True)
+class SchedulerChoice:
+    """Where a run goes: this machine, or Slurm with the site's options (the command line's flags)."""
+
+    scheduler: str = "none"
+    partition: str | None = None
+    account: str | None = None
+    gpus_per_node: int | None = None  # None: what the recipe's steps need
+    time: str | None = None
+    max_parallel: int | None = None
+    shard_by: str | None = None  # None: the recipe's default split
+
+    @property
+    def slurm(self) -> bool:
+        return self.scheduler == "slurm"
+
+    def cli_args(self) -> list[str]:
+        """The flags that choose the same from the command line (for a live command line)."""
+        if not self.slurm:
+            return []
+        out = ["--scheduler", "slurm"]
+        for name in ("shard_by", "partition", "account", "gpus_per_node", "time", "max_parallel"):
+            value = getattr(self, name)
+            if value is not None:
+                out += ["--" + name.replace("_", "-"), str(value)]
+        return out
+
+    def describe(self) -> str:
+        if not self.slurm:
+            return "this machine"
+        opts = " ".join(self.cli_args()[2:])
+        return "Slurm" + (f" ({opts})" if opts else " (the site's defaults)")
+
+    @classmethod
+    def from_args(cls, args: Any) -> SchedulerChoice:
+        values = {f.name: getattr(args, f.name, None) for f in fields(cls)}
+        values["scheduler"] = values["scheduler"] or "none"
+        return cls(**values)
+
+    @classmethod
+    def from_form(cls, scheduler: str, **texts: str) -> SchedulerChoice:
+        """The run screen's form: strings as typed (blank = not given); one-line errors naming the field."""
+        if scheduler not in SCHEDULERS:
+            raise UsageError(f"scheduler {scheduler!r} is not one of {', '.join(SCHEDULERS)}")
+        values: dict[str, Any] = {}
+        for name, text in texts.items():
+            text = (text or "").strip()
+            if not text:
+                continue
+            if name in ("gpus_per_node", "max_parallel"):
+                flag = "--" + name.replace("_", "-")
+                try:
+                    number = int(text)
+                except ValueError:
+                    raise UsageError(f"{flag} {text!r} is not a whole number",
+                                     hint=f"type a number in the {flag} field, or leave it blank") from None
+                low = 0 if name == "gpus_per_node" else 1
+                if number < low:
+                    raise UsageError(f"{flag} {number}: give {low} or more")
+                values[name] = number
+            else:
+                values[name] = text
+        return cls(scheduler=scheduler, **values)
+
+
+@dataclass
+class OpenedCluster:
+    """An existing sharded parent: its recipe, and what its last submission chose (so `r` repeats it)."""
+
+    path: Path
+    resolved: Any
+    choice: SchedulerChoice
+    run_options: dict[str, Any] = field(default_factory=dict)  # runtime, offline, local_model, benchmarks
+    problem: str = ""  # why it cannot be resubmitted from here (resolved is None then)
+
+
+@dataclass
+class ClusterBackend:
+    is_sharded: Callable[[Path], bool]
+    # (resolved, choice, campaign_dir, run_options) -> trace_tui.engine.cluster.Submitted
+    submit: Callable[..., Any]
+    # campaign_dir -> the dict `trace-tui status --campaign DIR --json` prints
+    status: Callable[[Path], dict[str, Any]]
+    # campaign_dir -> the job ids scancelled
+    cancel: Callable[[Path], list[str]]
+    open: Callable[[Path], OpenedCluster]
+
+
+def submission_args(args: Any, choice: SchedulerChoice, campaign_dir: Path,
+                    run_options: dict[str, Any] | None = None) -> argparse.Namespace:
+    """The command line's arguments for this submission: the TUI's own, the choice, and a resumed campaign's
+    recorded run options where the TUI was not given its own."""
+    base = dict(vars(args)) if args is not None else {}
+    for key, value in (run_options or {}).items():
+        if not base.get(key):
+            base[key] = value
+    base.update({f.name: getattr(choice, f.name) for f in fields(SchedulerChoice)})
+    base.update(scheduler="slurm", campaign=str(campaign_dir), dry_run=False, yes=True, no_wait=True)
+    return argparse.Namespace(**base)
+
+
+def open_sharded(path: Path, home: Path | None = None) -> OpenedCluster:
+    """A sharded parent read without writing: shards.json, the last submission's options, and its recipe
+    resolved again as the same command line would (`r` resubmits with it); resolved is None, and
+    ``problem`` says why, where that is no longer the campaign's recipe."""
+    from trace_tui.engine import cluster
+
+    path = Path(path).expanduser().resolve()
+    plan = cluster.read_plan(path)
+    subs = cluster.read_submissions(path)
+    last = dict(subs[-1].get("options", {})) if subs else {}
+    choice = SchedulerChoice(scheduler="slurm", partition=last.get("partition"), account=last.get("account"),
+                             gpus_per_node=last.get("gpus_per_node"), time=last.get("time"),
+                             max_parallel=last.get("max_parallel"), shard_by=plan.shard_by)
+    run_options = {k: last[k] for k in ("runtime", "offline", "local_model") if last.get(k)}
+    if plan.narrowed_benchmarks:
+        run_options["benchmarks"] = list(plan.benchmarks)
+    resolved, problem = None, ""
+    try:
+        resolved = _resolve_again(plan, run_options.get("local_model"), home)
+    except Exception as exc:  # noqa: BLE001 - shown on the screen; the campaign is still followed
+        problem = exc.line() if hasattr(exc, "line") else f"{type(exc).__name__}: {exc}"
+    if resolved is not None and resolved.config_sha256 != plan.config_sha256:
+        resolved, problem = None, (f"recipe {plan.recipe} has changed since {path} was submitted "
+                                   f"(configuration {plan.config_sha256[:12]}, now {resolved.config_sha256[:12]})")
+    return OpenedCluster(path=path, resolved=resolved, choice=choice, run_options=run_options, problem=problem)
+
+
+def _resolve_again(plan: Any, local_model: list[str] | None, home: Path | None) -> Any:
+    """The plan's recipe and narrowing, resolved as `trace-tui --recipe NAME --models ... --seeds ...` does."""
+    from trace_tui.recipes import load_recipe, resolve_recipe
+
+    own = None
+    if local_model:
+        from trace_tui.local_models import import_local_models
+        from trace_tui.paths import home as home_dir
+        from trace_tui.paths import store_dir
+
+        own = import_local_models(local_model, store_dir(home_dir(home)))
+    return resolve_recipe(load_recipe(plan.recipe), models=plan.models, seeds=plan.seeds,
+                          benchmarks=plan.benchmarks if plan.narrowed_benchmarks else None, local_models=own)
+
+
+def cluster_backend(args: Any = None) -> ClusterBackend:
+    """The real one: trace_tui.engine.cluster over Slurm's own commands."""
+
+    def is_sharded(path: Path) -> bool:
+        from trace_tui.engine.shard_files import is_sharded as sharded
+
+        return sharded(path)
+
+    def submit(resolved: Any, choice: SchedulerChoice, campaign_dir: Path,
+               run_options: dict[str, Any] | None = None) -> Any:
+        from trace_tui.engine import cluster
+
+        if not choice.slurm:
+            raise UsageError("this run is not for Slurm", hint="choose the Slurm scheduler first")
+        ns = submission_args(args, choice, campaign_dir, run_options)
+        return cluster.submit_prepared(ns, cluster.prepare_submission(ns, resolved))
+
+    def status(path: Path) -> dict[str, Any]:
+        from trace_tui.engine.cluster import cluster_status
+
+        return cluster_status(path)
+
+    def cancel(path: Path) -> list[str]:
+        from trace_tui.engine.cluster import cancel_campaign
+
+        return cancel_campaign(Path(path))
+
+    def reopen(path: Path) -> OpenedCluster:
+        return open_sharded(path, getattr(args, "home", None))
+
+    return ClusterBackend(is_sharded=is_sharded, submit=submit, status=status, cancel=cancel, open=reopen)
+
+
+__all__ = ["ClusterBackend", "OpenedCluster", "SCHEDULERS", "SchedulerChoice", "cluster_backend", "open_sharded",
+           "submission_args"]
