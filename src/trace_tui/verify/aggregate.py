@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
-
-from pydantic import BaseModel, ConfigDict
 
 
 class ScoreRecord(NamedTuple):
@@ -34,20 +33,28 @@ class ScoreRecord(NamedTuple):
     score: float
 
 
-class Summary(BaseModel):
+# Plain frozen dataclasses, not pydantic: computed here from typed numbers (never parsed from
+# outside), thousands per `trace-tui verify`, whose timed path must not import pydantic at all.
+@dataclass(frozen=True, slots=True)
+class Summary:
     """mean ± sample standard deviation over seeds; ``stddev`` is None with fewer than 2 seeds."""
 
-    model_config = ConfigDict(frozen=True, defer_build=True)
     mean: float
     stddev: float | None
     n: int
 
+    def model_dump(self) -> dict[str, Any]:
+        return asdict(self)
 
-class PairedDelta(BaseModel):
-    model_config = ConfigDict(frozen=True, defer_build=True)
+
+@dataclass(frozen=True, slots=True)
+class PairedDelta:
     mean: float
     stddev: float | None
     seed_values: dict[int, float]
+
+    def model_dump(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def as_records(rows: Iterable[Any]) -> list[ScoreRecord]:
@@ -80,8 +87,7 @@ def sample_std(values: Sequence[float]) -> float | None:
 
 
 def summarize(values: Sequence[float]) -> Summary:
-    # model_construct: computed here, already typed; validating thousands of them costs more than computing
-    return Summary.model_construct(mean=mean(values), stddev=sample_std(values), n=len(values))
+    return Summary(mean(values), sample_std(values), len(values))
 
 
 def index(records: Iterable[Any]) -> dict[tuple[str, int, str], float]:
@@ -155,7 +161,7 @@ def paired(values: Mapping[int, float], base: Mapping[int, float]) -> PairedDelt
         raise ValueError("no seed in common between the model and its base")
     d = {s: values[s] - base[s] for s in seeds}
     ds = [d[s] for s in seeds]
-    return PairedDelta.model_construct(mean=mean(ds), stddev=sample_std(ds), seed_values=d)
+    return PairedDelta(mean(ds), sample_std(ds), d)
 
 
 def overall_delta(records: Iterable[Any], model: str, base: str, benchmarks: Sequence[str] | None = None) -> PairedDelta:

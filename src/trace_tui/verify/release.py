@@ -27,10 +27,9 @@ import math
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from trace_tui.common.digest import sha256_bytes
 from trace_tui.verify import documents as d
@@ -52,15 +51,16 @@ VALIDATION_RECEIPT = "rlvr/evaluation/trace_validation/release_receipt.v1.json"
 SOURCE_MAP = "rlvr/source_map.v1.json"
 
 
-# defer_build: the checklist is built with model_construct on the timed CLI path, so the
-# validation schema is only built if something validates or dumps one (--json, the TUI).
-_DEFERRED = ConfigDict(defer_build=True)
+# Plain dataclasses, not pydantic: the checklist is built from our own values (hundreds per
+# run) on the timed `trace-tui verify` path, which must not pay for importing pydantic.
+class _Dumpable:
+    def model_dump(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
 
 
-class Check(BaseModel):
+@dataclass(slots=True)
+class Check(_Dumpable):
     """One line of the checklist. ``file`` is the file the status is about (blamed when failed)."""
-
-    model_config = _DEFERRED
 
     id: str
     group: Literal["lock", "declared", "document", "results", "aggregates", "validation"]
@@ -71,11 +71,11 @@ class Check(BaseModel):
     actual: str | None = None
     message: str = ""
     source: str | None = None  # where the expected value comes from
-    details: list[str] = Field(default_factory=list)
+    details: list[str] = field(default_factory=list)
 
 
-class FileReport(BaseModel):
-    model_config = _DEFERRED
+@dataclass(slots=True)
+class FileReport(_Dumpable):
     path: str
     state: FileState
     needed: bool = False
@@ -84,8 +84,8 @@ class FileReport(BaseModel):
     trusted_by: str | None = None  # the declaration the trusted hash came from
 
 
-class ReleaseVerification(BaseModel):
-    model_config = _DEFERRED
+@dataclass(slots=True)
+class ReleaseVerification(_Dumpable):
     release_dir: str
     checks: list[Check]
     files: list[FileReport]
@@ -147,8 +147,7 @@ class ReleaseVerification(BaseModel):
 
 def _check(**fields: Any) -> Check:
     # Built from our own values: skip validation (hundreds per run; the CLI path is timed).
-    fields.setdefault("details", [])
-    return Check.model_construct(**fields)
+    return Check(**fields)
 
 
 class Declaration(NamedTuple):
@@ -579,7 +578,7 @@ class _Verifier:
                 state = "verified"
             else:
                 state = "unverified"  # present, but no hash reached from the lock covers it
-            out.append(FileReport.model_construct(path=p, state=state, needed=p in self.needed, sha256=sha,
+            out.append(FileReport(path=p, state=state, needed=p in self.needed, sha256=sha,
                                   trusted_sha256=trust.sha256 if trust else None,
                                   trusted_by=_src(trust.decl) if trust else None))
         return out
@@ -591,17 +590,39 @@ class _Verifier:
         self._document_checks()
         self._declared_checks()
         self._content_checks()
-        return ReleaseVerification.model_construct(release_dir=str(self.rel.root), checks=self.checks,
+        return ReleaseVerification(release_dir=str(self.rel.root), checks=self.checks,
                                                    files=self._files())
 
 
 def verify_release(release_dir: Path | str, lock: ReleaseLock | None = None) -> ReleaseVerification:
     """Verify a release directory offline. Raises nothing for bad contents: they become failed checks."""
-    if lock is None:
-        from trace_tui.release import release_lock
+    return _Verifier(Path(release_dir), lock if lock is not None else _packaged_lock()).run()
 
-        lock = release_lock()
-    return _Verifier(Path(release_dir), lock).run()
+
+class _LockView(dict):
+    """The packaged release lock read as plain JSON, with attribute access (``lock.trace_eval.seeds``).
+
+    What the checks read of ``trace_tui.release.ReleaseLock``, without importing pydantic on the
+    timed `trace-tui verify` path. The packaged lock is the project's own file, validated by
+    ReleaseLock wherever else it is loaded (and by its tests); verify only reads it.
+    """
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def model_dump(self) -> dict[str, Any]:
+        return dict(self)
+
+
+def _packaged_lock() -> Any:
+    from trace_tui.resources import release_lock_path
+
+    return json.loads(release_lock_path().read_text(encoding="utf-8"), object_hook=_LockView)
 
 
 def is_release_layout(path: Path) -> bool:
@@ -680,7 +701,7 @@ def _results_models(res: d.ResultsDoc, lock: ReleaseLock):
         if pin is None:
             continue
         if (m.repository_id, m.repository_revision) != (pin.repo_id, pin.revision):
-            problems.append(_Problem(f"{m.model_id}: repository differs from the release lock", pin.ref,
+            problems.append(_Problem(f"{m.model_id}: repository differs from the release lock", f"{pin.repo_id}@{pin.revision}",
                                      f"{m.repository_id}@{m.repository_revision}"))
         if m.parameter_scale != pin.scale:
             problems.append(_Problem(f"{m.model_id}: parameter_scale differs", pin.scale, m.parameter_scale))
@@ -907,7 +928,7 @@ def _validation_models(res: d.ValidationResultsDoc, suite: d.ValidationSuiteDoc,
         if pin is None:
             problems.append(_Problem(f"{m.slug}: not a release model", sorted(pins), m.slug))
         elif (m.repo_id, m.revision) != (pin.repo_id, pin.revision):
-            problems.append(_Problem(f"{m.slug}: repository differs from the release lock", pin.ref, f"{m.repo_id}@{m.revision}"))
+            problems.append(_Problem(f"{m.slug}: repository differs from the release lock", f"{pin.repo_id}@{pin.revision}", f"{m.repo_id}@{m.revision}"))
         elif m.label != pin.validation_label:
             problems.append(_Problem(f"{m.slug}: label differs from the release lock", pin.validation_label, m.label))
     if sorted(pins) != sorted(m.slug for m in suite.models):
