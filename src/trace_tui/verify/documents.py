@@ -5,7 +5,6 @@ violation reported against that file. Unknown fields are ignored: the release
 may carry more than we read.
 """
 
-from __future__ import annotations
 
 import re
 import types
@@ -13,6 +12,8 @@ import typing
 from functools import lru_cache
 from typing import Annotated, Any, Callable, Union, get_args, get_origin
 
+# No `from __future__ import annotations` here: with real (not string) annotations, compiling a
+# schema does not eval every annotation string on the timed first use.
 # Hand-rolled rather than pydantic: these ~45 small schemas sit on the timed
 # `trace-tui verify` path, and building them as pydantic models costs more than
 # the whole verification. Semantics follow pydantic's strict mode: no coercion

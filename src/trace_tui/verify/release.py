@@ -808,7 +808,10 @@ class _Compare:
 def _aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: ReleaseLock):
     from trace_tui.verify import aggregate as agg
 
-    records = agg.as_records(res.scores.benchmark_scores)  # once, not in every aggregation call
+    # Converted once per results document, not in each of the seven aggregate checks.
+    records = res.__dict__.get("_score_records")
+    if records is None:
+        records = res.__dict__["_score_records"] = agg.as_records(res.scores.benchmark_scores)
     keys = [(x.model_id, x.seed, x.benchmark_id) for x in records]
     if len(set(keys)) != len(keys):
         return "", [_Problem("cannot recompute: duplicate benchmark scores (see results.complete)")]
