@@ -618,6 +618,10 @@ class _LockView(dict):
     def model_dump(self) -> dict[str, Any]:
         return dict(self)
 
+    @property
+    def ref(self) -> str:  # ModelPin.ref / RepoPin's repo_id@revision
+        return f"{self['repo_id']}@{self['revision']}"
+
 
 def _packaged_lock() -> Any:
     from trace_tui.resources import release_lock_path
@@ -701,7 +705,7 @@ def _results_models(res: d.ResultsDoc, lock: ReleaseLock):
         if pin is None:
             continue
         if (m.repository_id, m.repository_revision) != (pin.repo_id, pin.revision):
-            problems.append(_Problem(f"{m.model_id}: repository differs from the release lock", f"{pin.repo_id}@{pin.revision}",
+            problems.append(_Problem(f"{m.model_id}: repository differs from the release lock", pin.ref,
                                      f"{m.repository_id}@{m.repository_revision}"))
         if m.parameter_scale != pin.scale:
             problems.append(_Problem(f"{m.model_id}: parameter_scale differs", pin.scale, m.parameter_scale))
@@ -931,7 +935,7 @@ def _validation_models(res: d.ValidationResultsDoc, suite: d.ValidationSuiteDoc,
         if pin is None:
             problems.append(_Problem(f"{m.slug}: not a release model", sorted(pins), m.slug))
         elif (m.repo_id, m.revision) != (pin.repo_id, pin.revision):
-            problems.append(_Problem(f"{m.slug}: repository differs from the release lock", f"{pin.repo_id}@{pin.revision}", f"{m.repo_id}@{m.revision}"))
+            problems.append(_Problem(f"{m.slug}: repository differs from the release lock", pin.ref, f"{m.repo_id}@{m.revision}"))
         elif m.label != pin.validation_label:
             problems.append(_Problem(f"{m.slug}: label differs from the release lock", pin.validation_label, m.label))
     if sorted(pins) != sorted(m.slug for m in suite.models):
