@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
+
+from trace_tui.common.record import FrozenRecord
 
 
 class ScoreRecord(NamedTuple):
@@ -33,28 +34,22 @@ class ScoreRecord(NamedTuple):
     score: float
 
 
-# Plain frozen dataclasses, not pydantic: computed here from typed numbers (never parsed from
+# Frozen records, not pydantic models: computed here from typed numbers (never parsed from
 # outside), thousands per `trace-tui verify`, whose timed path must not import pydantic at all.
-@dataclass(frozen=True, slots=True)
-class Summary:
+class Summary(FrozenRecord):
     """mean ± sample standard deviation over seeds; ``stddev`` is None with fewer than 2 seeds."""
 
+    __slots__ = ("mean", "stddev", "n")
     mean: float
     stddev: float | None
     n: int
 
-    def model_dump(self) -> dict[str, Any]:
-        return asdict(self)
 
-
-@dataclass(frozen=True, slots=True)
-class PairedDelta:
+class PairedDelta(FrozenRecord):
+    __slots__ = ("mean", "stddev", "seed_values")
     mean: float
     stddev: float | None
     seed_values: dict[int, float]
-
-    def model_dump(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def as_records(rows: Iterable[Any]) -> list[ScoreRecord]:
@@ -87,7 +82,7 @@ def sample_std(values: Sequence[float]) -> float | None:
 
 
 def summarize(values: Sequence[float]) -> Summary:
-    return Summary(mean(values), sample_std(values), len(values))
+    return Summary(mean=mean(values), stddev=sample_std(values), n=len(values))
 
 
 def index(records: Iterable[Any]) -> dict[tuple[str, int, str], float]:
@@ -161,7 +156,7 @@ def paired(values: Mapping[int, float], base: Mapping[int, float]) -> PairedDelt
         raise ValueError("no seed in common between the model and its base")
     d = {s: values[s] - base[s] for s in seeds}
     ds = [d[s] for s in seeds]
-    return PairedDelta(mean(ds), sample_std(ds), d)
+    return PairedDelta(mean=mean(ds), stddev=sample_std(ds), seed_values=d)
 
 
 def overall_delta(records: Iterable[Any], model: str, base: str, benchmarks: Sequence[str] | None = None) -> PairedDelta:

@@ -27,11 +27,11 @@ import math
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from trace_tui.common.digest import sha256_bytes
+from trace_tui.common.record import Record
 from trace_tui.verify import documents as d
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,41 +51,38 @@ VALIDATION_RECEIPT = "rlvr/evaluation/trace_validation/release_receipt.v1.json"
 SOURCE_MAP = "rlvr/source_map.v1.json"
 
 
-# Plain dataclasses, not pydantic: the checklist is built from our own values (hundreds per
+# Records, not pydantic models: the checklist is built from our own values (hundreds per
 # run) on the timed `trace-tui verify` path, which must not pay for importing pydantic.
-class _Dumpable:
-    def model_dump(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
-
-
-@dataclass(slots=True)
-class Check(_Dumpable):
+class Check(Record):
     """One line of the checklist. ``file`` is the file the status is about (blamed when failed)."""
 
+    __slots__ = ("id", "group", "title", "file", "status", "expected", "actual", "message", "source", "details")
+    _defaults = {"expected": None, "actual": None, "message": "", "source": None, "details": list}
     id: str
     group: Literal["lock", "declared", "document", "results", "aggregates", "validation"]
     title: str
     file: str
     status: Status
-    expected: str | None = None
-    actual: str | None = None
-    message: str = ""
-    source: str | None = None  # where the expected value comes from
-    details: list[str] = field(default_factory=list)
+    expected: str | None
+    actual: str | None
+    message: str
+    source: str | None  # where the expected value comes from
+    details: list[str]
 
 
-@dataclass(slots=True)
-class FileReport(_Dumpable):
+class FileReport(Record):
+    __slots__ = ("path", "state", "needed", "sha256", "trusted_sha256", "trusted_by")
+    _defaults = {"needed": False, "sha256": None, "trusted_sha256": None, "trusted_by": None}
     path: str
     state: FileState
-    needed: bool = False
-    sha256: str | None = None
-    trusted_sha256: str | None = None
-    trusted_by: str | None = None  # the declaration the trusted hash came from
+    needed: bool
+    sha256: str | None
+    trusted_sha256: str | None
+    trusted_by: str | None  # the declaration the trusted hash came from
 
 
-@dataclass(slots=True)
-class ReleaseVerification(_Dumpable):
+class ReleaseVerification(Record):
+    __slots__ = ("release_dir", "checks", "files")
     release_dir: str
     checks: list[Check]
     files: list[FileReport]
