@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from trace_tui.common.record import FrozenRecord
+from trace_tui.verify.record import FrozenRecord
 
 
 class ScoreRecord(NamedTuple):

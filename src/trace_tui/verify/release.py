@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from trace_tui.common.digest import sha256_bytes
-from trace_tui.common.record import Record
+from trace_tui.verify.record import Record
 from trace_tui.verify import documents as d
 
 if TYPE_CHECKING:  # pragma: no cover
