@@ -6,6 +6,7 @@ The TUI and the headless printer consume only these types.
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -116,6 +117,7 @@ def parse_stage_line(line: str, *, step: str | None = None) -> Progress | Log | 
 
 
 _DONE = '"done":'
+_COUNT = re.compile(r"[0-9]+(?=[,}])")
 
 
 def progress_key(line: str) -> str | None:
@@ -130,13 +132,10 @@ def progress_key(line: str) -> str | None:
     i = line.find(_DONE)
     if i < 0:
         return None
-    j = start = i + len(_DONE)
-    n = len(line)
-    while j < n and "0" <= line[j] <= "9":
-        j += 1
-    if j == start or j == n or line[j] not in ",}":
+    count = _COUNT.match(line, i + len(_DONE))
+    if count is None:
         return None
-    return line[:i] + line[j:]
+    return line[:i] + line[count.end():]
 
 
 def coalesce_progress(batch: list[str], seen: set[str]) -> list[str]:
