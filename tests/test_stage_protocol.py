@@ -1,4 +1,4 @@
-"""The worker side of the stage contract: what protocol writes, batched, in order, never held back.
+"""The worker side of the stage contract: what protocol writes, and that nothing is held back.
 
 Each case runs a real worker process (the same interpreter, PYTHONUNBUFFERED as the runtimes
 set it) and reads its stdout pipe as the runner does.
@@ -37,23 +37,6 @@ def test_progress_lines_are_the_json_the_contract_states() -> None:
     assert lines == [json.dumps(w, separators=(",", ":"), sort_keys=True) for w in want]
 
 
-def test_a_burst_is_written_in_few_writes_and_in_order_before_the_status() -> None:
-    proc = _worker("for i in range(20000):\n    protocol.progress(phase='p', done=i + 1, total=20000)\n"
-                   "protocol.status('completed')\n")
-    assert proc.stdout is not None
-    reads, lines = 0, []
-    rest = b""
-    while chunk := os.read(proc.stdout.fileno(), 1 << 20):
-        reads += 1
-        *done, rest = (rest + chunk).split(b"\n")
-        lines += done
-    proc.wait(timeout=60)
-    events = [json.loads(x) for x in lines]
-    assert [e["done"] for e in events[:-1]] == list(range(1, 20001))
-    assert events[-1]["type"] == "status"
-    assert reads < 2000  # one line per write would be one read per line (20,001)
-
-
 def test_the_last_progress_before_a_silence_arrives_within_the_flush_interval() -> None:
     """Two quick progress lines, then a long computation: the second is not held until the next event."""
     proc = _worker("import time\nprotocol.progress(phase='p', done=1, total=2)\n"
@@ -68,4 +51,4 @@ def test_the_last_progress_before_a_silence_arrives_within_the_flush_interval() 
         proc.kill()
         proc.wait()
     assert (first["done"], second["done"]) == (1, 2)
-    assert waited < 10  # FLUSH_S is 0.05 s; generous for a loaded machine, far below the 30 s silence
+    assert waited < 10  # generous for a loaded machine, far below the 30 s silence

@@ -14,78 +14,28 @@ Standard library only: this module is imported inside every image.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
 from trace_tui.common.digest import sha256_file_size
-
-# Progress lines are batched: a stage reporting every row (tens of thousands a second) would
-# otherwise pay one write syscall per line (workers run with PYTHONUNBUFFERED) and the runner one
-# read per line. A progress line waits at most FLUSH_S; every other event flushes what is pending
-# first and goes out at once, so the order of events is kept and a status is never held back.
-FLUSH_S = 0.05
-_MAX_PENDING = 4096
-_lock = threading.Lock()
-_pending: list[str] = []
-_last_flush = 0.0
-_timer: threading.Timer | None = None
 
 
 def _line(obj: dict[str, Any]) -> str:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True) + "\n"
 
 
-def _write_pending() -> None:  # with _lock held
-    global _last_flush
-    if _pending:
-        # sys.stdout looked up per write: whoever redirects stdout (a test, an embedding caller) gets the events.
-        out: TextIO = sys.stdout
-        out.write("".join(_pending))
-        _pending.clear()
-        out.flush()
-    _last_flush = time.monotonic()
-
-
-def flush() -> None:
-    """Write out any batched progress lines now (also done at exit and before every other event)."""
-    with _lock:
-        _write_pending()
-
-
-def _flush_later() -> None:
-    global _timer
-    with _lock:
-        _timer = None
-        _write_pending()
+def _write(line: str) -> None:
+    # sys.stdout looked up per call: whoever redirects stdout (a test, an embedding caller) gets the events.
+    out: TextIO = sys.stdout
+    out.write(line)
+    out.flush()
 
 
 def _emit(obj: dict[str, Any]) -> None:
-    """Any event, at once (after the progress lines still batched, so the order is kept)."""
-    line = _line(obj)
-    with _lock:
-        _pending.append(line)
-        _write_pending()
-
-
-def _emit_progress_line(line: str) -> None:
-    global _timer
-    with _lock:
-        _pending.append(line)
-        if time.monotonic() - _last_flush >= FLUSH_S or len(_pending) >= _MAX_PENDING:
-            _write_pending()
-        elif _timer is None:  # a burst followed by a long silence still shows its last line within FLUSH_S
-            _timer = threading.Timer(FLUSH_S, _flush_later)
-            _timer.daemon = True
-            _timer.start()
-
-
-atexit.register(flush)
+    _write(_line(obj))
 
 
 _progress_parts: tuple[tuple[Any, ...], str, str] | None = None
@@ -95,8 +45,8 @@ def progress(*, phase: str, done: int, total: int, model: str | None = None, see
              benchmark: str | None = None) -> None:
     global _progress_parts
     if type(done) is not int:  # noqa: E721 - bool, float or anything else: the general encoder decides
-        _emit_progress_line(_line({"type": "progress", "model": model, "seed": seed, "benchmark": benchmark,
-                                   "phase": phase, "done": done, "total": total}))
+        _write(_line({"type": "progress", "model": model, "seed": seed, "benchmark": benchmark,
+                      "phase": phase, "done": done, "total": total}))
         return
     # The same text json.dumps(sort_keys=True) writes, with everything but the count encoded once
     # per slice and phase: a stage reporting every row pays a string join, not an encoder pass.
@@ -107,7 +57,7 @@ def progress(*, phase: str, done: int, total: int, model: str | None = None, see
         tail = ',"model":%s,"phase":%s,"seed":%s,"total":%s,"type":"progress"}\n' % (
             json.dumps(model), json.dumps(phase), json.dumps(seed), json.dumps(total))
         parts = _progress_parts = (key, head, tail)
-    _emit_progress_line(f"{parts[1]}{done}{parts[2]}")
+    _write(f"{parts[1]}{done}{parts[2]}")
 
 
 def log(message: str, level: str = "info") -> None:
