@@ -16,7 +16,8 @@ import pytest
 from test_engine_support import REPO, content_of, make_recipe, resolved_for, selftest_step
 
 from trace_tui.engine.campaign import Campaign, JobRecord
-from trace_tui.engine.events import Log, Progress, RunState, SliceState, parse_stage_line
+from trace_tui.engine.events import (Log, Progress, RunState, SliceState, coalesce_progress, parse_stage_line,
+                                     progress_key)
 from trace_tui.engine.printer import HeadlessPrinter
 from trace_tui.engine.runner import PlannedJob, Runner, RunResult, decide, diff_inputs
 from trace_tui.engine.status import campaign_status
@@ -70,6 +71,44 @@ def test_malformed_lines_are_log_text() -> None:
     assert ev.type == "metric" and ev.value == 1.5
     ev = parse_stage_line('{"type":"progress","phase":"p","done":1,"total":2,"step":"other"}\n', step="s")
     assert ev.step == "s"  # the runner says which step spoke, not the stage
+
+
+def test_a_burst_of_progress_is_coalesced_to_its_first_and_last_line() -> None:
+    """Lines read together: a progress line followed by the same progress at a later count is
+    dropped, except the first of its key; other events, other slices and odd shapes are kept."""
+    def p(done: int, bench: str = "b", phase: str = "gen") -> str:
+        return ('{"benchmark":"%s","done":%d,"model":"m","phase":"%s","seed":1,"total":9,"type":"progress"}\n'
+                % (bench, done, phase))
+
+    seen: set[str] = set()
+    burst = [p(0), p(1), p(2), p(3)]
+    assert coalesce_progress(burst, seen) == [p(0), p(3)]
+    assert coalesce_progress([p(4), p(5)], seen) == [p(5)]  # the key was announced in an earlier read
+    status = '{"type":"status","state":"completed"}\n'
+    mixed = [p(6), status, p(7), p(8, bench="c"), p(1, phase="score"), p(2, phase="score"), "plain text\n", p(9)]
+    assert coalesce_progress(mixed, seen) == [p(6), status, p(7), p(8, bench="c"), p(1, phase="score"),
+                                              p(2, phase="score"), "plain text\n", p(9)]
+    odd = ['{"type":"progress","phase":"p","done":"x","total":2}\n', '{"type":"progress","phase":"p","done":"x","total":2}\n',
+           '{"type": "progress", "phase": "p", "done": 1, "total": 2}\n',
+           '{"type": "progress", "phase": "p", "done": 2, "total": 2}\n',
+           '{"type":"progress","phase":"p","done":1.5,"total":2}\n', '{"type":"progress","phase":"p","done":2.5,"total":2}\n']
+    assert coalesce_progress(odd, set()) == odd  # never a line whose count is not a plain integer
+    assert progress_key(p(12)) == progress_key(p(345)) != progress_key(p(12, bench="c"))
+
+
+def test_a_progress_burst_through_a_real_worker_keeps_the_last_count(tmp_path: Path) -> None:
+    """200 progress lines a worker writes in one burst reach the state with their last count,
+    the slice announced once, with the first count of the burst."""
+    resolved = resolved_for(make_recipe([selftest_step("s", "events", "--events", "200", per_slice=False,
+                                                       image=None)]))
+    result, events = run_campaign(tmp_path, resolved)
+    assert result.exit_code == 0, result.message
+    progress = [e for e in events if isinstance(e, Progress)]
+    assert progress[0].done == 1 and progress[-1].done == 200 and len(progress) <= 200
+    assert [e.done for e in progress] == sorted(e.done for e in progress)
+    with Campaign(tmp_path / "c") as c:
+        (job,) = c.jobs().values()
+        assert (job.done, job.total, job.state) == (200, 200, "completed")
 
 
 def test_printer_throttles_progress_and_prints_slice_lines() -> None:

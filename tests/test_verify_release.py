@@ -289,3 +289,22 @@ def test_deeply_nested_json_or_yaml_fails_that_file_only(release_copy: Path, rel
     assert result.failed_files == [rel]
     doc = next(c for c in result.checks if c.id == f"document:{rel}")
     assert doc.status == "failed"
+
+
+@pytest.mark.parametrize("tamper", ["none", "config_models"])
+def test_the_lock_read_without_pydantic_checks_as_the_validated_lock(release_copy: Path, tamper: str) -> None:
+    """`verify` reads the packaged lock as plain JSON (no pydantic on its timed path): every check,
+    failure messages with the pinned repo@revision included, is the same as with the validated lock."""
+    if tamper == "config_models":
+        cfg = release_copy / "rlvr/configs/trace-qwen2.5-vl-3b.yaml"
+        text = cfg.read_text()
+        for m in ("66285546d2b821cf421d4f5eb2576359d3770cd3",):
+            assert m in text
+            text = text.replace(m, "f" * 40)
+        cfg.write_text(text)
+    light = verify_release(release_copy)
+    full = verify_release(release_copy, release_lock())
+    assert light.model_dump() == full.model_dump()
+    if tamper == "config_models":
+        assert any("base_model differs" in c.message and "@66285546" in (c.expected or "")
+                   for c in light.failed), [c.message for c in light.failed]

@@ -12,7 +12,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import NoReturn, Sequence
+from typing import Any, NoReturn, Sequence
 
 from trace_tui import __version__
 from trace_tui.errors import ExitCode, TraceTuiError
@@ -88,14 +88,36 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also evaluate your own checkpoint (recipe full); repeatable")
     add_recipe_selection(parser)
     add_scheduler(parser)
+    parser.register("action", "parsers", _LazyCommands)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module, help_line) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_line, description=help_line)
+    for name, (_module, help_line) in COMMANDS.items():
+        sub.add_parser(name, help=help_line, description=help_line)
+    return parser
+
+
+def _command_parser(name: str, p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The arguments of command NAME added to its (so far bare) parser, once."""
+    if p.get_default("_module") is None:
         add_common(p)
-        mod = importlib.import_module(f"trace_tui.commands.{module}")
+        mod = importlib.import_module(f"trace_tui.commands.{COMMANDS[name][0]}")
         mod.add_arguments(p)
         p.set_defaults(_module=mod)
-    return parser
+    return p
+
+
+class _LazyCommands(argparse._SubParsersAction):
+    """Subcommands whose arguments are added only when the command is the one given.
+
+    Adding an argument makes argparse build a help formatter (a terminal-size query and
+    more); doing it for every command on every start cost more than `verify` itself.
+    """
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        name = values[0]
+        if name in self._name_parser_map and name in COMMANDS:
+            _command_parser(name, self._name_parser_map[name])
+        super().__call__(parser, namespace, values, option_string)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ The TUI and the headless printer consume only these types.
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -118,3 +119,52 @@ def parse_stage_line(line: str, *, step: str | None = None) -> Progress | Log | 
         except ValidationError:
             pass
     return Log(level="output", message=text, step=step)
+
+
+_DONE = '"done":'
+_COUNT = re.compile(r"[0-9]+(?=[,}])")
+
+
+def progress_key(line: str) -> str | None:
+    """A compact one-line progress event with its ``done`` count cut out; None for any other line.
+
+    Two lines with the same key are the same progress (stage, slice, phase, total) at two counts.
+    Only the exact shape the stage protocol writes qualifies (compact separators, a plain
+    non-negative integer count), so anything unusual is never coalesced.
+    """
+    if not line.startswith("{") or '"type":"progress"' not in line:
+        return None
+    i = line.find(_DONE)
+    if i < 0:
+        return None
+    count = _COUNT.match(line, i + len(_DONE))
+    if count is None:
+        return None
+    return line[:i] + line[count.end():]
+
+
+def coalesce_progress(batch: list[str], seen: set[str]) -> list[str]:
+    """The lines of one read worth parsing: a progress line directly followed by the same
+    progress at a later count is dropped, except the first of its key (``seen``, kept per job).
+
+    What every consumer needs of a burst of progress is its last count (the state, the
+    database and the event log keep only the latest anyway); the first line of a key is kept
+    because it announces a slice as running or resumed. Every other event is kept, in order.
+    """
+    if len(batch) < 2:
+        for line in batch:
+            key = progress_key(line)
+            if key is not None:
+                seen.add(key)
+        return batch
+    keys = [progress_key(line) for line in batch]
+    out = []
+    last = len(batch) - 1
+    for i, line in enumerate(batch):
+        key = keys[i]
+        if key is not None:
+            if i < last and keys[i + 1] == key and key in seen:
+                continue
+            seen.add(key)
+        out.append(line)
+    return out

@@ -36,6 +36,7 @@ from trace_tui.engine.events import (
     SliceState,
     Status,
     StepState,
+    coalesce_progress,
     parse_stage_line,
 )
 from trace_tui.errors import CheckFailed, ExitCode, RequirementsError, UsageError
@@ -785,8 +786,11 @@ class Runner:
         if self._cancel.is_set():  # cancel() raced with start(): stop what we just started
             handle.stop()
         try:
-            for line in handle.lines():
-                self._dispatch(parse_stage_line(line, step=step.id), ctx)
+            batches = getattr(handle, "batches", None)  # lines that arrived together, where a runtime reads so
+            seen: set[str] = set()
+            for batch in batches() if batches is not None else ([line] for line in handle.lines()):
+                for line in coalesce_progress(batch, seen):
+                    self._dispatch(parse_stage_line(line, step=step.id), ctx)
             info = handle.wait()
         finally:
             with self._handles_lock:
@@ -892,7 +896,9 @@ class Runner:
                 self.campaign.update_job(job.step.id, job.slice, done=ctx.done, total=ctx.total, phase=ctx.phase,
                                          rate=ctx.rate)
             if ev.model is None and job.model is not None:
-                ev = ev.model_copy(update={"model": job.model, "seed": job.seed, "benchmark": job.benchmark})
+                # A new event, not model_copy: the same fields, validated in pydantic's core, at less cost
+                ev = Progress(step=ev.step, model=job.model, seed=job.seed, benchmark=job.benchmark,
+                              phase=ev.phase, done=ev.done, total=ev.total)
             self._emit(ev, log=logged)
             return
         elif isinstance(ev, Artifact):

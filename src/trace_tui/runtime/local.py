@@ -53,14 +53,42 @@ class LocalHandle:
                 self._log.write(line)
 
     def lines(self) -> Iterator[str]:
+        for batch in self.batches():
+            yield from batch
+
+    def batches(self) -> Iterator[list[str]]:
+        """stdout as lists of the complete lines that arrived together (one read each, up to 256 KiB).
+
+        What the runner coalesces: progress lines a worker wrote in one burst are read in one
+        system call, not one per line.
+        """
         assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            line = raw.decode("utf-8", errors="replace")
+        fd = self.proc.stdout.fileno()
+        rest = b""
+        while True:
+            chunk = os.read(fd, 1 << 18)
+            if not chunk:
+                break
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                # One decode per read: b"\n" is never part of a multi-byte UTF-8 sequence, so this
+                # decodes each line exactly as decoding it alone would.
+                yield self._texts(data[:cut].decode("utf-8", errors="replace").split("\n")[:-1], "\n")
+            rest = data[cut:]
+        if rest:
+            yield self._texts([rest.decode("utf-8", errors="replace")], "")
+
+    def _texts(self, texts: list[str], end: str) -> list[str]:
+        out = []
+        for text in texts:
+            line = text + end
             if not line.startswith("{"):
                 self._tail.add(line)
                 with self._log_lock:
                     self._log.write(line)
-            yield line
+            out.append(line)
+        return out
 
     def wait(self) -> ExitInfo:
         code = self.proc.wait()

@@ -27,17 +27,41 @@ from typing import Any, TextIO
 from trace_tui.common.digest import sha256_file_size
 
 
-def _emit(obj: dict[str, Any]) -> None:
+def _line(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True) + "\n"
+
+
+def _write(line: str) -> None:
     # sys.stdout looked up per call: whoever redirects stdout (a test, an embedding caller) gets the events.
     out: TextIO = sys.stdout
-    out.write(json.dumps(obj, separators=(",", ":"), sort_keys=True) + "\n")
+    out.write(line)
     out.flush()
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    _write(_line(obj))
+
+
+_progress_parts: tuple[tuple[Any, ...], str, str] | None = None
 
 
 def progress(*, phase: str, done: int, total: int, model: str | None = None, seed: int | None = None,
              benchmark: str | None = None) -> None:
-    _emit({"type": "progress", "model": model, "seed": seed, "benchmark": benchmark, "phase": phase,
-           "done": done, "total": total})
+    global _progress_parts
+    if type(done) is not int:  # noqa: E721 - bool, float or anything else: the general encoder decides
+        _write(_line({"type": "progress", "model": model, "seed": seed, "benchmark": benchmark,
+                      "phase": phase, "done": done, "total": total}))
+        return
+    # The same text json.dumps(sort_keys=True) writes, with everything but the count encoded once
+    # per slice and phase: a stage reporting every row pays a string join, not an encoder pass.
+    key = (phase, total, type(total), model, seed, type(seed), benchmark)  # 1, 1.0 and True differ in JSON
+    parts = _progress_parts
+    if parts is None or parts[0] != key:
+        head = '{"benchmark":%s,"done":' % json.dumps(benchmark)
+        tail = ',"model":%s,"phase":%s,"seed":%s,"total":%s,"type":"progress"}\n' % (
+            json.dumps(model), json.dumps(phase), json.dumps(seed), json.dumps(total))
+        parts = _progress_parts = (key, head, tail)
+    _write(f"{parts[1]}{done}{parts[2]}")
 
 
 def log(message: str, level: str = "info") -> None:
@@ -48,6 +72,11 @@ def artifact(path: Path, campaign: Path) -> str:
     digest, size = sha256_file_size(path)
     _emit({"type": "artifact", "path": path.relative_to(campaign).as_posix(), "sha256": digest, "bytes": size})
     return digest
+
+
+def metric(name: str, value: float, **where: Any) -> None:
+    """A named number a stage computed, e.g. the score of a slice (``model``/``seed``/``benchmark``)."""
+    _emit({"type": "metric", "name": name, "value": value, **where})
 
 
 def status(state: str, message: str = "", exit_code: int = 0, *, model: str | None = None, seed: int | None = None,

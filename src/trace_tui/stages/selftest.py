@@ -39,13 +39,7 @@ from trace_tui.common.atomic import atomic_write_json
 from trace_tui.stages import protocol
 
 
-def _emit(obj: dict) -> None:
-    sys.stdout.write(json.dumps(obj, separators=(",", ":"), sort_keys=True) + "\n")
-    sys.stdout.flush()
-
-
-def metric(name: str, value: float, **where: object) -> None:
-    _emit({"type": "metric", "name": name, "value": value, **where})
+metric = protocol.metric
 
 
 def row_seed(seed: int, model: str, benchmark: str, row: int) -> int:
@@ -274,10 +268,9 @@ def mode_oom(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
 
 def mode_events(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
     n = opts.events
-    w = sys.stdout.write
+    progress = protocol.progress  # the stages' own path, so the benchmark times what stages pay
     for i in range(n):
-        w('{"type":"progress","phase":"bench","done":%d,"total":%d}\n' % (i + 1, n))
-    sys.stdout.flush()
+        progress(phase="bench", done=i + 1, total=n)
     protocol.status("completed")
     return 0
 

@@ -11,27 +11,27 @@ hardware → `trace-tui hw`, recipes → `trace-tui recipes`, preview →
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from trace_tui.tui.backends import Backends
 from trace_tui.tui.cluster_backend import SchedulerChoice
 from trace_tui.tui.messages import SchedulerChanged
-from trace_tui.tui.screens.confirm import ConfirmScreen
 from trace_tui.tui.screens.hardware import HardwareScreen
-from trace_tui.tui.screens.help import HelpScreen
-from trace_tui.tui.screens.preview import PreviewScreen
-from trace_tui.tui.screens.recipes import RecipesScreen
-from trace_tui.tui.screens.refused import RefusedScreen
-from trace_tui.tui.screens.run import RunScreen
-from trace_tui.tui.screens.steps import StepsScreen
-from trace_tui.tui.screens.verify import VerifyScreen
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trace_tui.tui.backends import Backends
+    from trace_tui.tui.screens.run import RunScreen
+
+# Only the first screen is imported with the app: every other screen is imported when it is first
+# shown (the run screen alone brings the engine and pydantic), so that the first screen paints sooner.
+_RUN_MODULE = "trace_tui.tui.screens.run"
 
 # How long quitting waits for a cancelled runner to stop its containers before leaving anyway.
 QUIT_GRACE_S = 30.0
@@ -74,12 +74,16 @@ class TraceTuiApp(App[int]):
 
     # -- navigation (also reachable from the command palette) ---------------------
     def open_recipe(self, name: str) -> None:
+        from trace_tui.tui.screens.preview import PreviewScreen
+
         self.push_screen(PreviewScreen(name))
 
     def walk_steps(self, resolved: Any, checks: list[Any]) -> None:
         if self.confirm_all:
             self.start_run(resolved)
         else:
+            from trace_tui.tui.screens.steps import StepsScreen
+
             self.push_screen(StepsScreen(resolved, checks))
 
     def start_run(self, resolved: Any, skip: frozenset[str] = frozenset()) -> None:
@@ -127,9 +131,13 @@ class TraceTuiApp(App[int]):
 
     def _start_or_refuse(self, resolved: Any, skip: frozenset[str], problems: list[str]) -> None:
         if problems:
+            from trace_tui.tui.screens.refused import RefusedScreen
+
             self.exit_code = 3
             self.push_screen(RefusedScreen(resolved.recipe.name, problems))
             return
+        from trace_tui.tui.screens.run import RunScreen
+
         campaign = self.backends.campaign_dir_for(resolved)
         self.push_screen(RunScreen(resolved, campaign, skip=skip, clock=self.backends.clock,
                                    runtime=self.backends.runtime_label()))
@@ -150,7 +158,7 @@ class TraceTuiApp(App[int]):
             self.notify(f"no campaign in {campaign_dir}", severity="error", markup=False)
             return
         from trace_tui.tui.progress import ProgressModel
-        from trace_tui.tui.screens.run import seed_model
+        from trace_tui.tui.screens.run import RunScreen, seed_model
 
         resolved = opened.resolved
         model = ProgressModel(clock=self.backends.clock)
@@ -197,9 +205,13 @@ class TraceTuiApp(App[int]):
                                        run_options=opened.run_options, note=note))
 
     def show_verify(self, kind: str = "release", path: Path | None = None) -> None:
+        from trace_tui.tui.screens.verify import VerifyScreen
+
         self.push_screen(VerifyScreen(kind, path))
 
     def action_show_recipes(self) -> None:
+        from trace_tui.tui.screens.recipes import RecipesScreen
+
         self.push_screen(RecipesScreen())
 
     def action_show_verify(self) -> None:
@@ -210,6 +222,8 @@ class TraceTuiApp(App[int]):
             self.pop_screen()
 
     def action_help(self) -> None:
+        from trace_tui.tui.screens.help import HelpScreen
+
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(self.screen))
@@ -240,7 +254,10 @@ class TraceTuiApp(App[int]):
 
     # -- runs --------------------------------------------------------------------
     def running_screens(self) -> list[RunScreen]:
-        return [s for s in self.screen_stack if isinstance(s, RunScreen) and s.running]
+        run = sys.modules.get(_RUN_MODULE)
+        if run is None:  # never imported: no run screen exists
+            return []
+        return [s for s in self.screen_stack if isinstance(s, run.RunScreen) and s.running]
 
     def on_run_finished(self, screen: RunScreen, outcome: str) -> None:
         if self._quitting:
@@ -269,6 +286,8 @@ class TraceTuiApp(App[int]):
 
         what = "Containers are running" if self.backends.runtime_label() == "docker" else "Stage processes are running"
         resume = " ".join(f"trace-tui --campaign {s.campaign_dir}" for s in running)
+        from trace_tui.tui.screens.confirm import ConfirmScreen
+
         self.push_screen(ConfirmScreen(
             f"{what}. Stop them and quit? The campaign stays resumable: {resume}",
             yes="Stop and quit", no="Keep running"), answer)

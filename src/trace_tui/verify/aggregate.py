@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
+from trace_tui.verify.record import FrozenRecord
 
 
 class ScoreRecord(NamedTuple):
@@ -34,17 +34,19 @@ class ScoreRecord(NamedTuple):
     score: float
 
 
-class Summary(BaseModel):
+# Frozen records, not pydantic models: computed here from typed numbers (never parsed from
+# outside), thousands per `trace-tui verify`, whose timed path must not import pydantic at all.
+class Summary(FrozenRecord):
     """mean ± sample standard deviation over seeds; ``stddev`` is None with fewer than 2 seeds."""
 
-    model_config = ConfigDict(frozen=True, defer_build=True)
+    __slots__ = ("mean", "stddev", "n")
     mean: float
     stddev: float | None
     n: int
 
 
-class PairedDelta(BaseModel):
-    model_config = ConfigDict(frozen=True, defer_build=True)
+class PairedDelta(FrozenRecord):
+    __slots__ = ("mean", "stddev", "seed_values")
     mean: float
     stddev: float | None
     seed_values: dict[int, float]
@@ -80,8 +82,7 @@ def sample_std(values: Sequence[float]) -> float | None:
 
 
 def summarize(values: Sequence[float]) -> Summary:
-    # model_construct: computed here, already typed; validating thousands of them costs more than computing
-    return Summary.model_construct(mean=mean(values), stddev=sample_std(values), n=len(values))
+    return Summary(mean=mean(values), stddev=sample_std(values), n=len(values))
 
 
 def index(records: Iterable[Any]) -> dict[tuple[str, int, str], float]:
@@ -155,7 +156,7 @@ def paired(values: Mapping[int, float], base: Mapping[int, float]) -> PairedDelt
         raise ValueError("no seed in common between the model and its base")
     d = {s: values[s] - base[s] for s in seeds}
     ds = [d[s] for s in seeds]
-    return PairedDelta.model_construct(mean=mean(ds), stddev=sample_std(ds), seed_values=d)
+    return PairedDelta(mean=mean(ds), stddev=sample_std(ds), seed_values=d)
 
 
 def overall_delta(records: Iterable[Any], model: str, base: str, benchmarks: Sequence[str] | None = None) -> PairedDelta:

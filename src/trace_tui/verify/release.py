@@ -30,9 +30,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from trace_tui.common.digest import sha256_bytes
+from trace_tui.verify.record import Record
 from trace_tui.verify import documents as d
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,40 +51,38 @@ VALIDATION_RECEIPT = "rlvr/evaluation/trace_validation/release_receipt.v1.json"
 SOURCE_MAP = "rlvr/source_map.v1.json"
 
 
-# defer_build: the checklist is built with model_construct on the timed CLI path, so the
-# validation schema is only built if something validates or dumps one (--json, the TUI).
-_DEFERRED = ConfigDict(defer_build=True)
-
-
-class Check(BaseModel):
+# Records, not pydantic models: the checklist is built from our own values (hundreds per
+# run) on the timed `trace-tui verify` path, which must not pay for importing pydantic.
+class Check(Record):
     """One line of the checklist. ``file`` is the file the status is about (blamed when failed)."""
 
-    model_config = _DEFERRED
-
+    __slots__ = ("id", "group", "title", "file", "status", "expected", "actual", "message", "source", "details")
+    _defaults = {"expected": None, "actual": None, "message": "", "source": None, "details": list}
     id: str
     group: Literal["lock", "declared", "document", "results", "aggregates", "validation"]
     title: str
     file: str
     status: Status
-    expected: str | None = None
-    actual: str | None = None
-    message: str = ""
-    source: str | None = None  # where the expected value comes from
-    details: list[str] = Field(default_factory=list)
+    expected: str | None
+    actual: str | None
+    message: str
+    source: str | None  # where the expected value comes from
+    details: list[str]
 
 
-class FileReport(BaseModel):
-    model_config = _DEFERRED
+class FileReport(Record):
+    __slots__ = ("path", "state", "needed", "sha256", "trusted_sha256", "trusted_by")
+    _defaults = {"needed": False, "sha256": None, "trusted_sha256": None, "trusted_by": None}
     path: str
     state: FileState
-    needed: bool = False
-    sha256: str | None = None
-    trusted_sha256: str | None = None
-    trusted_by: str | None = None  # the declaration the trusted hash came from
+    needed: bool
+    sha256: str | None
+    trusted_sha256: str | None
+    trusted_by: str | None  # the declaration the trusted hash came from
 
 
-class ReleaseVerification(BaseModel):
-    model_config = _DEFERRED
+class ReleaseVerification(Record):
+    __slots__ = ("release_dir", "checks", "files")
     release_dir: str
     checks: list[Check]
     files: list[FileReport]
@@ -147,8 +144,7 @@ class ReleaseVerification(BaseModel):
 
 def _check(**fields: Any) -> Check:
     # Built from our own values: skip validation (hundreds per run; the CLI path is timed).
-    fields.setdefault("details", [])
-    return Check.model_construct(**fields)
+    return Check(**fields)
 
 
 class Declaration(NamedTuple):
@@ -579,7 +575,7 @@ class _Verifier:
                 state = "verified"
             else:
                 state = "unverified"  # present, but no hash reached from the lock covers it
-            out.append(FileReport.model_construct(path=p, state=state, needed=p in self.needed, sha256=sha,
+            out.append(FileReport(path=p, state=state, needed=p in self.needed, sha256=sha,
                                   trusted_sha256=trust.sha256 if trust else None,
                                   trusted_by=_src(trust.decl) if trust else None))
         return out
@@ -591,17 +587,43 @@ class _Verifier:
         self._document_checks()
         self._declared_checks()
         self._content_checks()
-        return ReleaseVerification.model_construct(release_dir=str(self.rel.root), checks=self.checks,
+        return ReleaseVerification(release_dir=str(self.rel.root), checks=self.checks,
                                                    files=self._files())
 
 
 def verify_release(release_dir: Path | str, lock: ReleaseLock | None = None) -> ReleaseVerification:
     """Verify a release directory offline. Raises nothing for bad contents: they become failed checks."""
-    if lock is None:
-        from trace_tui.release import release_lock
+    return _Verifier(Path(release_dir), lock if lock is not None else _packaged_lock()).run()
 
-        lock = release_lock()
-    return _Verifier(Path(release_dir), lock).run()
+
+class _LockView(dict):
+    """The packaged release lock read as plain JSON, with attribute access (``lock.trace_eval.seeds``).
+
+    What the checks read of ``trace_tui.release.ReleaseLock``, without importing pydantic on the
+    timed `trace-tui verify` path. The packaged lock is the project's own file, validated by
+    ReleaseLock wherever else it is loaded (and by its tests); verify only reads it.
+    """
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def model_dump(self) -> dict[str, Any]:
+        return dict(self)
+
+    @property
+    def ref(self) -> str:  # ModelPin.ref / RepoPin's repo_id@revision
+        return f"{self['repo_id']}@{self['revision']}"
+
+
+def _packaged_lock() -> Any:
+    from trace_tui.resources import release_lock_path
+
+    return json.loads(release_lock_path().read_text(encoding="utf-8"), object_hook=_LockView)
 
 
 def is_release_layout(path: Path) -> bool:
@@ -787,7 +809,10 @@ class _Compare:
 def _aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: ReleaseLock):
     from trace_tui.verify import aggregate as agg
 
-    records = agg.as_records(res.scores.benchmark_scores)  # once, not in every aggregation call
+    # Converted once per results document, not in each of the seven aggregate checks.
+    records = res.__dict__.get("_score_records")
+    if records is None:
+        records = res.__dict__["_score_records"] = agg.as_records(res.scores.benchmark_scores)
     keys = [(x.model_id, x.seed, x.benchmark_id) for x in records]
     if len(set(keys)) != len(keys):
         return "", [_Problem("cannot recompute: duplicate benchmark scores (see results.complete)")]

@@ -82,7 +82,7 @@ class HardwareScreen(Screen):
         yield Static("trace-tui · Hardware", id="screen-title", classes="title", markup=False)
         with VerticalScroll(id="hw-body"):
             yield Static("Checking the hardware…", id="hw-gpu-message", markup=False)
-            yield LiteralTable(id="hw-gpus", cursor_type="none", show_cursor=False)
+            # The GPU table (#hw-gpus) is mounted here once a probe finds a GPU: nothing shows it before.
             yield Static("", id="hw-system", markup=False)
         # The recipes stay on screen at 80x24: the hardware details scroll above them.
         yield Static("Recipes on this machine (enter: preview)", classes="section", id="hw-recipes-title", markup=False)
@@ -91,8 +91,9 @@ class HardwareScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#hw-gpus", DataTable).display = False
-        self.action_probe()
+        # After the first paint: the probe's thread imports the engine, pydantic and Docker's client,
+        # which would hold the interpreter while the screen is being drawn.
+        self.call_after_refresh(self.action_probe)
 
     def action_probe(self) -> None:
         self.query_one("#hw-gpu-message", Static).update("Checking the hardware…")
@@ -111,17 +112,24 @@ class HardwareScreen(Screen):
         self.show(message.view)
 
     def show(self, view: HardwareView) -> None:
-        gpus = self.query_one("#hw-gpus", DataTable)
-        gpus.clear(columns=True)
+        found = self.query("#hw-gpus")
+        if view.has_gpu and not found:
+            self.query_one("#hw-body").mount(LiteralTable(id="hw-gpus", cursor_type="none", show_cursor=False),
+                                             after="#hw-gpu-message")
+        gpus = self.query_one("#hw-gpus", DataTable) if view.has_gpu or found else None
+        if gpus is not None:
+            gpus.clear(columns=True)
         msg = self.query_one("#hw-gpu-message", Static)
         if view.has_gpu:
+            assert gpus is not None
             gpus.display = True
             gpus.add_columns("#", "GPU", "memory", "CC", "MIG", "ECC")
             for g in view.gpus:
                 gpus.add_row(str(g.index), g.name, g.memory, g.compute_capability, g.mig, g.ecc)
             msg.update(f"{len(view.gpus)} GPU(s) · driver {view.driver} · CUDA {view.cuda}{self._again()}")
         else:
-            gpus.display = False
+            if gpus is not None:
+                gpus.display = False
             msg.update(Text.assemble(
                 ("No GPU: ", "bold yellow"), (view.gpu_message or "no NVIDIA GPU found", ""),
                 "\nThis machine can still run ", ("verify", "bold"), " (v), ", ("eval-preview", "bold"),

@@ -1,0 +1,58 @@
+"""The release's own code, run as the benchmarks' baselines: one file out of the pinned evaluator archive.
+
+The archive (``trace-rlvr-af32fe0.tar.gz``, ``git archive`` of the rlvr/ tree of maveryn/trace at the
+release commit; ../shared/evaluator/README.md) is opened in place and only the one script a baseline
+runs is unpacked, into a temporary directory, never into this repository. The rlvr/ tree hash of
+the whole archive is checked by the evaluator tests; here the member's own sha256 is pinned, so a
+different script can never be timed as "the upstream" one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tarfile
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ARCHIVE = "trace-rlvr-af32fe0.tar.gz"
+# The upstream scripts the benchmarks run, and their sha256 at af32fe0e668eb878e909daef7322ac1c4ae20f64
+# (the values rlvr/release_files.v1.json declares for them).
+VALIDATOR = "rlvr/evaluation/scripts/validate_release_inputs.py"
+EXTRACTOR = "rlvr/evaluation/scripts/trace_benchmark_answer_parsing.py"
+PINNED = {
+    VALIDATOR: "81f431cae5a5e369039bfadd35cf3e058c9453d910112ac1519fb4ab9a1f20f5",
+    EXTRACTOR: "ad95cceacbf0d68188b5e03e7f38a8a1c5b52fb790dac1db2e31724c1e1d2ac1",
+}
+
+
+def archive() -> Path:
+    sources = Path(os.environ.get("TRACE_EVALUATOR_SOURCES", REPO.parent / "shared" / "evaluator"))
+    path = sources / ARCHIVE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: set TRACE_EVALUATOR_SOURCES to the folder holding {ARCHIVE}")
+    return path
+
+
+_DIR: tempfile.TemporaryDirectory[str] | None = None
+
+
+def script(member: str) -> Path:
+    """The upstream file MEMBER, unpacked alone into a temporary directory (kept for the process)."""
+    global _DIR
+    if _DIR is None:
+        _DIR = tempfile.TemporaryDirectory(prefix="trace-upstream-")
+    dest = Path(_DIR.name) / member
+    if not dest.is_file():
+        with tarfile.open(archive()) as tar:
+            data = tar.extractfile(member)
+            if data is None:
+                raise FileNotFoundError(f"{archive()}: no {member}")
+            body = data.read()
+        digest = hashlib.sha256(body).hexdigest()
+        if digest != PINNED[member]:
+            raise ValueError(f"{archive()}: {member} has sha256 {digest}, pinned {PINNED[member]}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(body)
+    return dest
