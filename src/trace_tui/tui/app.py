@@ -21,6 +21,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from trace_tui.tui.backends import Backends
+from trace_tui.tui.screens.campaigns import CampaignsScreen
 from trace_tui.tui.screens.confirm import ConfirmScreen
 from trace_tui.tui.screens.hardware import HardwareScreen
 from trace_tui.tui.screens.help import HelpScreen
@@ -100,8 +101,8 @@ class TraceTuiApp(App[int]):
         self.push_screen(RunScreen(resolved, campaign, skip=skip, clock=self.backends.clock,
                                    runtime=self.backends.runtime_label()))
 
-    def reattach(self, campaign_dir: Path) -> None:
-        """A campaign that is running or was interrupted: show its state and offer to resume."""
+    def reattach(self, campaign_dir: Path, resume: bool = False) -> None:
+        """A campaign that is running or was interrupted: show its state and offer to resume (or resume now)."""
         try:
             opened = self.backends.open_campaign(Path(campaign_dir))
         except Exception as exc:  # noqa: BLE001
@@ -137,14 +138,19 @@ class TraceTuiApp(App[int]):
             note = "this campaign is complete · v: verify · r: run again (completed slices are kept)"
         else:
             note = f"this campaign was interrupted{f' ({last})' if last else ''} · r: resume · v: verify"
-        self.push_screen(RunScreen(resolved, Path(campaign_dir), start=False, model=model, note=note,
-                                   clock=self.backends.clock, watch=live))
+        self.push_screen(RunScreen(resolved, Path(campaign_dir), start=resume and not live, model=model, note=note,
+                                   clock=self.backends.clock, watch=live, runtime=self.backends.runtime_label()))
 
     def show_verify(self, kind: str = "release", path: Path | None = None) -> None:
         self.push_screen(VerifyScreen(kind, path))
 
     def action_show_recipes(self) -> None:
         self.push_screen(RecipesScreen())
+
+    def action_show_campaigns(self) -> None:
+        if isinstance(self.screen, CampaignsScreen):
+            return
+        self.push_screen(CampaignsScreen(self.backends.campaigns_dir))
 
     def action_show_verify(self) -> None:
         self.show_verify("release", self.backends.release_dir)
@@ -170,6 +176,8 @@ class TraceTuiApp(App[int]):
         yield SystemCommand("Hardware", "the hardware check — `trace-tui hw`", self.action_show_hardware)
         yield SystemCommand("Recipes", "every recipe and whether this machine can run it — `trace-tui recipes`",
                             self.action_show_recipes)
+        yield SystemCommand("Campaigns", "every campaign under the home: watch, resume or verify one — "
+                            "`trace-tui status --campaign DIR`", self.action_show_campaigns)
         yield SystemCommand("Verify release", "a release directory, offline — `trace-tui verify --release-dir DIR`",
                             self.action_show_verify)
         yield SystemCommand("Verify campaign", "a campaign, offline — `trace-tui verify --campaign DIR`",

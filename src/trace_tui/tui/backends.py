@@ -54,6 +54,25 @@ class Backends:
     run_problems: Callable[[Any, Any], list[str]] | None = None
     # -> "docker" | "local": where steps run (said on the run screen and in the quit prompt)
     runtime_name: Callable[[], str] = field(default_factory=lambda: _docker)
+    # where campaigns are listed from (the Campaigns screen); None: HOME/campaigns
+    campaigns_root: Path | None = None
+
+    @property
+    def campaigns_dir(self) -> Path | None:
+        if self.campaigns_root is not None:
+            return self.campaigns_root
+        if self.home is None:
+            return None
+        from trace_tui import paths
+
+        return paths.campaigns_dir(self.home)
+
+    def campaigns(self) -> list[Any]:
+        """Every campaign under campaigns_dir, from the same status `trace-tui status` prints."""
+        from trace_tui.engine.campaign_list import list_campaigns
+
+        root = self.campaigns_dir
+        return list_campaigns(root) if root is not None else []
 
     def problems(self, resolved: Any, report: Any) -> list[str]:
         """Why a run of `resolved` would be refused here; empty when it can start."""

@@ -69,3 +69,12 @@ class LogTail(Message):
         self.step = step
         self.path = path
         self.lines = lines
+
+
+class CampaignsRead(Message):
+    """The campaigns under the home, summarised (trace_tui.engine.campaign_list), or why they could not be read."""
+
+    def __init__(self, summaries: list[Any], error: str = "") -> None:
+        super().__init__()
+        self.summaries = summaries
+        self.error = error
