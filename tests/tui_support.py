@@ -131,10 +131,10 @@ def make_backends(tmp: Path, *, machine: str = "none", release_dir: Path | None 
             return extra[name].recipe
         return recipes_mod.load_recipe(name)
 
-    def resolve(recipe: Any) -> Any:
+    def resolve(recipe: Any, models: list[str] | None = None, seeds: list[int] | None = None) -> Any:
         if recipe.name in extra:
             return extra[recipe.name]
-        return recipes_mod.resolve_recipe(recipe)
+        return recipes_mod.resolve_recipe(recipe, models=models, seeds=seeds)
 
     def check(resolved: Any, report: Any) -> list[Any]:
         return hardware.check_recipe(resolved, report, runtime=runtime)

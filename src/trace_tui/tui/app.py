@@ -21,6 +21,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from trace_tui.tui.backends import Backends
+from trace_tui.tui.choices import RunChoices, choices_from_args
 from trace_tui.tui.screens.campaigns import CampaignsScreen
 from trace_tui.tui.screens.confirm import ConfirmScreen
 from trace_tui.tui.screens.hardware import HardwareScreen
@@ -46,9 +47,11 @@ class TraceTuiApp(App[int]):
     ]
 
     def __init__(self, backends: Backends, *, recipe: str | None = None, campaign: Path | None = None,
-                 yes: bool = False, verify: tuple[str, Path] | None = None) -> None:
+                 yes: bool = False, verify: tuple[str, Path] | None = None, choices: RunChoices | None = None) -> None:
         super().__init__()
         self.backends = backends
+        # what the command line's flags chose; the Options screen (o on the preview) changes them
+        self.choices = choices or RunChoices(recipe=recipe or "")
         self.initial_recipe = recipe
         self.initial_campaign = campaign
         self.initial_verify = verify
@@ -70,7 +73,14 @@ class TraceTuiApp(App[int]):
 
     # -- navigation (also reachable from the command palette) ---------------------
     def open_recipe(self, name: str) -> None:
+        if name != self.choices.recipe:
+            # another recipe has other models and seeds: keep only the choices that are not about the recipe
+            self.choices = self.choices.model_copy(update={"recipe": name, "models": (), "seeds": ()})
         self.push_screen(PreviewScreen(name))
+
+    def set_choices(self, choices: RunChoices) -> None:
+        self.choices = choices
+        self.backends.choose(choices)
 
     def walk_steps(self, resolved: Any, checks: list[Any]) -> None:
         if self.confirm_all:
@@ -80,7 +90,46 @@ class TraceTuiApp(App[int]):
 
     def start_run(self, resolved: Any, skip: frozenset[str] = frozenset()) -> None:
         """Check first, as `trace-tui --recipe NAME --yes` does (exit 3): a refused run creates nothing."""
+        if self.choices.scheduler == "slurm":
+            self.submit_to_slurm(self.choices)
+            return
         self._check_then_run(resolved, skip)
+
+    # -- Slurm: the command line's own submission, with the choices made here --------------
+    def submit_command(self, choices: RunChoices) -> list[str]:
+        """`trace-tui ... --scheduler slurm --yes --no-wait`: confirmed here, followed in the Campaigns list."""
+        import sys
+
+        home = ["--home", str(self.backends.home)] if self.backends.home is not None else []
+        return [sys.executable, "-m", "trace_tui", *home, *choices.argv(), "--yes", "--no-wait"]
+
+    def submit_to_slurm(self, choices: RunChoices) -> None:
+        self.notify(f"submitting: {choices.command()} --yes --no-wait", markup=False)
+        self._submit(choices)
+
+    @work(thread=True, exclusive=True, group="start")
+    def _submit(self, choices: RunChoices) -> None:
+        import subprocess
+
+        argv = self.submit_command(choices)
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+            code, output = done.returncode, (done.stdout + done.stderr).strip()
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            code, output = 1, f"{type(exc).__name__}: {exc}"
+        self.call_from_thread(self._submitted, choices, code, output)
+
+    def _submitted(self, choices: RunChoices, code: int, output: str) -> None:
+        from trace_tui.tui.screens.detail import DetailScreen
+
+        if code != 0:
+            self.exit_code = code
+        verdict = "submitted" if code == 0 else f"not submitted (exit {code})"
+        fields = [("command", f"{choices.command()} --yes --no-wait"), ("result", verdict),
+                  *[("" if i else "output", line) for i, line in enumerate(output.splitlines() or ["(none)"])]]
+        if code == 0:
+            fields.append(("follow", "c (Campaigns) on the hardware screen lists it with its shards' rows"))
+        self.push_screen(DetailScreen(f"Slurm · {choices.recipe} · {verdict}", fields))
 
     @work(thread=True, exclusive=True, group="start")
     def _check_then_run(self, resolved: Any, skip: frozenset[str]) -> None:
@@ -103,6 +152,14 @@ class TraceTuiApp(App[int]):
 
     def reattach(self, campaign_dir: Path, resume: bool = False) -> None:
         """A campaign that is running or was interrupted: show its state and offer to resume (or resume now)."""
+        here = self.run_screen_for(Path(campaign_dir))
+        if here is not None:
+            # This UI already shows it (perhaps running): go back to that screen, live, instead of a second one.
+            while self.screen is not here:
+                self.pop_screen()
+            if resume and not here.running and not here.watching:
+                here.action_resume()
+            return
         try:
             opened = self.backends.open_campaign(Path(campaign_dir))
         except Exception as exc:  # noqa: BLE001
@@ -157,6 +214,10 @@ class TraceTuiApp(App[int]):
 
     def action_show_hardware(self) -> None:
         while len(self.screen_stack) > 2 and not isinstance(self.screen, HardwareScreen):
+            if isinstance(self.screen, RunScreen) and self.screen.running:
+                # never pop a screen whose run goes on: a hardware screen goes on top of it instead
+                self.push_screen(HardwareScreen())
+                return
             self.pop_screen()
 
     def action_help(self) -> None:
@@ -189,6 +250,11 @@ class TraceTuiApp(App[int]):
                                 lambda name=name: self.open_recipe(name))
 
     # -- runs --------------------------------------------------------------------
+    def run_screen_for(self, campaign_dir: Path) -> RunScreen | None:
+        want = Path(campaign_dir).expanduser().resolve()
+        return next((s for s in self.screen_stack if isinstance(s, RunScreen)
+                     and s.campaign_dir.expanduser().resolve() == want), None)
+
     def running_screens(self) -> list[RunScreen]:
         return [s for s in self.screen_stack if isinstance(s, RunScreen) and s.running]
 
@@ -201,6 +267,10 @@ class TraceTuiApp(App[int]):
         if outcome == "completed" and self.screen is screen:
             # The last screen of every recipe: verify what it produced.
             self.show_verify("campaign", screen.campaign_dir)
+        elif self.screen is not screen:
+            # The user is on another screen: say so there; the campaigns list (enter) goes back to it.
+            self.notify(f"the run of {screen.resolved.recipe.name} has {outcome} · campaign {screen.campaign_label}",
+                        severity="information" if outcome == "completed" else "warning", markup=False)
 
     async def action_quit(self) -> None:
         running = self.running_screens()
@@ -230,12 +300,14 @@ def build_app(args: argparse.Namespace, backends: Backends | None = None) -> Tra
     backends = backends or default_backends(args)
     campaign = getattr(args, "campaign", None)
     recipe = getattr(args, "recipe", None)
-    return TraceTuiApp(
+    app = TraceTuiApp(
         backends,
         recipe=recipe,
         campaign=Path(campaign).expanduser().resolve() if campaign and not recipe else None,
         yes=bool(getattr(args, "yes", False)),
+        choices=choices_from_args(args),
     )
+    return app
 
 
 def run_tui(args: argparse.Namespace) -> int:

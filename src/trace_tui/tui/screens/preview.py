@@ -18,6 +18,8 @@ class PreviewScreen(Screen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("enter", "steps", "Walk the steps"),
+        Binding("o", "options", "Options"),
+        Binding("y", "copy", "Copy command", show=False),  # said on the command line itself
     ]
 
     def __init__(self, recipe_name: str) -> None:
@@ -25,22 +27,34 @@ class PreviewScreen(Screen):
         self.recipe_name = recipe_name
         self.resolved = None
         self.checks: list = []
+        self.all_models: list[str] = []  # the recipe's own selection, before any narrowing (the Options lists)
+        self.all_seeds: list[int] = []
 
     def compose(self) -> ComposeResult:
         yield Static(f"trace-tui · Preview · {self.recipe_name}", classes="title", markup=False)
         with VerticalScroll(id="preview-body"):
             yield Static("Resolving…", id="preview-text", markup=False)
+        yield Static("", id="preview-command", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
-        self._resolve()
+        self._show_command()
+        self._resolve(self.app.choices)
+
+    def _show_command(self) -> None:
+        self.query_one("#preview-command", Static).update(
+            f"same as: {self.app.choices.command()}  · o: options · y: copy")
 
     @work(thread=True, exclusive=True, group="preview")
-    def _resolve(self) -> None:
+    def _resolve(self, choices) -> None:
         backends = self.app.backends
         try:
             recipe = backends.load_recipe(self.recipe_name)
-            resolved = backends.resolve_recipe(recipe)
+            whole = backends.resolve_recipe(recipe)
+            self.all_models = [str(m.id) for m in whole.models]
+            self.all_seeds = [int(s) for s in whole.seeds]
+            narrowing = choices.narrowing()
+            resolved = backends.resolve_recipe(recipe, **narrowing) if any(narrowing.values()) else whole
             report = self.app.hardware_report
             lines = preview_lines(backends.preview(resolved, report))
             checks = backends.check_recipe(resolved, report) if report is not None else []
@@ -64,3 +78,25 @@ class PreviewScreen(Screen):
     def action_steps(self) -> None:
         if self.resolved is not None:
             self.app.walk_steps(self.resolved, self.checks)
+
+    def action_copy(self) -> None:
+        command = self.app.choices.command()
+        self.app.copy_to_clipboard(command)
+        self.notify(f"copied: {command}", markup=False, timeout=3)
+
+    def action_options(self) -> None:
+        from trace_tui.tui.screens.options import OptionsScreen
+
+        if self.resolved is None:
+            return
+
+        def chosen(choices) -> None:
+            if choices is None:
+                return
+            self.app.set_choices(choices)
+            self._show_command()
+            self.resolved = None
+            self.query_one("#preview-text", Static).update("Resolving with the new options…")
+            self._resolve(choices)
+
+        self.app.push_screen(OptionsScreen(self.app.choices, self.all_models, self.all_seeds), chosen)
