@@ -9,7 +9,7 @@ probe reads (tests/tui_support.py), at the narrowest edge.
 
 from __future__ import annotations
 
-import argparse
+import re
 import shlex
 from pathlib import Path
 
@@ -58,6 +58,9 @@ def test_run_env_names_runtime_and_image_drift() -> None:
     text = run_env_text("docker", [("infer", drift), ("train", "not built: no lock")], ["infer", "infer"])
     assert text == f"runtime docker · image infer: {drift}"
     assert "no container images" in run_env_text("local", [("infer", drift)], ["infer"])
+    same = run_env_text("docker", [("infer", "not built: no lock"), ("score", "not built: no lock")],
+                        ["infer", "score"])
+    assert same == "runtime docker · images infer, score: not built: no lock"  # said once, not cut
 
 
 async def open_preview(pilot, app, name: str) -> PreviewScreen:
@@ -133,8 +136,8 @@ async def test_the_run_screen_shows_runtime_and_images(tmp_path: Path) -> None:
     app = TraceTuiApp(backends)
     async with app.run_test(size=SIZE) as pilot:
         await hardware_ready(pilot, app)
-        app.hardware_view = app.hardware_view.__class__(images=(("infer", "trace-tui/infer:1 sha256:aaaa as locked "
-                                                                  "(the tag now points to sha256:bbbb)"),))
+        drift = "trace-tui/infer:1 sha256:aaaa as locked (the tag now points to sha256:bbbb)"
+        app.hardware_view = app.hardware_view.__class__(images=(("infer", drift),))
         resolved = recipes.resolve_recipe(recipes.load_recipe("validation"))
         used = [s.image for s in resolved.recipe.steps if s.image]
         assert "infer" in used
@@ -166,10 +169,52 @@ async def test_moving_away_from_a_running_run_and_back(tmp_path: Path) -> None:
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.screen is run, what="back to the same run screen")
         assert sum(isinstance(s, RunScreen) for s in app.screen_stack) == 1
-        done, total = run.model.totals()
+        done = run.model.totals()[0]
         assert run.running and done > before
         await pilot.pause(0.3)
         assert f"{done}/" in screen_text(app) or run.redraw_count > 0
         run.cancel_runner()
         await wait_for(pilot, lambda: not run.running, timeout=60, what="the cancel")
         assert run.outcome == "cancelled"
+
+
+async def test_filter_and_sort_on_the_hardware_recipes_and_a_verify_table(tmp_path: Path,
+                                                                         trace_release_dir: Path) -> None:
+    """`/` and `s` work on tables other than the checklist: the hardware screen's recipes, verify's tables."""
+    app = TraceTuiApp(make_backends(tmp_path, machine="none", release_dir=trace_release_dir))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await hardware_ready(pilot, app)
+        table = screen.query_one("#hw-recipes")
+        every = table.row_count
+        assert every > 3 and table.has_focus
+        await pilot.press("slash", *"demo")
+        await pilot.pause(0.2)
+        assert table.row_count == 1 and table.row_text(0)[0] == "demo"
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert table.row_count == every and table.has_focus
+        await pilot.press("s")  # by recipe name, those this machine cannot run first
+        await pilot.pause(0.2)
+        states = [table.row_text(i)[1] for i in range(every)]
+        cannot = [s for s in states if s == "cannot run"]
+        assert cannot and states[:len(cannot)] == cannot
+        names = [table.row_text(i)[0] for i in range(len(cannot))]
+        assert names == sorted(names)
+        assert "recipe ↓" in screen_text(app)
+        await pilot.press("i")  # details still find the right row after sorting
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen), what="details")
+        assert app.screen.fields[0] == ("recipe", names[0])
+        await pilot.press("escape")
+        app.show_verify("release", trace_release_dir)
+        await wait_for(pilot, lambda: getattr(app.screen, "view", None) is not None, timeout=60, what="verify")
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        first = app.screen.query("#verify-tables LiteralTable").first()
+        first.focus()
+        await pilot.pause()
+        rows = first.row_count
+        wanted = re.match(r"[A-Za-z0-9]+", first.row_text(0)[0]).group(0)  # keys pilot can type
+        await pilot.press("slash", *wanted)
+        await pilot.pause(0.2)
+        assert 1 <= first.row_count < rows or rows == 1
+        assert all(wanted.lower() in " ".join(first.row_text(i)).lower() for i in range(first.row_count))

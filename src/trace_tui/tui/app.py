@@ -113,7 +113,8 @@ class TraceTuiApp(App[int]):
 
         argv = self.submit_command(choices)
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                                  check=False)
             code, output = done.returncode, (done.stdout + done.stderr).strip()
         except (OSError, subprocess.TimeoutExpired) as exc:
             code, output = 1, f"{type(exc).__name__}: {exc}"

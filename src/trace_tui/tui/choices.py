@@ -62,7 +62,10 @@ def choices_from_args(args: argparse.Namespace | None) -> RunChoices:
     """The choices a command line made (`trace-tui --recipe demo --runtime local ...` opening the UI)."""
     if args is None:
         return RunChoices()
-    get = lambda name, default=None: getattr(args, name, default)  # noqa: E731
+
+    def get(name: str, default: Any = None) -> Any:
+        return getattr(args, name, default)
+
     return RunChoices(recipe=get("recipe") or "", models=tuple(get("models") or ()),
                       seeds=tuple(get("seeds") or ()), runtime=get("runtime"), offline=bool(get("offline", False)),
                       scheduler=get("scheduler") or "none",

@@ -146,8 +146,12 @@ def run_env_text(runtime: str, images: Iterable[tuple[str, str]], used: Iterable
         return f"{head} · steps run as processes on this host (no container images)"
     if not used:
         return f"{head} · every step runs on the host"
-    return head + "".join(f" · image {name}: {found.get(name, 'not checked (f5 on the hardware screen)')}"
-                          for name in used)
+    # Images with the same word (e.g. "not built: no image lock at ...") are named together, said once.
+    said: dict[str, list[str]] = {}
+    for name in used:
+        said.setdefault(found.get(name, "not checked (f5 on the hardware screen)"), []).append(name)
+    return head + "".join(f" · image{'s' if len(names) > 1 else ''} {', '.join(names)}: {message}"
+                          for message, names in said.items())
 
 
 # -- steps -------------------------------------------------------------------------

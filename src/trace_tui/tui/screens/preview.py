@@ -70,6 +70,7 @@ class PreviewScreen(Screen):
             text.update(f"Cannot preview {self.recipe_name}: {message.error}")
             return
         self.resolved, self.checks = message.resolved, message.checks
+        self.refresh_bindings()
         recipe = message.resolved.recipe
         head = [] if message.preview_lines else [recipe.title, recipe.purpose.strip(), ""]
         foot = ["", f"{len(recipe.steps)} step(s) · enter: walk the steps · esc: back"]
@@ -78,6 +79,12 @@ class PreviewScreen(Screen):
     def action_steps(self) -> None:
         if self.resolved is not None:
             self.app.walk_steps(self.resolved, self.checks)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Walking the steps and the options need the resolved recipe: no hint before it is there."""
+        if action in ("steps", "options"):
+            return self.resolved is not None
+        return True
 
     def action_copy(self) -> None:
         command = self.app.choices.command()
@@ -96,6 +103,7 @@ class PreviewScreen(Screen):
             self.app.set_choices(choices)
             self._show_command()
             self.resolved = None
+            self.refresh_bindings()
             self.query_one("#preview-text", Static).update("Resolving with the new options…")
             self._resolve(choices)
 

@@ -56,7 +56,7 @@ class TableFilter(Input):
 
     BINDINGS = [Binding("escape", "close", "Clear filter")]
 
-    def __init__(self, table: "LiteralTable") -> None:
+    def __init__(self, table: LiteralTable) -> None:
         super().__init__(placeholder=f"filter {table.noun} (enter: back to the table · esc: clear)",
                          classes="table-filter")
         self.table = table
