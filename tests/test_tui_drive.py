@@ -201,6 +201,8 @@ async def test_filter_and_sort_on_the_hardware_recipes_and_a_verify_table(tmp_pa
         names = [table.row_text(i)[0] for i in range(len(cannot))]
         assert names == sorted(names)
         assert "recipe ↓" in screen_text(app)
+        table.move_cursor(row=0)
+        await pilot.pause()
         await pilot.press("i")  # details still find the right row after sorting
         await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen), what="details")
         assert app.screen.fields[0] == ("recipe", names[0])
