@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
+from campaigns_support import build_campaigns
 from tui_support import FIXED_CLOCK, make_backends
 
 from trace_tui.engine.events import Log, Progress, SliceState, StepState
@@ -28,6 +29,7 @@ MACHINES = ("none", "8xh100")
 SCREENS = ("hardware", "recipes", "preview", "steps", "run", "run-cancelled", "run-done", "verify", "verify-tables",
            "verify-scores", "help")
 FIXED_RELEASE = Path("/tmp/trace-tui-snapshots/trace-release")
+FIXED_CAMPAIGNS = Path("/tmp/trace-tui-snapshots/campaigns")
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +154,28 @@ def test_no_color_snapshot(snap_compare, tmp_path: Path, fixed_release: Path, mo
         await goto(pilot, "hardware", fixed_release)
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+@pytest.fixture(scope="module")
+def fixed_campaigns(tmp_path_factory):
+    """Real campaigns in every state, under a fixed path with fixed last-change times (tests/campaigns_support.py)."""
+    made = build_campaigns(FIXED_CAMPAIGNS, tmp_path_factory.mktemp("home"))
+    yield made
+    made.close()
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_campaigns_snapshot(snap_compare, tmp_path: Path, fixed_release: Path, fixed_campaigns, size: str) -> None:
+    app = TraceTuiApp(make_backends(tmp_path, machine="none", snapshot=True, release_dir=fixed_release,
+                                    campaigns_root=FIXED_CAMPAIGNS))
+
+    async def run_before(pilot) -> None:
+        await goto(pilot, "hardware", fixed_release)
+        await pilot.press("c")
+        for _ in range(400):
+            if getattr(app.screen, "summaries", None) is not None:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=run_before)

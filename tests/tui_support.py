@@ -107,7 +107,7 @@ def local_runner_factory(home: Path):
 
 def make_backends(tmp: Path, *, machine: str = "none", release_dir: Path | None = None,
                   extra_recipes: dict[str, Any] | None = None, snapshot: bool = False,
-                  runtime: str | None = None) -> Backends:
+                  runtime: str | None = None, campaigns_root: Path | None = None) -> Backends:
     """Backends over the real modules; `extra_recipes` adds Python-built resolved recipes by name.
 
     The runtime for the checks follows what `trace-tui` picks on its own: Docker where its engine
@@ -131,15 +131,15 @@ def make_backends(tmp: Path, *, machine: str = "none", release_dir: Path | None 
             return extra[name].recipe
         return recipes_mod.load_recipe(name)
 
-    def resolve(recipe: Any) -> Any:
+    def resolve(recipe: Any, models: list[str] | None = None, seeds: list[int] | None = None) -> Any:
         if recipe.name in extra:
             return extra[recipe.name]
-        return recipes_mod.resolve_recipe(recipe)
+        return recipes_mod.resolve_recipe(recipe, models=models, seeds=seeds)
 
     def check(resolved: Any, report: Any) -> list[Any]:
         return hardware.check_recipe(resolved, report, runtime=runtime)
 
-    campaigns = (SNAPSHOT_HOME if snapshot else tmp) / "campaigns"
+    campaigns = campaigns_root or (SNAPSHOT_HOME if snapshot else tmp) / "campaigns"
 
     def campaign_dir_for(resolved: Any) -> Path:
         return campaigns / resolved.run_tag
@@ -165,6 +165,7 @@ def make_backends(tmp: Path, *, machine: str = "none", release_dir: Path | None 
         campaign_dir_for=campaign_dir_for,
         open_campaign=read_campaign, verify_release=verify_release, verify_campaign=verify_campaign,
         release_dir=release_dir, home=home, clock=FIXED_CLOCK if snapshot else time.monotonic,
+        campaigns_root=campaigns,
     )
 
 

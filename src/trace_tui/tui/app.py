@@ -21,6 +21,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from trace_tui.tui.choices import SLURM_FIELDS, RunChoices, choices_from_args
 from trace_tui.tui.cluster_backend import SchedulerChoice
 from trace_tui.tui.messages import SchedulerChanged
 from trace_tui.tui.screens.hardware import HardwareScreen
@@ -47,12 +48,14 @@ class TraceTuiApp(App[int]):
     ]
 
     def __init__(self, backends: Backends, *, recipe: str | None = None, campaign: Path | None = None,
-                 yes: bool = False, verify: tuple[str, Path] | None = None,
+                 yes: bool = False, verify: tuple[str, Path] | None = None, choices: RunChoices | None = None,
                  scheduler: SchedulerChoice | None = None) -> None:
         super().__init__()
         # where runs go: this machine, or Slurm (--scheduler slurm and its options; w changes it)
         self.scheduler = scheduler or SchedulerChoice()
         self.backends = backends
+        # what the command line's flags chose; the Options screen (o on the preview) changes them
+        self.choices = choices or RunChoices(recipe=recipe or "")
         self.initial_recipe = recipe
         self.initial_campaign = campaign
         self.initial_verify = verify
@@ -76,7 +79,17 @@ class TraceTuiApp(App[int]):
     def open_recipe(self, name: str) -> None:
         from trace_tui.tui.screens.preview import PreviewScreen
 
+        if name != self.choices.recipe:
+            # another recipe has other models and seeds: keep only the choices that are not about the recipe
+            self.choices = self.choices.model_copy(update={"recipe": name, "models": (), "seeds": ()})
         self.push_screen(PreviewScreen(name))
+
+    def set_choices(self, choices: RunChoices) -> None:
+        self.choices = choices
+        self.backends.choose(choices)
+        # one choice of where runs go: the Options screen's and the w form's are the same
+        self.scheduler = SchedulerChoice(scheduler=choices.scheduler, shard_by=self.scheduler.shard_by,
+                                         **{f: getattr(choices, f) for f in SLURM_FIELDS})
 
     def walk_steps(self, resolved: Any, checks: list[Any]) -> None:
         if self.confirm_all:
@@ -114,6 +127,8 @@ class TraceTuiApp(App[int]):
         def chosen(choice: SchedulerChoice | None) -> None:
             if choice is not None:
                 self.scheduler = choice
+                self.choices = self.choices.model_copy(update={
+                    "scheduler": choice.scheduler, **{f: getattr(choice, f) for f in SLURM_FIELDS}})
                 self.notify(f"runs go to {choice.describe()}", markup=False)
                 self.screen.post_message(SchedulerChanged())
 
@@ -142,11 +157,19 @@ class TraceTuiApp(App[int]):
         self.push_screen(RunScreen(resolved, campaign, skip=skip, clock=self.backends.clock,
                                    runtime=self.backends.runtime_label()))
 
-    def reattach(self, campaign_dir: Path) -> None:
-        """A campaign that is running or was interrupted: show its state and offer to resume."""
+    def reattach(self, campaign_dir: Path, resume: bool = False) -> None:
+        """A campaign that is running or was interrupted: show its state and offer to resume (or resume now)."""
         cluster = self.backends.cluster
         if cluster is not None and cluster.is_sharded(Path(campaign_dir)):
             self.reattach_sharded(Path(campaign_dir))
+            return
+        here = self.run_screen_for(Path(campaign_dir))
+        if here is not None:
+            # This UI already shows it (perhaps running): go back to that screen, live, instead of a second one.
+            while self.screen is not here:
+                self.pop_screen()
+            if resume and not here.running and not here.watching:
+                here.action_resume()
             return
         try:
             opened = self.backends.open_campaign(Path(campaign_dir))
@@ -183,8 +206,8 @@ class TraceTuiApp(App[int]):
             note = "this campaign is complete · v: verify · r: run again (completed slices are kept)"
         else:
             note = f"this campaign was interrupted{f' ({last})' if last else ''} · r: resume · v: verify"
-        self.push_screen(RunScreen(resolved, Path(campaign_dir), start=False, model=model, note=note,
-                                   clock=self.backends.clock, watch=live))
+        self.push_screen(RunScreen(resolved, Path(campaign_dir), start=resume and not live, model=model, note=note,
+                                   clock=self.backends.clock, watch=live, runtime=self.backends.runtime_label()))
 
     def reattach_sharded(self, campaign_dir: Path) -> None:
         """A campaign split into shards on Slurm: its shards live, r resubmits the ones not complete."""
@@ -214,11 +237,22 @@ class TraceTuiApp(App[int]):
 
         self.push_screen(RecipesScreen())
 
+    def action_show_campaigns(self) -> None:
+        from trace_tui.tui.screens.campaigns import CampaignsScreen
+
+        if isinstance(self.screen, CampaignsScreen):
+            return
+        self.push_screen(CampaignsScreen(self.backends.campaigns_dir))
+
     def action_show_verify(self) -> None:
         self.show_verify("release", self.backends.release_dir)
 
     def action_show_hardware(self) -> None:
         while len(self.screen_stack) > 2 and not isinstance(self.screen, HardwareScreen):
+            if isinstance(self.screen, RunScreen) and self.screen.running:
+                # never pop a screen whose run goes on: a hardware screen goes on top of it instead
+                self.push_screen(HardwareScreen())
+                return
             self.pop_screen()
 
     def action_help(self) -> None:
@@ -240,6 +274,8 @@ class TraceTuiApp(App[int]):
         yield SystemCommand("Hardware", "the hardware check — `trace-tui hw`", self.action_show_hardware)
         yield SystemCommand("Recipes", "every recipe and whether this machine can run it — `trace-tui recipes`",
                             self.action_show_recipes)
+        yield SystemCommand("Campaigns", "every campaign under the home: watch, resume or verify one — "
+                            "`trace-tui status --campaign DIR`", self.action_show_campaigns)
         yield SystemCommand("Verify release", "a release directory, offline — `trace-tui verify --release-dir DIR`",
                             self.action_show_verify)
         yield SystemCommand("Verify campaign", "a campaign, offline — `trace-tui verify --campaign DIR`",
@@ -253,6 +289,11 @@ class TraceTuiApp(App[int]):
                                 lambda name=name: self.open_recipe(name))
 
     # -- runs --------------------------------------------------------------------
+    def run_screen_for(self, campaign_dir: Path) -> RunScreen | None:
+        want = Path(campaign_dir).expanduser().resolve()
+        return next((s for s in self.screen_stack if isinstance(s, RunScreen)
+                     and s.campaign_dir.expanduser().resolve() == want), None)
+
     def running_screens(self) -> list[RunScreen]:
         run = sys.modules.get(_RUN_MODULE)
         if run is None:  # never imported: no run screen exists
@@ -268,6 +309,10 @@ class TraceTuiApp(App[int]):
         if outcome == "completed" and self.screen is screen:
             # The last screen of every recipe: verify what it produced.
             self.show_verify("campaign", screen.campaign_dir)
+        elif self.screen is not screen:
+            # The user is on another screen: say so there; the campaigns list (enter) goes back to it.
+            self.notify(f"the run of {screen.resolved.recipe.name} has {outcome} · campaign {screen.campaign_label}",
+                        severity="information" if outcome == "completed" else "warning", markup=False)
 
     async def action_quit(self) -> None:
         running = self.running_screens()
@@ -299,13 +344,15 @@ def build_app(args: argparse.Namespace, backends: Backends | None = None) -> Tra
     backends = backends or default_backends(args)
     campaign = getattr(args, "campaign", None)
     recipe = getattr(args, "recipe", None)
-    return TraceTuiApp(
+    app = TraceTuiApp(
         backends,
         recipe=recipe,
         campaign=Path(campaign).expanduser().resolve() if campaign and not recipe else None,
         yes=bool(getattr(args, "yes", False)),
+        choices=choices_from_args(args),
         scheduler=SchedulerChoice.from_args(args),
     )
+    return app
 
 
 def run_tui(args: argparse.Namespace) -> int:

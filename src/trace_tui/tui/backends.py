@@ -57,6 +57,32 @@ class Backends:
     # Slurm: submit, follow, cancel and reopen a sharded campaign (trace_tui.tui.cluster_backend.ClusterBackend,
     # the command line's own code); None: this TUI runs campaigns on this machine only
     cluster: Any = None
+    # where campaigns are listed from (the Campaigns screen); None: HOME/campaigns
+    campaigns_root: Path | None = None
+    # RunChoices (trace_tui.tui.choices) -> None: the runtime and offline choice for later checks and runs
+    set_choices: Callable[[Any], None] | None = None
+
+    def choose(self, choices: Any) -> None:
+        """Runtime and offline as the UI chose them (models and seeds narrow the recipe when it is resolved)."""
+        if self.set_choices is not None:
+            self.set_choices(choices)
+
+    @property
+    def campaigns_dir(self) -> Path | None:
+        if self.campaigns_root is not None:
+            return self.campaigns_root
+        if self.home is None:
+            return None
+        from trace_tui import paths
+
+        return paths.campaigns_dir(self.home)
+
+    def campaigns(self) -> list[Any]:
+        """Every campaign under campaigns_dir, from the same status `trace-tui status` prints."""
+        from trace_tui.engine.campaign_list import list_campaigns
+
+        root = self.campaigns_dir
+        return list_campaigns(root) if root is not None else []
 
     def problems(self, resolved: Any, report: Any) -> list[str]:
         """Why a run of `resolved` would be refused here; empty when it can start."""
@@ -218,13 +244,17 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
 
     home = paths.home(getattr(args, "home", None))
     release = os.environ.get("TRACE_RELEASE_DIR") or getattr(args, "release_dir", None)
-    runtime_choice = getattr(args, "runtime", None)
-    offline = bool(getattr(args, "offline", False))
+    # what the flags chose, until the UI chooses again (Backends.choose)
+    chosen: dict[str, Any] = {"runtime": getattr(args, "runtime", None),
+                              "offline": bool(getattr(args, "offline", False))}
     runtime_kind: dict[str, str] = {}
 
+    def set_choices(choices: Any) -> None:
+        chosen.update(runtime=choices.runtime, offline=bool(choices.offline))
+
     def runtime_name() -> str:
-        if runtime_choice:
-            return runtime_choice
+        if chosen["runtime"]:
+            return chosen["runtime"]
         if "kind" not in runtime_kind:
             from trace_tui.runtime.docker import docker_available
 
@@ -246,11 +276,11 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
 
         return recipes.load_recipe(name)
 
-    def resolve(recipe: Any) -> Any:
+    def resolve(recipe: Any, models: list[str] | None = None, seeds: list[int] | None = None) -> Any:
         from trace_tui import recipes
 
-        return recipes.resolve_recipe(recipe, models=getattr(args, "models", None),
-                                      seeds=getattr(args, "seeds", None),
+        # models and seeds: the UI's choices (which start as the command line's --models/--seeds)
+        return recipes.resolve_recipe(recipe, models=models, seeds=seeds,
                                       benchmarks=getattr(args, "benchmarks", None))
 
     def check(resolved: Any, report: Any) -> list[Any]:
@@ -281,7 +311,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         campaign = Campaign(campaign_dir)
         try:
             runner = Runner(chosen, campaign, make_runtime(runtime_name()),
-                            store=paths.store_dir(home), offline=offline, plan=plan,
+                            store=paths.store_dir(home), offline=chosen["offline"], plan=plan,
                             # finished work with changed inputs: the run screen shows the one line
                             # listing the change unless the TUI was started with --redo
                             redo=bool(getattr(args, "redo", False)))
@@ -310,6 +340,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         verify_release=verify_release, verify_campaign=verify_campaign,
         release_dir=Path(release).expanduser().resolve() if release else None, home=home,
         run_problems=run_problems, runtime_name=runtime_name, cluster=cluster_backend(args),
+        set_choices=set_choices,
     )
 
 

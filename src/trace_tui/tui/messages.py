@@ -92,3 +92,12 @@ class ClusterDone(Message):
 
 class SchedulerChanged(Message):
     """Where runs go was changed (the screen that says it redraws)."""
+
+
+class CampaignsRead(Message):
+    """The campaigns under the home, summarised (trace_tui.engine.campaign_list), or why they could not be read."""
+
+    def __init__(self, summaries: list[Any], error: str = "") -> None:
+        super().__init__()
+        self.summaries = summaries
+        self.error = error

@@ -136,6 +136,24 @@ def recipe_row(name: str, title: str, checks: Iterable[Any] | None) -> RecipeRow
     return RecipeRow(name=name, title=title, verdict=verdict, reasons=tuple(reasons))
 
 
+def run_env_text(runtime: str, images: Iterable[tuple[str, str]], used: Iterable[str]) -> str:
+    """Where a run's steps run: the runtime, and each image the recipe uses as the hardware check found it
+    (its id against the lock, and whether the tag has moved since), in the words `trace-tui hw` prints."""
+    found = dict(images)
+    used = list(dict.fromkeys(u for u in used if u))
+    head = f"runtime {runtime or 'docker'}"
+    if runtime == "local":
+        return f"{head} · steps run as processes on this host (no container images)"
+    if not used:
+        return f"{head} · every step runs on the host"
+    # Images with the same word (e.g. "not built: no image lock at ...") are named together, said once.
+    said: dict[str, list[str]] = {}
+    for name in used:
+        said.setdefault(found.get(name, "not checked (f5 on the hardware screen)"), []).append(name)
+    return head + "".join(f" · image{'s' if len(names) > 1 else ''} {', '.join(names)}: {message}"
+                          for message, names in said.items())
+
+
 # -- steps -------------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ class HardwareScreen(Screen):
     BINDINGS = [
         Binding("enter", "open_recipe", "Preview recipe", show=False),
         Binding("r", "recipes", "Recipes"),
+        Binding("c", "app.show_campaigns", "Campaigns"),
         Binding("v", "verify", "Verify"),
         # e and d are named in the no-GPU message and in ? (help): the footer stays whole at 80 columns
         Binding("e", "recipe('eval-preview')", "Eval preview", show=False),

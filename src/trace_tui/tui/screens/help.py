@@ -64,7 +64,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(f"Keys — {self.target.title or type(self.target).__name__}", id="help-title", markup=False)
             yield LiteralTable(id="help-table", cursor_type="row", zebra_stripes=True)
             shell = " · ".join(f"`{c}`" for c in SHELL_COMMANDS)
-            yield Static("arrows or j/k move · enter chooses · i: details of the row · / filters · "
+            yield Static("arrows or j/k move · enter chooses · i: details of the row · / filters · s sorts (failures first) · "
                          f"ctrl+p commands · esc closes\nThe same from the shell: {shell}",
                          id="help-foot", markup=False)
 

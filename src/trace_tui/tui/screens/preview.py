@@ -19,6 +19,8 @@ class PreviewScreen(Screen):
         Binding("escape", "app.pop_screen", "Back"),
         Binding("enter", "steps", "Walk the steps"),
         Binding("w", "app.choose_scheduler", "Where it runs"),
+        Binding("o", "options", "Options"),
+        Binding("y", "copy", "Copy command", show=False),  # said on the command line itself
     ]
 
     def __init__(self, recipe_name: str) -> None:
@@ -27,22 +29,34 @@ class PreviewScreen(Screen):
         self.resolved = None
         self.checks: list = []
         self._body: list[str] = []
+        self.all_models: list[str] = []  # the recipe's own selection, before any narrowing (the Options lists)
+        self.all_seeds: list[int] = []
 
     def compose(self) -> ComposeResult:
         yield Static(f"trace-tui · Preview · {self.recipe_name}", classes="title", markup=False)
         with VerticalScroll(id="preview-body"):
             yield Static("Resolving…", id="preview-text", markup=False)
+        yield Static("", id="preview-command", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
-        self._resolve()
+        self._show_command()
+        self._resolve(self.app.choices)
+
+    def _show_command(self) -> None:
+        self.query_one("#preview-command", Static).update(
+            f"same as: {self.app.choices.command()}  · o: options · y: copy")
 
     @work(thread=True, exclusive=True, group="preview")
-    def _resolve(self) -> None:
+    def _resolve(self, choices) -> None:
         backends = self.app.backends
         try:
             recipe = backends.load_recipe(self.recipe_name)
-            resolved = backends.resolve_recipe(recipe)
+            whole = backends.resolve_recipe(recipe)
+            self.all_models = [str(m.id) for m in whole.models]
+            self.all_seeds = [int(s) for s in whole.seeds]
+            narrowing = choices.narrowing()
+            resolved = backends.resolve_recipe(recipe, **narrowing) if any(narrowing.values()) else whole
             report = self.app.hardware_report
             lines = preview_lines(backends.preview(resolved, report))
             checks = backends.check_recipe(resolved, report) if report is not None else []
@@ -58,6 +72,7 @@ class PreviewScreen(Screen):
             text.update(f"Cannot preview {self.recipe_name}: {message.error}")
             return
         self.resolved, self.checks = message.resolved, message.checks
+        self.refresh_bindings()
         recipe = message.resolved.recipe
         head = [] if message.preview_lines else [recipe.title, recipe.purpose.strip(), ""]
         self._body = head + message.preview_lines
@@ -72,9 +87,39 @@ class PreviewScreen(Screen):
         self.query_one("#preview-text", Static).update("\n".join(self._body + foot))
 
     def on_scheduler_changed(self, message: SchedulerChanged) -> None:
+        self._show_command()
         if self.resolved is not None:
             self._show()
 
     def action_steps(self) -> None:
         if self.resolved is not None:
             self.app.walk_steps(self.resolved, self.checks)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Walking the steps and the options need the resolved recipe: no hint before it is there."""
+        if action in ("steps", "options"):
+            return self.resolved is not None
+        return True
+
+    def action_copy(self) -> None:
+        command = self.app.choices.command()
+        self.app.copy_to_clipboard(command)
+        self.notify(f"copied: {command}", markup=False, timeout=3)
+
+    def action_options(self) -> None:
+        from trace_tui.tui.screens.options import OptionsScreen
+
+        if self.resolved is None:
+            return
+
+        def chosen(choices) -> None:
+            if choices is None:
+                return
+            self.app.set_choices(choices)
+            self._show_command()
+            self.resolved = None
+            self.refresh_bindings()
+            self.query_one("#preview-text", Static).update("Resolving with the new options…")
+            self._resolve(choices)
+
+        self.app.push_screen(OptionsScreen(self.app.choices, self.all_models, self.all_seeds), chosen)

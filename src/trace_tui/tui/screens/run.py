@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Footer, RichLog, Static
 
 from trace_tui.tui.messages import CampaignRead, EngineEvents, GpuSamples, LogTail, RunFinished
 from trace_tui.tui.progress import EventPump, ProgressModel
+from trace_tui.tui.views import run_env_text
 from trace_tui.tui.widgets.gpu_panel import GpuPanel
 from trace_tui.tui.widgets.progress_grid import ProgressGrid
 from trace_tui.tui.widgets.step_list import StepList
@@ -87,7 +88,7 @@ class RunScreen(Screen):
         Binding("v", "verify", "Verify"),
         Binding("l", "focus_log", "Log", show=False),
         Binding("f", "toggle_log", "Full log"),
-        Binding("escape", "back", "Back"),
+        Binding("escape", "back", "Back"),  # while a run goes on: to the campaigns list (the run continues)
     ]
 
     def __init__(self, resolved: Any, campaign_dir: Path, skip: frozenset[str] = frozenset(),
@@ -124,6 +125,7 @@ class RunScreen(Screen):
             with Vertical(id="run-right"):
                 yield ProgressGrid(self.model, id="run-grid")
         yield GpuPanel("GPUs: sampling…", id="run-gpus")
+        yield Static("", id="run-env", markup=False)
         # Whole lines: wrapped, never cut; f shows the log full-screen.
         yield RichLog(id="run-log", max_lines=500, wrap=True, markup=False, highlight=False)
         yield Static("", id="run-status", markup=False)
@@ -136,6 +138,8 @@ class RunScreen(Screen):
         self.query_one(StepList).images = {
             s.id: f"{s.image}: {images.get(s.image, 'not checked')}" if s.image else "host (no container)"
             for s in self.resolved.recipe.steps}
+        self.query_one("#run-env", Static).update(run_env_text(
+            self.runtime, images.items(), [s.image for s in self.resolved.recipe.steps if s.image]))
         self.set_interval(REDRAW_INTERVAL_S, self.redraw)
         self.set_interval(GPU_INTERVAL_S, self.sample_gpus)
         self.set_interval(LOG_INTERVAL_S, self._poll_log)
@@ -415,7 +419,9 @@ class RunScreen(Screen):
             self.query_one(ProgressGrid).close_filter()
             return
         if self.running:
-            self.notify("a run is in progress: c cancels it, q quits (asks first)")
+            # The run goes on behind the list of campaigns; enter on it there (or esc) comes back here.
+            self.app.action_show_campaigns()
+            self.notify("the run goes on · enter on it (or esc) comes back to it", markup=False, timeout=4)
             return
         self.app.pop_screen()
 

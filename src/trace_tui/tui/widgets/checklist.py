@@ -15,6 +15,9 @@ def short_hash(h: str, width: int = 12) -> str:
 
 
 class Checklist(LiteralTable):
+    filterable = False  # the verify screen's own box filters the checklist (status, item, detail)
+    noun = "checks"
+
     def show(self, checks: tuple[CheckRow, ...], wide: bool = False) -> None:
         self.clear(columns=True)
         self.rows_shown = checks

@@ -54,7 +54,9 @@ class ProgressGrid(Vertical):
         yield Static("", id="grid-summary", markup=False)
 
     def on_mount(self) -> None:
-        self.query_one("#grid-table", LiteralTable).details = lambda _row: self.cell_details()
+        table = self.query_one("#grid-table", LiteralTable)
+        table.details = lambda _row: self.cell_details()
+        table.filterable = table.sortable = False  # the grid has its own filter (/) and a fixed benchmark order
 
     def cell_details(self) -> list[tuple[str, str]]:
         """The slice under the cursor in full (the grid's cells are short)."""

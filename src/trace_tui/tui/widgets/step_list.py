@@ -19,6 +19,10 @@ STATE_MARK = {
 
 
 class StepList(LiteralTable):
+    # The steps stay in recipe order; `/` on the run screen filters the grid.
+    filterable = False
+    sortable = False
+
     def __init__(self, model: ProgressModel, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
         self.model = model

@@ -1,7 +1,10 @@
-"""The one table of the UI: strings shown literally, vim/less keys, and the row under the cursor in full.
+"""The one table of the UI: strings shown literally, vim/less keys, `/` filter, `s` sort, and the row in full.
 
 Data (recipe titles, reasons, paths, model ids, log lines) often holds brackets such as
 ``[Visual Math]`` or ``[TRACE]``; a plain DataTable reads them as Rich markup and drops them.
+
+Every row added is kept (``source``), so the filter and the sort re-show rows from it, and the
+details view (``i``) finds a row's data by the order it was added, whatever is shown now.
 """
 
 from __future__ import annotations
@@ -10,12 +13,64 @@ from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Input
+
+# Sorting puts what needs attention first: failures, then what is absent or missing, then the rest.
+ATTENTION = {"failed": 0, "fail": 0, "cannot run": 0, "error": 0, "unreadable": 0, "outside": 0,
+             "absent": 1, "missing": 1, "not built": 1, "partial": 1}
 
 
 def literal(value: Any) -> Any:
     """Strings as Text (never markup); Text and other renderables unchanged."""
     return Text(value) if isinstance(value, str) else value
+
+
+def plain(cell: Any) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def attention(cells: tuple[Any, ...]) -> int:
+    """0 for a row with a failure in any cell, 1 for one with something absent, else 2."""
+    return min((ATTENTION.get(plain(c).strip().lower(), 2) for c in cells), default=2)
+
+
+def matches(cells: tuple[Any, ...], wanted: str) -> bool:
+    return not wanted or wanted in " ".join(plain(c) for c in cells).lower()
+
+
+def arrange(rows: list[tuple[tuple[Any, ...], Any]], wanted: str, sort_column: int | None,
+            reverse: bool = False) -> list[tuple[tuple[Any, ...], Any]]:
+    """The rows to show: those matching the filter; sorted by a column with failures and absent first."""
+    kept = [r for r in rows if matches(r[0], wanted)]
+    if sort_column is None:
+        return kept
+    def column(r: tuple[tuple[Any, ...], Any]) -> str:
+        cells = r[0]
+        return plain(cells[sort_column]).lower() if sort_column < len(cells) else ""
+    kept.sort(key=column, reverse=reverse)
+    return sorted(kept, key=lambda r: attention(r[0]))  # stable: within each rank the column order holds
+
+
+class TableFilter(Input):
+    """The `/` box of one table: typing filters it, enter returns to it, esc clears and closes."""
+
+    BINDINGS = [Binding("escape", "close", "Clear filter")]
+
+    def __init__(self, table: LiteralTable) -> None:
+        super().__init__(placeholder=f"filter {table.noun} (enter: back to the table · esc: clear)",
+                         classes="table-filter")
+        self.table = table
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.table.set_filter(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.table.focus()
+
+    def action_close(self) -> None:
+        self.table.close_filter()
 
 
 class LiteralTable(DataTable):
@@ -25,15 +80,54 @@ class LiteralTable(DataTable):
         Binding("g", "scroll_top", "First", show=False),
         Binding("G", "scroll_bottom", "Last", show=False),
         Binding("i", "details", "Details", show=False),
+        Binding("slash", "filter", "Filter", show=False),
+        Binding("s", "sort", "Sort", show=False),
     ]
     # row index -> (label, value) pairs for the details view; None: each column's full text
     details: Any = None
     details_title: str = ""
+    # where a screen filters or orders a table itself (the run grid, the step list), these are off
+    filterable: bool = True
+    sortable: bool = True
+    noun: str = "rows"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.source: list[tuple[tuple[Any, ...], Any]] = []  # (cells, key) of every row added, in order
+        self._index: dict[Any, int] = {}  # row key -> its place in source
+        self._labels: list[Text] = []
+        self._arranging = False
+        self._resort_pending = False
+        self.filter_text = ""
+        self.sort_column: int | None = None
+        self.filter_box: TableFilter | None = None
+
+    # -- rows ----------------------------------------------------------------------
     def add_row(self, *cells: Any, **kwargs: Any) -> Any:
-        return super().add_row(*(literal(c) for c in cells), **kwargs)
+        cells = tuple(literal(c) for c in cells)
+        if self._arranging:
+            return super().add_row(*cells, **kwargs)
+        key = kwargs.pop("key", None)
+        key = f"#{len(self.source)}" if key is None else key
+        self._index[key] = len(self.source)
+        self.source.append((cells, key))
+        if self.sort_column is not None and not self._resort_pending:
+            # Sorted: re-arrange once after this batch of rows, not once per row.
+            self._resort_pending = True
+            self.call_after_refresh(self._arrange)
+        if not matches(cells, self.filter_text):
+            return key
+        return super().add_row(*cells, key=key, **kwargs)
+
+    def clear(self, columns: bool = False) -> Any:
+        if not self._arranging:
+            self.source, self._index = [], {}
+            if columns:
+                self._labels, self.sort_column = [], None
+        return super().clear(columns=columns)
 
     def add_column(self, label: Any, **kwargs: Any) -> Any:
+        self._labels.append(literal(label))
         return super().add_column(literal(label), **kwargs)
 
     def add_columns(self, *labels: Any) -> Any:
@@ -42,10 +136,82 @@ class LiteralTable(DataTable):
     def update_cell(self, row_key: Any, column_key: Any, value: Any, *, update_width: bool = False) -> None:
         super().update_cell(row_key, column_key, literal(value), update_width=update_width)
 
+    # -- filter and sort ---------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Off: the key goes on to the screen (which may filter this table its own way).
+        if action == "filter":
+            return self.filterable
+        if action == "sort":
+            return self.sortable
+        return True
+
+    def _arrange(self) -> None:
+        """Show the source rows through the filter and the sort (the cursor stays on its row where it can)."""
+        self._resort_pending = False
+        current = self._cursor_key()
+        self._arranging = True
+        try:
+            super().clear(columns=False)
+            for cells, key in arrange(self.source, self.filter_text, self.sort_column):
+                super().add_row(*cells, key=key)
+        finally:
+            self._arranging = False
+        for i, column in enumerate(self.ordered_columns):
+            if i < len(self._labels):
+                mark = " ↓" if i == self.sort_column else ""
+                column.label = Text.assemble(self._labels[i], mark)
+        if current is not None and current in self.rows:
+            self.move_cursor(row=self.get_row_index(current), animate=False)
+        self.refresh()
+
+    def _cursor_key(self) -> Any:
+        if not self.row_count or self.cursor_row < 0 or self.cursor_row >= self.row_count:
+            return None
+        return self.coordinate_to_cell_key((self.cursor_row, 0)).row_key
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text.strip().lower()
+        self._arrange()
+
+    def action_filter(self) -> None:
+        if self.filter_box is None:
+            self.filter_box = TableFilter(self)
+            self.parent.mount(self.filter_box, before=self)
+        self.filter_box.focus()
+
+    def close_filter(self) -> None:
+        if self.filter_box is not None:
+            self.filter_box.remove()
+            self.filter_box = None
+        if self.filter_text:
+            self.set_filter("")
+        self.focus()
+
+    @property
+    def filter_open(self) -> bool:
+        return self.filter_box is not None
+
+    def action_sort(self) -> None:
+        """Each press sorts by the next column (failures and absent first); after the last, the order as given."""
+        columns = len(self.ordered_columns)
+        if not columns:
+            return
+        nxt = 0 if self.sort_column is None else self.sort_column + 1
+        self.sort_column = nxt if nxt < columns else None
+        self._arrange()
+        label = "as given" if self.sort_column is None else f"by {self._labels[self.sort_column].plain}, failures first"
+        self.notify(f"sorted {label}", timeout=2)
+
+    # -- details -------------------------------------------------------------------------
+    def source_index(self, row: int) -> int:
+        """The place in `source` (the order rows were added) of the row shown at `row`."""
+        key = self.coordinate_to_cell_key((row, 0)).row_key
+        return self._index.get(key.value, row)
+
     def row_details(self, row: int) -> list[tuple[str, str]]:
         if self.details is not None:
-            return list(self.details(row))
-        labels = [c.label.plain for c in self.ordered_columns]
+            return list(self.details(self.source_index(row)))
+        labels = [c.plain for c in self._labels] or [c.label.plain for c in self.ordered_columns]
         return list(zip(labels, self.row_text(row)))
 
     def action_details(self) -> None:
@@ -57,9 +223,13 @@ class LiteralTable(DataTable):
         title = self.details_title or (fields[0][1] if fields else "")
         self.app.push_screen(DetailScreen(title, fields))
 
+    def selected_key(self) -> Any:
+        key = self._cursor_key()
+        return None if key is None else key.value
+
     def row_text(self, row: int | None = None) -> list[str]:
         """The plain text of every cell of a row (the cursor's by default)."""
         row = self.cursor_row if row is None else row
         if not self.row_count or row < 0 or row >= self.row_count:
             return []
-        return [c.plain if isinstance(c, Text) else str(c) for c in self.get_row_at(row)]
+        return [plain(c) for c in self.get_row_at(row)]

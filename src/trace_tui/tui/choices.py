@@ -1,0 +1,86 @@
+"""What the command line's flags choose, chosen in the UI: models, seeds, runtime, offline, scheduler.
+
+`RunChoices` is the one record of those choices. The UI narrows the recipe and runs with it, and
+shows the equivalent `trace-tui ...` command line (`command()`), which the real argument parser
+accepts and which does the same from a shell. No I/O here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+SLURM_FIELDS = ("partition", "account", "gpus_per_node", "time", "max_parallel")
+
+
+class RunChoices(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    recipe: str = ""
+    models: tuple[str, ...] = ()  # empty: every model of the recipe
+    seeds: tuple[int, ...] = ()  # empty: every seed of the recipe
+    runtime: Literal["docker", "local"] | None = None  # None: Docker where its engine answers, else local
+    offline: bool = False
+    scheduler: Literal["none", "slurm"] = "none"
+    partition: str | None = None
+    account: str | None = None
+    gpus_per_node: int | None = None
+    time: str | None = None
+    max_parallel: int | None = None
+
+    def argv(self) -> list[str]:
+        """The flags, in the order `trace-tui --help` lists them."""
+        out = ["--recipe", self.recipe] if self.recipe else []
+        if self.runtime:
+            out += ["--runtime", self.runtime]
+        if self.offline:
+            out.append("--offline")
+        if self.models:
+            out += ["--models", *self.models]
+        if self.seeds:
+            out += ["--seeds", *(str(s) for s in self.seeds)]
+        if self.scheduler == "slurm":
+            out += ["--scheduler", "slurm"]
+            for name in SLURM_FIELDS:
+                value = getattr(self, name)
+                if value not in (None, ""):
+                    out += [f"--{name.replace('_', '-')}", str(value)]
+        return out
+
+    def command(self) -> str:
+        return shlex.join(["trace-tui", *self.argv()])
+
+    def narrowing(self) -> dict[str, Any]:
+        """resolve_recipe's keyword arguments (None: the recipe's own selection)."""
+        return {"models": list(self.models) or None, "seeds": list(self.seeds) or None}
+
+
+def choices_from_args(args: argparse.Namespace | None) -> RunChoices:
+    """The choices a command line made (`trace-tui --recipe demo --runtime local ...` opening the UI)."""
+    if args is None:
+        return RunChoices()
+
+    def get(name: str, default: Any = None) -> Any:
+        return getattr(args, name, default)
+
+    return RunChoices(recipe=get("recipe") or "", models=tuple(get("models") or ()),
+                      seeds=tuple(get("seeds") or ()), runtime=get("runtime"), offline=bool(get("offline", False)),
+                      scheduler=get("scheduler") or "none",
+                      **{name: get(name) for name in SLURM_FIELDS})
+
+
+def parse_int(text: str, flag: str) -> int | None:
+    """An Input's text as an optional whole number; a clear one-line error naming the flag otherwise."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: give a whole number") from None
+    if value < 0:
+        raise ValueError(f"{flag} {value}: give 0 or more")
+    return value

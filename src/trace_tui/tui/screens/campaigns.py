@@ -1,0 +1,173 @@
+"""Campaigns: every campaign under the home, with its state; pick one to watch, resume or verify.
+
+The rows come from the same status `trace-tui status --campaign DIR` prints
+(trace_tui.engine.campaign_list); the list is read again every few seconds, so a
+run going on here or elsewhere shows its rows moving.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from trace_tui.tui.messages import CampaignsRead
+from trace_tui.tui.widgets.table import LiteralTable
+
+REFRESH_INTERVAL_S = 3.0
+STATE_STYLE = {"running": "bold cyan", "failed": "bold red", "unreadable": "bold red", "partial": "yellow",
+               "complete": "green"}
+
+
+def when(t: float | None) -> str:
+    """Absolute UTC time: the same on every screen and in every log, whatever the terminal's zone."""
+    return "—" if t is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
+
+
+def rows_cell(s: Any) -> str:
+    return f"{s.rows_done}/{s.rows_total}" if s.rows_total else "—"
+
+
+def campaign_details(s: Any) -> list[tuple[str, str]]:
+    out = [("campaign", str(s.path)), ("recipe", s.recipe), ("run tag", s.run_tag), ("state", s.state),
+           ("rows", rows_cell(s)), ("last change", when(s.last_change)), ("scheduler", s.scheduler)]
+    if s.message:
+        out.append(("why", s.message))
+    out.append(("status", f"trace-tui status --campaign {s.path}"))
+    return out
+
+
+class CampaignsScreen(Screen):
+    TITLE = "Campaigns"
+    BINDINGS = [
+        Binding("escape", "back", "Back"),
+        # enter (the table's own key) watches too; w is the key the footer can show
+        Binding("w", "watch", "Watch"),
+        Binding("r", "resume", "Resume"),
+        Binding("v", "verify", "Verify"),
+        Binding("f5", "refresh", "Refresh"),
+    ]
+
+    def __init__(self, root: Path | None = None) -> None:
+        super().__init__()
+        self.root = root
+        self.summaries: list[Any] | None = None
+        self.reads = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"trace-tui · Campaigns · {self.root or 'no home'}", id="campaigns-title", classes="title",
+                     markup=False)
+        yield LiteralTable(id="campaigns-table", cursor_type="row", zebra_stripes=True)
+        yield Static("Reading the campaigns…", id="campaigns-detail", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.action_refresh()
+        self.set_interval(REFRESH_INTERVAL_S, self.action_refresh)
+
+    def action_refresh(self) -> None:
+        self._read()
+
+    @work(thread=True, exclusive=True, group="campaigns")
+    def _read(self) -> None:
+        try:
+            found = self.app.backends.campaigns()
+        except Exception as exc:  # noqa: BLE001 - shown on screen; the next refresh tries again
+            self.post_message(CampaignsRead([], error=exc.line() if hasattr(exc, "line") else str(exc)))
+            return
+        self.post_message(CampaignsRead(found))
+
+    def on_campaigns_read(self, message: CampaignsRead) -> None:
+        message.stop()
+        self.reads += 1
+        detail = self.query_one("#campaigns-detail", Static)
+        if message.error:
+            detail.update(f"cannot read the campaigns: {message.error}")
+            return
+        self.summaries = summaries = list(message.summaries)
+        table = self.query_one(LiteralTable)
+        if not table.ordered_columns:
+            table.noun = "campaigns"
+            table.add_columns("state", "recipe", "run tag", "rows", "last change")
+        table.details = lambda i: campaign_details(summaries[i]) if i < len(summaries) else []
+        chosen = table.selected_key()
+        table.clear()  # the rows only: the filter and the sort stay as the user set them
+        for s in summaries:
+            table.add_row(Text(s.state, style=STATE_STYLE.get(s.state, "")), s.recipe, s.run_tag, rows_cell(s),
+                          when(s.last_change), key=str(s.path))
+        if chosen is not None and chosen in table.rows:
+            table.move_cursor(row=table.get_row_index(chosen), animate=False)  # a refresh keeps the selection
+        if self.reads == 1:
+            table.focus()
+        self.refresh_bindings()
+        if not self.summaries:
+            detail.update(f"no campaigns under {self.root} yet · a run of a recipe (r on the hardware screen) "
+                          "creates one")
+        else:
+            self._show_selected()
+
+    def selected(self) -> Any:
+        key = self.query_one(LiteralTable).selected_key()
+        return next((s for s in self.summaries or () if str(s.path) == key), None)
+
+    def _show_selected(self) -> None:
+        s = self.selected()
+        detail = self.query_one("#campaigns-detail", Static)
+        if s is None:
+            detail.update("")
+            return
+        what = {"running": "running: enter (or w) follows it live",
+                "failed": "failed: r resumes it, i shows why, v verifies what is there",
+                "partial": "partial: r resumes it (finished slices are kept)",
+                "complete": "complete: v verifies it",
+                "unreadable": "cannot be read: i shows why"}.get(s.state, s.state)
+        slurm = " · a Slurm campaign: `trace-tui status --campaign DIR` follows its shards" if s.scheduler == "slurm" \
+            else ""
+        detail.update(f"{s.path} · {what}{slurm}")
+
+    def on_data_table_row_highlighted(self, event) -> None:
+        self._show_selected()
+        self.refresh_bindings()
+
+    def on_data_table_row_selected(self, event) -> None:
+        event.stop()
+        self.action_watch()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Footer hints only for what the selected campaign allows."""
+        s = self.selected() if self.is_mounted and self.summaries is not None else None
+        if action == "watch":
+            return s is not None and s.scheduler == "local" and s.state != "unreadable"
+        if action == "resume":
+            return s is not None and s.resumable
+        if action == "verify":
+            return s is not None and s.state != "unreadable"
+        return True
+
+    def action_watch(self) -> None:
+        s = self.selected()
+        if s is None or not self.check_action("watch", ()):
+            return
+        self.app.reattach(s.path)
+
+    def action_resume(self) -> None:
+        s = self.selected()
+        if s is None or not s.resumable:
+            self.notify("nothing to resume here" if s is None else f"{s.run_tag} is {s.state}: it cannot be resumed here")
+            return
+        self.app.reattach(s.path, resume=True)
+
+    def action_verify(self) -> None:
+        s = self.selected()
+        if s is not None and s.state != "unreadable":
+            self.app.show_verify("campaign", s.path)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
