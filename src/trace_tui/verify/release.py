@@ -43,18 +43,18 @@ class _Verifier(trust.TrustChain):
             what = "needed by the checks" if needed else "declares hashes"
             if not self.rel.present(path):
                 self.checks.append(Check(id=f"document:{path}", group="document", title="readable document",
-                                         file=path, status="absent", message=f"not in this directory ({what})"))
+                                        file=path, status="absent", message=f"not in this directory ({what})"))
                 continue
             _doc, err = self.rel.doc(path, schema)
             if err is None:
                 self.checks.append(Check(id=f"document:{path}", group="document", title="readable document",
-                                         file=path, status="passed", message=f"parses and has the fields read ({what})"))
+                                        file=path, status="passed", message=f"parses and has the fields read ({what})"))
             else:
                 self.hash_failed.add(path)
                 self.checks.append(Check(id=f"document:{path}", group="document", title="readable document",
-                                         file=path, status="failed", actual=err.split(":", 1)[0],
-                                         expected="valid " + ("YAML" if path.endswith(".yaml") else "JSON") + " with the fields read",
-                                         message=err))
+                                        file=path, status="failed", actual=err.split(":", 1)[0],
+                                        expected="valid " + ("YAML" if path.endswith(".yaml") else "JSON") + " with the fields read",
+                                        message=err))
 
     # ---- content checks -----------------------------------------------------------------------
     def _content(self, cid: str, group: str, title: str, subject: str, involved: Sequence[str],
@@ -63,12 +63,12 @@ class _Verifier(trust.TrustChain):
         for p in involved:
             if not self.rel.present(p):
                 self.checks.append(Check(id=cid, group=group, title=title, file=p, status="absent",
-                                         message=f"cannot check: {p} is not in this directory"))
+                                        message=f"cannot check: {p} is not in this directory"))
                 return
             doc, err = self.rel.doc(p, self.needed.get(p, d.AnyObject))
             if err is not None:
                 self.checks.append(Check(id=cid, group=group, title=title, file=p, status="failed",
-                                         message=f"cannot check: {p} is unreadable (see document:{p})"))
+                                        message=f"cannot check: {p} is unreadable (see document:{p})"))
                 return
             docs.append(doc)
         try:

@@ -246,6 +246,7 @@ def needed_documents(lock: ReleaseLock) -> dict[str, type]:
         out[c] = d.TrainingConfigDoc
     return out
 
+
 class TrustChain:
     """The hash chain from the release lock to every file, and its checks (lock, declared).
 
@@ -307,8 +308,8 @@ class TrustChain:
                 st, msg = "failed", f"bytes differ from the published {h.role} hash{self.rel.why(h.path)}"
                 self.hash_failed.add(h.path)
             self.checks.append(Check(id=f"lock:{h.path}", group="lock", title=f"published {h.role} hash",
-                                     file=h.path, status=st, expected=h.sha256, actual=actual, message=msg,
-                                     source=LOCK))
+                                    file=h.path, status=st, expected=h.sha256, actual=actual, message=msg,
+                                    source=LOCK))
 
     def declared_checks(self) -> None:
         for decl in self.bad_paths:
@@ -325,7 +326,8 @@ class TrustChain:
     def _declared(self, decl: Declaration) -> Check:
         actual = self.rel.sha(decl.target)
         base = dict(id=f"declared:{decl.declarer}#{decl.location}", group="declared",
-                    title=f"hash declared in {decl.declarer}", expected=decl.sha256, actual=actual, source=source_of(decl))
+                    title=f"hash declared in {decl.declarer}", expected=decl.sha256, actual=actual,
+                    source=source_of(decl))
         if actual is None:
             return Check(**base, file=decl.target, status="absent", message=f"{decl.target} is not in this directory")
         declarer_ok = self.intact(decl.declarer)
@@ -336,7 +338,7 @@ class TrustChain:
         if trust is not None and (trust.decl == decl or actual != trust.sha256):
             self.hash_failed.add(decl.target)
             return Check(**base, file=decl.target, status="failed",
-                         message=f"{decl.target}: bytes differ from the trusted hash ({source_of(trust.decl)})"
+                        message=f"{decl.target}: bytes differ from the trusted hash ({source_of(trust.decl)})"
                                  f"{self.rel.why(decl.target)}")
         why = (f"states {_short(decl.sha256)} for {decl.target}, whose bytes match the trusted hash "
                f"({source_of(trust.decl)})" if trust is not None else
