@@ -15,7 +15,8 @@ import pytest
 
 from trace_tui.common.digest import sha256_bytes
 from trace_tui.release import release_lock
-from trace_tui.verify.release import RELEASE_FILES, RELEASE_RECEIPTS, needed_documents, verify_release
+from trace_tui.verify.release import verify_release
+from trace_tui.verify.trust import RELEASE_FILES, RELEASE_RECEIPTS, needed_documents
 
 REPO = Path(__file__).resolve().parents[1]
 RELEASE = Path(os.environ.get("TRACE_RELEASE_DIR", REPO.parent / "shared" / "trace-release")).resolve()
