@@ -75,12 +75,13 @@ def test_canonical_json_is_sorted_compact_utf8_and_keeps_old_hashes():
 
 def test_no_second_copy_of_the_helpers_remains():
     """Every module that hashes or writes atomically uses the common one (no local twin)."""
-    from trace_tui.engine import runner
+    from trace_tui.engine import planner, receipts
     from trace_tui import recipes
     from trace_tui.stages import generate, jobs, train_smoke
     from trace_tui.store import hashing
 
-    assert runner.sha256_json is digest.sha256_json and runner.canonical_json is digest.canonical_json
+    assert planner.sha256_json is digest.sha256_json and planner.canonical_json is digest.canonical_json
+    assert receipts.sha256_json is digest.sha256_json and receipts.atomic_write_json is atomic.atomic_write_json
     assert train_smoke.sha256set is jobs.sha256set is digest.sha256set
     assert hashing.sha256_file is digest.sha256_file
     assert generate.sha256_json is digest.sha256_json
@@ -173,7 +174,7 @@ def test_the_seams_name_their_types():
     """`step: Any  # recipes.Step` and `extraction: Any  # Extraction` now say what they hold."""
     import typing
 
-    from trace_tui.engine.runner import PlannedJob, Runner, needs_gpus
+    from trace_tui.engine.planner import PlannedJob, needs_gpus, step_groups
     from trace_tui.recipe_schema import Step
     from trace_tui.scoring.extraction import Extraction
     from trace_tui.scoring.judge import ValidationRowScore
@@ -181,7 +182,7 @@ def test_the_seams_name_their_types():
     ns = {"Step": Step, "Extraction": Extraction}
     assert typing.get_type_hints(PlannedJob, localns=ns)["step"] is Step
     assert typing.get_type_hints(needs_gpus, localns=ns)["step"] is Step
-    assert typing.get_type_hints(Runner.job_inputs, localns=ns)["step"] is Step
+    assert typing.get_type_hints(step_groups, localns=ns)["step"] is Step
     assert typing.get_type_hints(ValidationRowScore, localns=ns)["extraction"] is Extraction
 
 

@@ -19,7 +19,8 @@ from trace_tui.engine.campaign import Campaign, JobRecord
 from trace_tui.engine.events import (Log, Progress, RunState, SliceState, coalesce_progress, parse_stage_line,
                                      progress_key)
 from trace_tui.engine.printer import HeadlessPrinter
-from trace_tui.engine.runner import PlannedJob, Runner, RunResult, decide, diff_inputs
+from trace_tui.engine.planner import PlannedJob, decide, diff_inputs
+from trace_tui.engine.runner import Runner, RunResult
 from trace_tui.engine.status import campaign_status
 from trace_tui.runtime.local import LocalRuntime
 from trace_tui.verify.campaign import compare, load_published, register_score_recomputer, verify_campaign

@@ -55,7 +55,7 @@ def test_verify_never_reads_a_receipt_path_outside_the_campaign(tmp_path: Path) 
 
 
 def test_verify_never_reads_an_output_named_outside_the_campaign(tmp_path: Path) -> None:
-    from trace_tui.engine.runner import sha256_json
+    from trace_tui.common.digest import sha256_json
     from trace_tui.verify.campaign import verify_campaign
 
     campaign = _completed_selftest_campaign(tmp_path)
@@ -71,7 +71,7 @@ def test_verify_never_reads_an_output_named_outside_the_campaign(tmp_path: Path)
 
 def test_verify_never_imports_a_module_a_receipt_names(tmp_path: Path, monkeypatch) -> None:
     """The score kind in a receipt is data: an unknown kind fails the score check, nothing is imported."""
-    from trace_tui.engine.runner import sha256_json
+    from trace_tui.common.digest import sha256_json
     from trace_tui.verify.campaign import verify_campaign
 
     campaign = _completed_selftest_campaign(tmp_path)

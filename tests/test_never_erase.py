@@ -18,7 +18,8 @@ import pytest
 from test_engine_support import REPO, content_of, make_recipe, resolved_for, selftest_step
 
 from trace_tui.engine.campaign import Campaign
-from trace_tui.engine.runner import Runner, diff_inputs
+from trace_tui.engine.planner import diff_inputs
+from trace_tui.engine.runner import Runner
 from trace_tui.errors import CheckFailed, UsageError
 from trace_tui.runtime.local import LocalRuntime
 from trace_tui.verify.campaign import verify_campaign
@@ -171,11 +172,11 @@ def test_disk_full_on_a_real_tmpfs_is_one_line_and_resumes_after_space_is_freed(
 
 
 def test_disk_full_in_the_runner_marks_the_job_failed_and_stops_with_one_line(tmp_path: Path, monkeypatch) -> None:
-    """ENOSPC injected at the narrowest write edge the runner owns: the receipt write (the runner's
-    atomic_write_json, called for receipts/...). The worker, the database and the rest are real."""
-    from trace_tui.engine import runner as runner_module
+    """ENOSPC injected at the narrowest write edge the engine owns: the receipt write (the receipts
+    module's atomic_write_json, called for receipts/...). The worker, the database and the rest are real."""
+    from trace_tui.engine import receipts as receipts_module
 
-    real = runner_module.atomic_write_json
+    real = receipts_module.atomic_write_json
 
     def full(path, obj):
         if "/receipts/" in str(path):
@@ -183,13 +184,13 @@ def test_disk_full_in_the_runner_marks_the_job_failed_and_stops_with_one_line(tm
         return real(path, obj)
 
     resolved = resolved_for(two_step())
-    monkeypatch.setattr(runner_module, "atomic_write_json", full)
+    monkeypatch.setattr(receipts_module, "atomic_write_json", full)
     with pytest.raises(CheckFailed) as err:
         run(tmp_path, resolved)
     assert "no space left on device writing" in err.value.line() and "receipts/gen" in err.value.line()
     with Campaign(tmp_path / "c") as c:
         assert c.job("gen", "tiny-a/42/t1").state == "failed"
-    monkeypatch.setattr(runner_module, "atomic_write_json", real)
+    monkeypatch.setattr(receipts_module, "atomic_write_json", real)
     result, _ = run(tmp_path, resolved)
     assert result.exit_code == 0, result.message
     assert verify_campaign(tmp_path / "c").ok

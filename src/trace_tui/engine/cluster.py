@@ -473,7 +473,7 @@ def submit_campaign(args: Any, resolved: Any) -> int:
 
 def _default_gpus(resolved: Any) -> int:
     """GPUs a node needs for a shard: the most any step of the recipe asks for (0 for CPU recipes)."""
-    from trace_tui.engine.runner import needs_gpus
+    from trace_tui.engine.planner import needs_gpus
 
     need = [int(getattr(s.needs, "gpus", 0) or 0) for s in resolved.recipe.steps if needs_gpus(s)]
     return max(need, default=0)

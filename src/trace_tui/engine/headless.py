@@ -34,7 +34,7 @@ def requirement_problems(resolved: Any, runtime: Any, home: Path, report: Any) -
     the hardware check adds GPUs and disk; the store check adds missing entries that no step of
     the recipe produces itself.
     """
-    from trace_tui.engine.runner import needs_gpus
+    from trace_tui.engine.planner import needs_gpus
 
     problems = list(runtime.check({s.image for s in resolved.recipe.steps if s.image},
                                   gpus=any(needs_gpus(s) for s in resolved.recipe.steps)))

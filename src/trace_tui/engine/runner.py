@@ -1,13 +1,13 @@
-"""The runner: plan a resolved recipe against a campaign, run the jobs that are not done, publish events.
+"""The runner: run the jobs the planner (trace_tui.engine.planner) decided, publish events, write receipts.
 
 ``Runner(resolved, campaign, runtime).run(on_event)`` is synchronous (the TUI
 calls it in a worker thread, the headless command in the main thread) and
 ``cancel()`` may be called from any thread or a signal handler.
 
-Resume is a lookup: each job's record is keyed by the hash of its pinned
-inputs. A completed job with the same key is skipped; a partial one is passed
-to its worker again (the worker resumes at its first missing row); a job whose
-key changed is invalidated (outputs removed, the reason published) and rerun.
+The planner decides what each job must do (skip, resume, invalidate, run); here
+its launches go to a runtime, the workers' lines become events and database rows,
+an invalidated job's outputs are superseded before it reruns, and a finished job
+gets its receipt (trace_tui.engine.receipts).
 """
 
 from __future__ import annotations
@@ -19,14 +19,13 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trace_tui.common.atomic import atomic_write_json
-from trace_tui.common.digest import canonical_json, sha256_file_size, sha256_json
-from trace_tui.engine.campaign import STEP_SLICE, Campaign, slice_name, slice_path
+from trace_tui.engine.campaign import STEP_SLICE, Campaign, slice_path
 from trace_tui.engine.events import (
     Artifact,
     Log,
@@ -39,6 +38,21 @@ from trace_tui.engine.events import (
     coalesce_progress,
     parse_stage_line,
 )
+from trace_tui.engine.planner import (
+    Plan,
+    PlannedJob,
+    deal_batches,
+    deal_queues,
+    dump,
+    expected_jobs,
+    get_field,
+    job_spec,
+    needs_gpus,
+    plan_against,
+    plan_rows,
+    step_groups,
+)
+from trace_tui.engine.receipts import short_slices_reason, write_receipt
 from trace_tui.errors import CheckFailed, ExitCode, RequirementsError, UsageError
 from trace_tui.runtime.base import LABEL_CAMPAIGN, ExitInfo, Handle, Launch, Runtime
 
@@ -48,136 +62,6 @@ if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds 
 EventSink = Callable[[Any], None]
 DB_INTERVAL_S = 0.5  # progress reaches SQLite at most this often per job (status reads it)
 RATE_WINDOW_S = 2.0
-
-
-def needs_gpus(step: Step) -> bool:
-    """A step that runs in an image and needs GPUs (a count, or a profile whose count depends on the model)."""
-    return bool(step.image) and (step.needs.gpus > 0 or getattr(step.needs, "gpu_profile", None) is not None)
-
-
-def _dump(obj: Any) -> Any:
-    if obj is None or isinstance(obj, (str, int, float, bool)):
-        return obj
-    if hasattr(obj, "model_dump"):
-        return obj.model_dump(mode="json")
-    if isinstance(obj, dict):
-        return {str(k): _dump(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_dump(v) for v in obj]
-    if hasattr(obj, "__dict__"):
-        return {k: _dump(v) for k, v in vars(obj).items() if not k.startswith("_")}
-    return str(obj)
-
-
-def _get(obj: Any, key: str, default: Any = None) -> Any:
-    return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
-
-
-def diff_inputs(old: Any, new: Any, prefix: str = "") -> list[str]:
-    """What changed between two pinned-input records, as 'path: old -> new' (short values)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out: list[str] = []
-        for k in sorted(set(old) | set(new)):
-            out += diff_inputs(old.get(k), new.get(k), f"{prefix}.{k}" if prefix else k)
-        return out
-    if old == new:
-        return []
-
-    def full(v: Any) -> str:
-        # Whole values: two image ids that differ only after their first characters must not look equal.
-        return v if isinstance(v, str) else canonical_json(v)
-
-    return [f"{prefix or 'inputs'}: {full(old)} -> {full(new)}"]
-
-
-@dataclass
-class PlannedJob:
-    step: Step
-    position: int
-    slice: str
-    model: str | None
-    seed: int | None
-    benchmark: str | None
-    inputs: dict[str, Any]
-    input_hash: str
-    total: int
-    action: str = "run"  # run | resume | skip | invalidate
-    reason: str = ""
-    done: int = 0
-    # A whole-step job that works through the slice matrix in one container: its slices, each with
-    # its own pinned inputs, so resume and invalidation stay per slice.
-    subs: list[PlannedJob] = field(default_factory=list)
-
-
-@dataclass
-class Plan:
-    jobs: list[PlannedJob]
-
-    def count(self, action: str) -> int:
-        return sum(1 for j in self.jobs if j.action == action)
-
-    def summary(self) -> str:
-        text = (f"{len(self.jobs)} jobs: {self.count('skip')} complete, {self.count('resume')} to resume, "
-                f"{self.count('invalidate')} invalidated, {self.count('run')} to run")
-        subs = [x for j in self.jobs for x in j.subs]
-        if subs:
-            n = lambda a: sum(1 for x in subs if x.action == a)
-            text += (f"; {len(subs)} slices in whole-step jobs: {n('skip')} complete, {n('resume')} partial, "
-                     f"{n('invalidate')} invalidated, {n('run')} to run")
-        return text
-
-
-def decide(job: PlannedJob, record: Any, sub_records: dict[str, Any] | None = None) -> PlannedJob:
-    """The resume decision for one job and its slices (pure)."""
-    for sub in job.subs:
-        decide(sub, (sub_records or {}).get(sub.slice))
-    if record is None:
-        job.action, job.reason = "run", "new"
-    elif record.input_hash != job.input_hash:
-        changes = diff_inputs(record.inputs, job.inputs)
-        job.action, job.reason = "invalidate", "pinned inputs changed: " + "; ".join(changes[:4])
-    elif job.subs and any(x.action != "skip" for x in job.subs):
-        todo = [x for x in job.subs if x.action != "skip"]
-        inv = [x for x in todo if x.action == "invalidate"]
-        job.action, job.done = "resume", record.done
-        job.reason = f"{len(todo)} of {len(job.subs)} slices to do" + (f", {len(inv)} invalidated" if inv else "")
-    elif record.state == "completed" and getattr(record, "receipt", "slice"):
-        job.action, job.reason, job.done = "skip", "complete", record.done
-    elif record.done > 0 or record.state in ("running", "failed", "cancelled"):
-        job.action, job.reason, job.done = "resume", f"partial ({record.done}/{record.total})", record.done
-    else:
-        job.action, job.reason = "run", "pending"
-    return job
-
-
-def short_slices_reason(subs: Iterable[Any]) -> str | None:
-    """A whole-step job's slices that did not reach their planned rows (None: every one did).
-
-    The worker exiting 0 is not enough: a slice is complete only when its finished rows (as the
-    worker read them from its layout) equal the rows planned for it.
-    """
-    subs = list(subs)
-    planned = {id(x): x.job.total or x.total for x in subs}  # the plan's rows, not what the worker says
-    short = [x for x in subs if planned[id(x)] and x.done < planned[id(x)]]
-    if not short:
-        return None
-    names = ", ".join(f"{x.job.model}/{x.job.seed}/{x.job.benchmark} ({x.done}/{planned[id(x)]})" for x in short[:6])
-    return (f"{len(short)} of {len(subs)} slices short of their planned rows: {names}"
-            + (f" and {len(short) - 6} more" if len(short) > 6 else ""))
-
-
-def deal_batches(todo: list[PlannedJob], n_groups: int) -> list[list[PlannedJob]]:
-    """A keep_loaded step's slices over its groups' workers (pure): largest first, each to the worker
-    with the fewest rows so far (ties: the lowest), then each batch in the plan's order. A worker
-    keeps its model, so slices are not stolen between groups as single-slice jobs are."""
-    batches: list[list[PlannedJob]] = [[] for _ in range(max(1, n_groups))]
-    load = [0] * len(batches)
-    for j in sorted(todo, key=lambda j: -max(0, j.total - j.done)):
-        g = min(range(len(batches)), key=lambda i: (load[i], i))
-        batches[g].append(j)
-        load[g] += max(0, j.total - j.done)
-    order = {id(j): i for i, j in enumerate(todo)}
-    return [sorted(b, key=lambda j: order[id(j)]) for b in batches]
 
 
 @dataclass
@@ -286,74 +170,19 @@ class Runner:
         self._sink: EventSink = lambda e: None
         self.owner = getattr(runtime, "owner", f"{socket.gethostname()}-{os.getpid()}")
 
-    # -- planning (pure over the resolved recipe + one SELECT) ------------------
+    # -- planning (trace_tui.engine.planner, over the resolved recipe and the campaign's records) ----
     def _runtime_for(self, step: Step) -> Runtime:
         return self.runtime if step.image else self.host_runtime
 
-    @staticmethod
-    def tracks_slices(step: Step) -> bool:
-        """Whether a whole-step job works through the slice matrix (generation and scoring do)."""
-        return not step.per_slice and step.stage in ("infer", "score")
-
     def expected_jobs(self) -> list[PlannedJob]:
-        r = self.resolved
-        settings = _dump(_get(r, "settings", {}) or {})
-        settings_sha = sha256_json(settings)
-        models = {_get(m, "id"): _dump(m) for m in (_get(r, "models", []) or [])}
-        benches = {_get(b, "key"): _dump(b) for b in (_get(r, "benchmarks", []) or [])}
-        slices = [(_get(s, "model"), int(_get(s, "seed")), _get(s, "benchmark")) for s in _get(r, "slices", [])]
         image_ids: dict[Any, str] = {}
-        jobs: list[PlannedJob] = []
-        prev: dict[str, str] | None = None  # slice (or _step) -> input hash in the previous step
-        prev_step: str | None = None
-        for pos, step in enumerate(self.recipe.steps):
+        for step in self.recipe.steps:
             if step.image not in image_ids:
                 image_ids[step.image] = self._runtime_for(step).image_id(step.image)
-            base = {"step": {"id": step.id, "run": list(step.run), "stage": step.stage},
-                    "image_id": image_ids[step.image], "settings_sha256": settings_sha}
-            here: dict[str, str] = {}
-
-            def slice_job(model: str, seed: int, bench: str) -> PlannedJob:
-                name = slice_name(model, seed, bench)
-                inputs = dict(base, model=models.get(model, {"id": model}), seed=seed,
-                              benchmark=benches.get(bench, {"key": bench}))
-                if prev is not None:
-                    inputs["upstream"] = {prev_step: prev.get(name) or prev.get(STEP_SLICE)}
-                total = int((benches.get(bench) or {}).get("rows") or 0)
-                return PlannedJob(step, pos, name, model, seed, bench, inputs, sha256_json(inputs), total)
-
-            if step.per_slice:
-                for model, seed, bench in slices:
-                    jobs.append(slice_job(model, seed, bench))
-                    here[jobs[-1].slice] = jobs[-1].input_hash
-            elif self.tracks_slices(step) and slices:
-                inputs = dict(base)
-                if prev is not None and STEP_SLICE in prev:
-                    inputs["upstream"] = {prev_step: prev[STEP_SLICE]}
-                subs = [slice_job(*sl) for sl in slices]
-                job = PlannedJob(step, pos, STEP_SLICE, None, None, None, inputs, sha256_json(inputs),
-                                 sum(x.total for x in subs), subs=subs)
-                jobs.append(job)
-                here.update({x.slice: x.input_hash for x in subs})
-                here[STEP_SLICE] = job.input_hash
-            else:
-                inputs = dict(base, models=sorted(models.values(), key=lambda m: str(m.get("id"))),
-                              seeds=sorted({s for _, s, _ in slices}), benchmarks=sorted(benches))
-                if prev is not None:
-                    inputs["upstream"] = {prev_step: sha256_json(sorted(prev.items()))}
-                jobs.append(PlannedJob(step, pos, STEP_SLICE, None, None, None, inputs, sha256_json(inputs), 0))
-                here[STEP_SLICE] = jobs[-1].input_hash
-            prev, prev_step = here, step.id
-        return jobs
+        return expected_jobs(self.resolved, self.recipe.steps, image_ids)
 
     def plan(self) -> Plan:
-        records = self.campaign.jobs()
-        subs = self.campaign.sub_slices()
-        plan = []
-        for j in self.expected_jobs():
-            sub_records = {x.slice: subs.get((j.step.id, x.slice)) for x in j.subs}
-            plan.append(decide(j, records.get((j.step.id, j.slice)), sub_records))
-        return Plan(plan)
+        return plan_against(self.expected_jobs(), self.campaign.jobs(), self.campaign.sub_slices())
 
     def preflight(self) -> None:
         """Everything that must hold before the first container starts (exit 3 otherwise)."""
@@ -445,10 +274,10 @@ class Runner:
                       "warning")
         stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
         c.sweep_temporaries()
-        atomic_write_json(c.path / "recipe.json", _dump(self.resolved))
-        c.set_meta(run_tag=str(_get(self.resolved, "run_tag", "")), recipe=self.recipe.name,
-                   config_sha256=str(_get(self.resolved, "config_sha256", "")), runtime=self.runtime.name,
-                   rows_total=str(_get(self.resolved, "rows_total", 0) or 0),
+        atomic_write_json(c.path / "recipe.json", dump(self.resolved))
+        c.set_meta(run_tag=str(get_field(self.resolved, "run_tag", "")), recipe=self.recipe.name,
+                   config_sha256=str(get_field(self.resolved, "config_sha256", "")), runtime=self.runtime.name,
+                   rows_total=str(get_field(self.resolved, "rows_total", 0) or 0),
                    offline=str(self.offline).lower(), last_run_started=str(time.time()))
         if self.gpu_plan is not None:  # `status` shows the plan this run's containers were given
             c.set_meta(gpu_plan=json.dumps([s.model_dump() for s in self.gpu_plan.steps], sort_keys=True))
@@ -456,20 +285,13 @@ class Runner:
         for j in plan.jobs:
             if j.action == "invalidate":
                 c.supersede(j.step.id, j.slice, stamp, [j.reason])
-        c.record_plan([{"step": j.step.id, "slice": j.slice, "model": j.model, "seed": j.seed,
-                        "benchmark": j.benchmark, "input_hash": j.input_hash, "inputs": canonical_json(j.inputs),
-                        "state": "pending", "total": j.total, "message": j.reason if j.action == "invalidate" else "",
-                        "now": time.time()} for j in plan.jobs])
-        sub_rows = []
+        job_rows, sub_rows = plan_rows(plan, time.time())
+        c.record_plan(job_rows)
         for j in plan.jobs:
             for x in j.subs:
                 if x.action == "invalidate" and j.action != "invalidate":
                     # Convention for whole-step workers: a slice's outputs live in OUTPUT_DIR/slices/SLICE.
                     c.supersede_slice(j.step.id, x.slice, stamp, [x.reason])
-                sub_rows.append({"step": j.step.id, "slice": x.slice, "model": x.model, "seed": x.seed,
-                                 "benchmark": x.benchmark, "input_hash": x.input_hash,
-                                 "inputs": canonical_json(x.inputs), "total": x.total,
-                                 "message": x.reason if x.action == "invalidate" else "", "now": time.time()})
         c.record_sub_slices(sub_rows)
         rows_total = sum(j.total for j in plan.jobs)
         self._emit(RunState(state="planned", message=plan.summary(), campaign=str(c.path),
@@ -545,23 +367,12 @@ class Runner:
     def _step_gpus(self, step: Step) -> Any:
         return self.gpu_plan.step(step.id) if self.gpu_plan is not None else None
 
-    def _groups_for(self, step: Step) -> list[list[int]]:
-        if not needs_gpus(step):
-            return [[]]
-        planned = self._step_gpus(step)
-        if planned is not None:
-            if not planned.groups:
-                return [[]]
-            # per slice: one container per group at a time; whole step: one container serves every group
-            return [list(g) for g in planned.groups] if step.per_slice else [planned.devices]
-        if self.gpu_groups:
-            if not step.per_slice:  # one container serves every group (e.g. the release evaluator's GPU_GROUPS)
-                return [sorted({g for grp in self.gpu_groups for g in grp})]
-            return self.gpu_groups
-        return [list(range(max(1, step.needs.gpus)))]
+    def groups_for(self, step: Step) -> list[list[int]]:
+        """The host GPUs of each container the step runs at a time (one list per GPU group; [[]]: no GPUs)."""
+        return step_groups(step, self._step_gpus(step), self.gpu_groups)
 
     def _run_step(self, step: Step, todo: list[PlannedJob]) -> list[str]:
-        groups = self._groups_for(step)
+        groups = self.groups_for(step)
         if getattr(step, "keep_loaded", False):
             return self._run_batches(deal_batches(todo, len(groups)), groups)
         failed: list[str] = []
@@ -573,13 +384,10 @@ class Runner:
                 if err:
                     failed.append(err)
             return failed
-        queues: list[collections.deque[PlannedJob]] = [collections.deque() for _ in groups]
         planned = self._step_gpus(step)
         # the plan's slice deal is over the generation groups; other steps (the judge's) deal in turn
         dealt = self.slice_groups if planned is None or planned.role == "generation" else {}
-        for i, j in enumerate(todo):
-            g = dealt.get(j.slice)
-            queues[g if g is not None and 0 <= g < len(groups) else i % len(groups)].append(j)
+        queues = [collections.deque(q) for q in deal_queues(todo, len(groups), dealt)]
         lock = threading.Lock()
 
         def next_job(me: int) -> PlannedJob | None:
@@ -629,96 +437,9 @@ class Runner:
             t.join()
         return failed
 
-    def _visible_groups(self, step: Step, gpus: list[int]) -> list[list[int]]:
-        index = {g: i for i, g in enumerate(gpus)}
-        if not gpus:
-            return []
-        planned = self._step_gpus(step)
-        if planned is not None:
-            return planned.container_groups(gpus)
-        if step.per_slice or not self.gpu_groups:
-            return [list(range(len(gpus)))]
-        return [[index[g] for g in grp] for grp in self.gpu_groups if all(g in index for g in grp)]
-
-    def job_inputs(self, step: Step, job: PlannedJob) -> dict[str, Any]:
-        """Named inputs in the workers' input form ({"entry": store entry} / {"campaign": path}).
-
-        The slice's model as a store entry; the previous step's outputs for the same slice.
-        Stage-specific inputs (dataset, system prompt) are added by ``self.extra_inputs``.
-        """
-        out: dict[str, Any] = {}
-        model = job.inputs.get("model") if (step.per_slice or job.subs) and job.model else None
-        if model is None and not step.per_slice:
-            # A whole-step job of a one-model recipe (demo, smoke): that model; a smoke run: its base model.
-            training = _get(self.resolved, "training")
-            models = job.inputs.get("models") or []
-            if training is not None and _get(training, "base"):
-                out["model"] = {"entry": f"model/{_get(training, 'base')}"}
-            elif len(models) == 1:
-                model = models[0]
-        if isinstance(model, dict):
-            if model.get("store_entry"):
-                out["model"] = {"entry": model["store_entry"]}
-            elif model.get("repo_id") and model.get("revision"):
-                out["model"] = {"entry": f"model/{model['repo_id']}@{model['revision']}"}
-        if job.position > 0:
-            prev = self.recipe.steps[job.position - 1]
-            out["upstream"] = {"campaign": self.campaign.output_rel(prev.id, job.slice if prev.per_slice
-                                                                    else STEP_SLICE)}
-        if self.extra_inputs is not None:
-            out.update(self.extra_inputs(step, job, self.resolved))
-        return out
-
     def job_spec(self, job: PlannedJob, gpus: list[int]) -> dict[str, Any]:
-        r = self.resolved
-        step = job.step
-        spec: dict[str, Any] = {
-            "step": step.id,
-            "recipe": self.recipe.name,
-            "run_tag": _get(r, "run_tag"),
-            "slice": None if job.slice == STEP_SLICE else
-            {"model": job.model, "seed": job.seed, "benchmark": job.benchmark},
-            "settings": _dump(_get(r, "settings", {}) or {}),
-            "pins": job.inputs,
-            "input_hash": job.input_hash,
-            "inputs": self.job_inputs(step, job),
-            "store_entries": list((_get(r, "store_entries", {}) or {}).get(step.id, [])),
-            "args": list(step.run[1:]),
-            "output_dir": self.campaign.output_rel(step.id, job.slice),
-            # Inside the container (or under CUDA_VISIBLE_DEVICES) the given GPUs are numbered 0..n-1.
-            "gpus": list(range(len(gpus))),
-            "host_gpus": gpus,
-            "gpu_groups": self._visible_groups(step, gpus),
-            "tensor_parallel": len(self._visible_groups(step, gpus)[0]) if gpus else 0,
-            "offline": self.offline or not step.needs.network,
-            "upstream_outputs": {},
-        }
-        if step.per_slice:
-            spec["model"] = job.inputs.get("model")
-            spec["benchmark"] = job.inputs.get("benchmark")
-            spec["total"] = job.total
-        else:
-            spec["models"] = job.inputs.get("models")
-            spec["seeds"] = job.inputs.get("seeds")
-            spec["benchmarks"] = [_dump(b) for b in (_get(r, "benchmarks", []) or [])]
-            spec["slices"] = [{"model": _get(s, "model"), "seed": _get(s, "seed"), "benchmark": _get(s, "benchmark")}
-                              for s in _get(r, "slices", [])]
-            if job.subs:
-                # Per slice: its pinned-input hash, what the engine knows of it, and whether it must be redone
-                # from scratch (invalidated: its outputs under OUTPUT_DIR/slices/SLICE were removed).
-                spec["slices"] = [{"model": x.model, "seed": x.seed, "benchmark": x.benchmark, "id": x.slice,
-                                   "input_hash": x.input_hash, "total": x.total, "state": x.action}
-                                  for x in job.subs]
-                spec["invalidated_slices"] = [x.slice for x in job.subs if x.action == "invalidate"]
-        if job.position > 0:
-            prev = self.recipe.steps[job.position - 1]
-            spec["upstream_outputs"] = {prev.id: self.campaign.output_rel(
-                prev.id, job.slice if prev.per_slice else STEP_SLICE)}
-        return spec
-
-    def groups_for(self, step: Step) -> list[list[int]]:
-        """The host GPUs of each container the step runs at a time (one list per GPU group; [[]]: no GPUs)."""
-        return self._groups_for(step)
+        return job_spec(self.resolved, self.recipe, self.campaign, job, gpus, planned=self._step_gpus(job.step),
+                        gpu_groups=self.gpu_groups, offline=self.offline, extra_inputs=self.extra_inputs)
 
     def batch_launch_for(self, jobs: list[PlannedJob], gpus: list[int], worker: str) -> Launch:
         """A keep_loaded step's worker for ``jobs`` on host GPUs ``gpus``: each slice's spec in its own
@@ -985,8 +706,10 @@ class Runner:
             reason = short_slices_reason(ctx.subs.values())
         receipt = None
         if reason is None:
-            receipt, problem = self._write_receipt(job, ctx, info, started_wall, gpus, worker)
-            reason = problem
+            receipt, reason = write_receipt(c, job, rows=ctx.done, total=ctx.total, score=ctx.score,
+                                            artifacts=ctx.artifacts, subs=ctx.subs.values(), info=info,
+                                            started_wall=started_wall, gpus=gpus,
+                                            runtime=self._runtime_for(step).name, worker=worker)
         if reason is not None:
             where = job.slice if job.slice != STEP_SLICE else ""
             last = " | ".join(info.tail[-5:])
@@ -1005,43 +728,6 @@ class Runner:
         c.flush_events()
         return None
 
-    def _write_receipt(self, job: PlannedJob, ctx: _JobContext, info: ExitInfo, started_wall: float,
-                       gpus: list[int], worker: str | None = None) -> tuple[str | None, str | None]:
-        c, step = self.campaign, job.step
-        out_rel = c.output_rel(step.id, job.slice)
-        outputs: dict[str, dict[str, Any]] = {}
-        for p in sorted((c.path / out_rel).rglob("*")):
-            if p.is_file() and not (p.name.startswith(".") and p.name.endswith(".tmp")):
-                digest, size = sha256_file_size(p)
-                outputs[p.relative_to(c.path).as_posix()] = {"sha256": digest, "bytes": size}
-        for path, digest in ctx.artifacts.items():
-            got = outputs.get(path)
-            if got is None and (c.path / path).is_file():  # an artifact outside the job's own directory
-                d, size = sha256_file_size(c.path / path)
-                got = outputs[path] = {"sha256": d, "bytes": size}
-            if got is None:
-                return None, f"artifact {path} announced but not written"
-            if got["sha256"] != digest:
-                return None, f"artifact {path} changed after the worker announced it"
-        content = {"schema": "trace-tui-receipt-v1", "step": step.id, "kind": step.run[0], "slice": job.slice,
-                   "model": job.model, "seed": job.seed, "benchmark": job.benchmark, "input_hash": job.input_hash,
-                   "inputs": job.inputs, "rows": ctx.done, "total": ctx.total, "score": ctx.score,
-                   "outputs": outputs}
-        if ctx.subs:
-            content["slices"] = {x.job.slice: {"model": x.job.model, "seed": x.job.seed, "benchmark": x.job.benchmark,
-                                               "input_hash": x.job.input_hash, "rows": x.done, "total": x.total,
-                                               "score": x.score} for x in ctx.subs.values()}
-        finished = time.time()
-        circumstance = {"started_at": started_wall, "finished_at": finished,
-                        "duration_s": round(finished - started_wall, 3), "host": socket.gethostname(),
-                        "runtime": self._runtime_for(step).name, "gpus": gpus, "exit_code": info.exit_code}
-        if worker is not None:  # served in turn with other slices by one worker (a keep_loaded step)
-            circumstance["worker"] = worker
-        path = c.receipt_path(step.id, job.slice)
-        atomic_write_json(path, {"content": content, "content_sha256": sha256_json(content),
-                                 "circumstance": circumstance})
-        return path.relative_to(c.path).as_posix(), None
-
 
 def disk_full_path(exc: BaseException, campaign: Path) -> str | None:
     """Where a write failed for want of space (ENOSPC, EDQUOT, SQLite's "disk is full"), else None."""
@@ -1053,7 +739,3 @@ def disk_full_path(exc: BaseException, campaign: Path) -> str | None:
         return str(exc.filename or campaign)
     return None
 
-
-def iter_plan_lines(plan: Plan) -> Iterable[str]:
-    for j in plan.jobs:
-        yield f"{j.step.id} {j.slice}: {j.action} ({j.reason})"
