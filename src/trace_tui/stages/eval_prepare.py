@@ -64,7 +64,8 @@ def dataset_link_name(source: Any) -> str:
     reads at the pinned commit (ImageBaseDataset.prepare_tsv; the published file name is only its legacy
     name, which it renames to the alias when the md5 matches: it would move our link, and the record of the
     view would name a link that is gone). A whole-repository snapshot (EvoChart, CountQA: built into TSVs
-    by the release's adapters) goes under its suite key."""
+    by the release's adapters, which read it through ``datasets``, from the cache link_dataset_view
+    prepares) goes under its suite key, so the view records its files."""
     if source.kind == "hf-repo":
         return source.key
     if not source.alias:
