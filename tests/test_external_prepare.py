@@ -41,14 +41,46 @@ def prepared_dataset_view(checkout: Path, campaign: Path) -> Path:
     return manifest
 
 
-def _entry(store: Store, name: str, files: dict[str, str], revision: str | None, scratch: Path) -> None:
+def _entry(store: Store, name: str, files: dict[str, str | bytes], revision: str | None, scratch: Path) -> None:
     with store.staging(name) as st:
-        for rel, text in files.items():
+        for rel, content in files.items():
             src = scratch / name.replace("/", "_").replace(":", "_") / rel
             src.parent.mkdir(parents=True, exist_ok=True)
-            src.write_text(text)
+            if isinstance(content, bytes):
+                src.write_bytes(content)
+            else:
+                src.write_text(content)
             st.add(rel, src)
         st.commit(revision=revision, source=Source(type="local", imported_from="test"))
+
+
+# The Hub dataset repositories' split (the release adapters' HF_SPLIT) and a few rows of their columns (the
+# fields the adapters read); the store holds the repository snapshot as the Hub serves it: a card and
+# data/<split>-00000-of-00001.parquet with an image feature.
+HUB_SNAPSHOTS = {
+    "evochart": ("train", {"question": ["How many bars?", "Peak year?", "Value in 2020?"], "answer": ["3", "2019", "4.5"],
+                           "attribute": ["count", "year", "value"], "is_clear": [True, True, False],
+                           "chart_type": ["bar", "line", "bar"]}),
+    "countqa": ("test", {"questions": [["How many cups?", "How many spoons?"], ["How many birds?"]],
+                         "answers": [["4", "2"], ["7"]], "objects": ["cups, spoons", "birds"],
+                         "categories": ["kitchen", "animals"], "is_focused": [True, False],
+                         "full_config": ["{}", "{}"]}),
+}
+
+
+def hub_snapshot_files(key: str, scratch: Path) -> dict[str, str | bytes]:
+    """A Hub dataset repository snapshot of HUB_SNAPSHOTS[key], its parquet written by `datasets`."""
+    import datasets
+    from PIL import Image
+
+    split, columns = HUB_SNAPSHOTS[key]
+    n = len(next(iter(columns.values())))
+    rows = {**columns, "image": [Image.new("RGB", (8 + i, 8), (40 * i, 0, 0)) for i in range(n)]}
+    parquet = scratch / f"{key}-{split}.parquet"
+    parquet.parent.mkdir(parents=True, exist_ok=True)
+    datasets.Dataset.from_dict(rows).cast_column("image", datasets.Image()).to_parquet(str(parquet))
+    return {"README.md": f"---\nlicense: other\n---\n# {key}\n", f"data/{split}-00000-of-00001.parquet":
+            parquet.read_bytes()}
 
 
 def fill_store(root: Path, release_dir: Path, models=TWO, *, benchmarks: bool = True, release: bool = False) -> Store:
@@ -67,7 +99,7 @@ def fill_store(root: Path, release_dir: Path, models=TWO, *, benchmarks: bool = 
         sources = benchmark_sources((release_dir / PROVENANCE).read_bytes())
         for b in LOCK.trace_eval.benchmarks:
             tsv = "index\tquestion\n" + "".join(f"{i}\tq{i}\n" for i in range(b.rows))
-            files = ({f"{b.key}.tsv": tsv, "images/0.png": "png"} if sources[b.key].kind == "hf-repo"
+            files = (hub_snapshot_files(b.key, scratch) if sources[b.key].kind == "hf-repo"
                      else {sources[b.key].filename: tsv})
             _entry(store, benchmark_entry(b.key), files, None, scratch)
     if release:
@@ -120,7 +152,7 @@ def test_the_dataset_view_is_linked_and_the_evaluators_manifest_script_names_wha
     lmu = campaign / "evaluator" / "LMUData"
     assert (evaluator / "rlvr/evaluation/.work/LMUData").resolve() == lmu.resolve()
     assert os.readlink(lmu / "ChartQAPro_CoT.tsv") == str(store.path_of(benchmark_entry("chartqapro")))
-    assert (lmu / "evochart").is_symlink() and (lmu / "evochart" / "evochart.tsv").is_file()
+    assert (lmu / "evochart").is_symlink() and (lmu / "evochart" / "data/train-00000-of-00001.parquet").is_file()
     # the script's own receipts: one per benchmark, each recording why
     manifest = json.loads((lmu / "trace_eval_v1_dataset_manifest.json").read_text())
     assert manifest["dataset_views"] == {"trace_eval_v1": [b.key for b in LOCK.trace_eval.benchmarks]}
@@ -228,3 +260,81 @@ def test_argument_lists_are_data(trace_release_dir):
     # VLMEvalKit's dataset name (official_alias), not the published file name (chartqapro.tsv, MME_Reasoning.tsv)
     assert names["embspatial"] == "EmbSpatialBench.tsv" and names["mme_reasoning"] == "MME-Reasoning.tsv"
     assert names["chartqapro"] == "ChartQAPro_CoT.tsv" and names["tablevqabench"] == "TableVQABench.tsv"
+
+
+# --------------------------------------------------------------------------- Hub dataset repositories, offline
+
+ADAPTERS = {"evochart": ("rlvr/evaluation/vlmevalkit_extensions/evochart.py", "EvoChart"),
+            "countqa": ("rlvr/evaluation/vlmevalkit_extensions/trace_eval_local_vqa.py", "CountQA")}
+
+
+def _adapter_load_call(checkout: Path, key: str) -> tuple[str, str, list[str]]:
+    """HF_DATASET, HF_SPLIT and the keywords of the load_dataset call in the release adapter's load_data, read
+    from its source (importing it needs VLMEvalKit's dependencies, which only the images' eval_deps hold)."""
+    import ast
+
+    path, name = ADAPTERS[key]
+    cls = next(n for n in ast.parse((checkout / path).read_text()).body if isinstance(n, ast.ClassDef) and n.name == name)
+    attrs = {t.id: n.value.value for n in cls.body if isinstance(n, ast.Assign) for t in n.targets
+             if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)}
+    load_data = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "load_data")
+    calls = [c for c in ast.walk(load_data) if isinstance(c, ast.Call) and getattr(c.func, "id", "") == "load_dataset"]
+    assert len(calls) == 1 and [ast.unparse(a) for a in calls[0].args] == ["self.HF_DATASET"], ast.unparse(load_data)
+    assert ast.unparse(next(k.value for k in calls[0].keywords if k.arg == "split")) == "self.HF_SPLIT"
+    return attrs["HF_DATASET"], attrs["HF_SPLIT"], sorted(k.arg for k in calls[0].keywords)
+
+
+_LOAD = """
+import json, os, sys
+from datasets import load_dataset
+hf = load_dataset(sys.argv[1], split=sys.argv[2], token=os.environ.get("HF_TOKEN"))
+rows = [{k: (list(v.size) if k == "image" else v) for k, v in ex.items()} for ex in hf]
+print(json.dumps(rows))
+"""
+
+
+def test_the_adapters_hub_datasets_load_offline_from_the_view(tmp_path, trace_release_dir, release_evaluator):
+    """EvoChart and CountQA: the release's adapters call `datasets.load_dataset(HF_DATASET, split=HF_SPLIT,
+    token=...)` (no revision) under the launcher's HF_HOME, with the Hub out of reach (network none,
+    HF_HUB_OFFLINE / HF_DATASETS_OFFLINE set by the image). The view built from the store's snapshot makes
+    exactly that call return the snapshot's rows and images. Before, only `LMUData/<key>/` was linked and the
+    call failed with "Couldn't reach '<repo>' on the Hub"."""
+    store = fill_store(tmp_path / "store", trace_release_dir, [], benchmarks=True)
+    sources = benchmark_sources((trace_release_dir / PROVENANCE).read_bytes())
+    evaluator = tmp_path / "checkout"
+    lmu = evaluator / eval_prepare.WORK / "LMUData"
+    records = {d["benchmark"]: d for d in eval_prepare.link_dataset_view(lmu, store, sources, LOCK)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+    env.update(HF_HOME=str(eval_prepare.hf_home(evaluator)), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    for key in ADAPTERS:
+        repo, split, keywords = _adapter_load_call(release_evaluator, key)
+        assert keywords == ["split", "token"]  # no revision, data_files or name: the repository's default
+        assert repo == sources[key].repo_id and split == HUB_SNAPSHOTS[key][0], (repo, split)
+        assert records[key]["hf_datasets_cache"].endswith(f"/{sources[key].revision}")
+        done = subprocess.run([sys.executable, "-c", _LOAD, repo, split], env=env, capture_output=True, text=True,
+                              timeout=120, check=False)
+        assert done.returncode == 0, (key, done.stderr[-1500:])
+        rows = json.loads(done.stdout)
+        columns = HUB_SNAPSHOTS[key][1]
+        assert [{k: r[k] for k in columns} for r in rows] == [dict(zip(columns, vals)) for vals in zip(*columns.values())]
+        assert [r["image"] for r in rows] == [[8 + i, 8] for i in range(len(rows))]
+
+    # A second view over the same store keeps the cache; the manifest script's own HF_HOME is the same folder.
+    again = {d["benchmark"]: d for d in eval_prepare.link_dataset_view(lmu, store, sources, LOCK)}
+    assert again["evochart"]["hf_datasets_cache"] == records["evochart"]["hf_datasets_cache"]
+    assert eval_prepare.hf_home(evaluator) == lmu / ".hf-cache"
+
+
+def test_the_launcher_runs_with_the_views_hf_home(release_evaluator, tmp_path):
+    """The score image sets HF_HOME=/tmp/hf and the launcher keeps an inherited HF_HOME
+    (`${HF_HOME:-${LMUData}/.hf-cache}`) and hands it to the scorer (--hf-home): our launch environment points
+    it at the view's cache, the launcher's own default."""
+    from trace_tui.external import launcher
+    from trace_tui.stages.release_eval import launch_environment
+
+    text = (release_evaluator / launcher.LAUNCHER).read_text()
+    assert 'export HF_HOME="${HF_HOME:-${LMUData}/.hf-cache}"' in text
+    assert 'export LMUData="${LMUData:-${TMP_ROOT}/LMUData}"' in text and 'TMP_ROOT="${TMP_ROOT:-${EVALUATION_ROOT}/.work}"' in text
+    env = launch_environment({"HF_HOME": "/tmp/hf", "PATH": "/bin"}, tmp_path, launcher.launcher_env("score", [[0]]))
+    assert env["HF_HOME"] == str(tmp_path / "rlvr/evaluation/.work/LMUData/.hf-cache") and env["PATH"] == "/bin"
+    assert env["GPU_GROUPS"] == "0"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import evaluator_layout as lay
@@ -136,6 +137,53 @@ def test_the_environment_we_set_is_what_the_launcher_reads(release_evaluator):
         for name in env:
             assert f'{name}="${{{name}:-' in text, (phase, name)
     assert launcher.launcher_env("generate", [[0, 1], [2, 3]])["GPU_GROUPS"] == "0,1 2,3"
+
+
+_RECORDER = """#!/bin/sh
+# stands in for the vLLM server process only (it needs GPUs): records what the pool started it with
+printf '%s\\n' "$CUDA_VISIBLE_DEVICES" "$*" > "$POOL_RECORD/$VLLM_PORT"
+"""
+
+
+@pytest.mark.parametrize("groups", [[[0, 1], [2, 3]], [[0], [1], [2]], [[0, 1, 2, 3]]])
+def test_gpu_groups_are_parsed_by_the_endpoint_pool_as_we_mean_them(release_evaluator, tmp_path, groups):
+    """GPU_GROUPS as launcher_env writes it, read by the release's start_vllm_endpoint_pool.sh (run as the
+    launcher's start_pool runs it, WAIT_READY=0) and by the launcher's endpoint_args: one endpoint per group,
+    on that group's GPUs (CUDA_VISIBLE_DEVICES), tensor-parallel over all of them, on consecutive ports, and
+    the launcher addresses exactly those ports. Only the vLLM server process is a recorder (PYTHON_BIN)."""
+    scripts = release_evaluator / "rlvr/evaluation/scripts"
+    value = launcher.launcher_env("generate", groups)["GPU_GROUPS"]
+    recorder = tmp_path / "python"
+    recorder.write_text(_RECORDER)
+    recorder.chmod(0o755)
+    record = tmp_path / "record"
+    record.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "MODEL_PATH": "/models/m", "GPU_GROUPS": value, "WAIT_READY": "0",
+           "PYTHON_BIN": str(recorder), "PORT_START": "18000", "LOG_DIR": str(tmp_path / "pool"),
+           "POOL_RECORD": str(record)}
+    done = subprocess.run(["bash", str(scripts / "start_vllm_endpoint_pool.sh")], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    deadline = time.monotonic() + 30
+    while len(list(record.iterdir())) < len(groups) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    vllm_ports = sorted(record.iterdir(), key=lambda p: int(p.name))
+    started = [p.read_text().splitlines() for p in vllm_ports]
+    assert [s[0] for s in started] == [",".join(map(str, g)) for g in groups]
+    for (_, argv), g, i in zip(started, groups, range(len(groups))):
+        args = argv.split()
+        assert args[args.index("--tensor-parallel-size") + 1] == str(len(g))
+        assert args[args.index("--port") + 1] == str(18000 + i)
+    endpoints = (tmp_path / "pool" / "endpoints.txt").read_text().split()
+    assert endpoints == [f"http://127.0.0.1:{18000 + i}/v1" for i in range(len(groups))]
+    # the launcher's own endpoint_args (its function, run from its file) over the same value
+    func = subprocess.run(["sed", "-n", "/^endpoint_args() {/,/^}/p", str(scripts / "run_trace_eval.sh")],
+                          capture_output=True, text=True, check=True).stdout
+    assert func.startswith("endpoint_args() {")
+    listed = subprocess.run(["bash", "-c", func + '\nendpoint_args 18000 --api-base'],
+                            env={"PATH": "/usr/bin:/bin", "GPU_GROUPS": value, "HOST": "127.0.0.1"},
+                            capture_output=True, text=True, timeout=30, check=True).stdout.split()
+    assert listed[1::2] == endpoints and set(listed[0::2]) == {"--api-base"}
 
 
 # --------------------------------------------------------------------------- status and verify

@@ -9,7 +9,11 @@ pinned commit). From the store only:
    fetch`, checked against the provenance matrix's md5, sha256 recorded) is linked
    into ``rlvr/evaluation/.work/LMUData/`` under the name VLMEvalKit's dataset reads
    (``<official alias>.tsv``, dataset_link_name), then the release's
-   ``prepare_trace_eval_manifest.py`` writes ``trace_eval_v1_dataset_manifest.json``;
+   ``prepare_trace_eval_manifest.py`` writes ``trace_eval_v1_dataset_manifest.json``. A benchmark
+   published as a Hub dataset repository (EvoChart, CountQA) is read by the release's adapters with
+   ``datasets.load_dataset(REPO, split=...)`` under the launcher's HF_HOME (``LMUData/.hf-cache``): its
+   store snapshot is also prepared there as the ``datasets`` cache that call reads offline
+   (hub_dataset_cache);
 2. the models: each model (the selected ones and the Qwen3-32B judge) gets a
    writable view ``.work/models/<slug>/`` of links to its store files with its
    ``.trace_model_revision.json`` marker. A model pinned to a Hugging Face commit
@@ -46,6 +50,9 @@ MODELS_SCRIPT = "rlvr/evaluation/scripts/prepare_trace_eval_models.py"
 WORK = "rlvr/evaluation/.work"
 WORK_DIRS = ("LMUData", "models", "results", "logs")
 DATASET_MANIFEST = "LMUData/trace_eval_v1_dataset_manifest.json"
+# The launcher's default HF_HOME (`${LMUData}/.hf-cache`), also the manifest script's without --hf-home;
+# both point HF_DATASETS_CACHE at its datasets/ folder.
+HF_HOME = "LMUData/.hf-cache"
 MARKER = ".trace_model_revision.json"
 MARKER_SCHEMA = "trace-model-revision-v1"
 
@@ -57,7 +64,8 @@ def dataset_link_name(source: Any) -> str:
     reads at the pinned commit (ImageBaseDataset.prepare_tsv; the published file name is only its legacy
     name, which it renames to the alias when the md5 matches: it would move our link, and the record of the
     view would name a link that is gone). A whole-repository snapshot (EvoChart, CountQA: built into TSVs
-    by the release's adapters) goes under its suite key."""
+    by the release's adapters, which read it through ``datasets``, from the cache link_dataset_view
+    prepares) goes under its suite key, so the view records its files."""
     if source.kind == "hf-repo":
         return source.key
     if not source.alias:
@@ -159,8 +167,15 @@ def _replace_link(link: Path, target: Path) -> None:
     link.symlink_to(target)
 
 
+def hf_home(evaluator: Path) -> Path:
+    """The HF_HOME the evaluator's scripts must run with to read the dataset view's Hub datasets."""
+    return evaluator / WORK / HF_HOME
+
+
 def link_dataset_view(lmu: Path, store: Any, sources: dict[str, Any], lock: Any, step: Any = None) -> list[dict]:
-    """Each benchmark's store entry linked into LMU under dataset_link_name; the record of each link."""
+    """Each benchmark's store entry linked into LMU under dataset_link_name, and a Hub dataset snapshot also
+    prepared as the ``datasets`` cache under ``LMU/.hf-cache``; the record of each."""
+    from trace_tui.stages.hub_dataset_cache import cache_hub_dataset
     from trace_tui.store import benchmark_entry
 
     datasets = []
@@ -171,6 +186,11 @@ def link_dataset_view(lmu: Path, store: Any, sources: dict[str, Any], lock: Any,
         _replace_link(link, store.path_of(name))
         datasets.append({"benchmark": b.key, "store_entry": name, "link": f"LMUData/{link.name}",
                          "files": {f.path: f.sha256 for f in rec.files}, "md5": sources[b.key].md5})
+        src = sources[b.key]
+        if src.kind == "hf-repo":
+            cached = cache_hub_dataset(store.root_of(name), src.repo_id, src.revision,
+                                       lmu / Path(HF_HOME).name / "datasets")
+            datasets[-1]["hf_datasets_cache"] = str(cached.relative_to(lmu.parent))
         if step is not None:
             step()
     return datasets

@@ -126,6 +126,15 @@ class _Tail:
             protocol.log(line, level="output")
 
 
+def launch_environment(environ: dict[str, str], evaluator: Path, launcher_vars: dict[str, str]) -> dict[str, str]:
+    """The launcher's environment: ENVIRON, our launcher variables, and HF_HOME at the dataset view's cache.
+    The launcher keeps an inherited HF_HOME (`${HF_HOME:-${LMUData}/.hf-cache}`) and the score image sets one
+    (/tmp/hf, empty): the Hub-dataset adapters would find no cache there, and the scorer refuses a missing one."""
+    from trace_tui.stages.eval_prepare import hf_home
+
+    return {**environ, **launcher_vars, "HF_HOME": str(hf_home(evaluator))}
+
+
 def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator: Path) -> int:
     from trace_tui.external import launcher, layout
     from trace_tui.release import release_lock
@@ -164,7 +173,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
         protocol.status("failed", "the launcher would run something else: " + "; ".join(problems), exit_code=1)
         return 1
 
-    env = {**os.environ, **launcher.launcher_env(phase, job_gpu_groups(job))}
+    env = launch_environment(dict(os.environ), evaluator, launcher.launcher_env(phase, job_gpu_groups(job)))
     proc = subprocess.Popen(launcher.launcher_argv(models, seeds, run_tag, deltas=deltas), cwd=evaluator, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     tail = _Tail(proc)
