@@ -306,11 +306,11 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         from trace_tui.engine.runner import Runner
         from trace_tui.runtime import make_runtime
 
-        chosen = without_steps(resolved, skip)
-        plan = run_gpu_plan(chosen, hardware_probe())  # the same plan a headless run of it gets
+        steps = without_steps(resolved, skip)
+        plan = run_gpu_plan(steps, hardware_probe())  # the same plan a headless run of it gets
         campaign = Campaign(campaign_dir)
         try:
-            runner = Runner(chosen, campaign, make_runtime(runtime_name()),
+            runner = Runner(steps, campaign, make_runtime(runtime_name()),
                             store=paths.store_dir(home), offline=chosen["offline"], plan=plan,
                             # finished work with changed inputs: the run screen shows the one line
                             # listing the change unless the TUI was started with --redo
