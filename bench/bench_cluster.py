@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _complete_campaign(path: Path, resolved, slices) -> None:
     """A finished campaign of the `full` recipe over ``slices`` (no outputs: merge and status read the state)."""
-    from trace_tui.engine.campaign import STEP_SLICE, Campaign
+    from trace_tui.campaign_files.state import STEP_SLICE
+    from trace_tui.engine.campaign import Campaign
 
     now = time.time()
     with Campaign(path) as c:
@@ -52,7 +53,7 @@ def _complete_campaign(path: Path, resolved, slices) -> None:
 def synthetic_full_layout(parent: Path):
     """PARENT/shards.json and 24 complete shard campaigns of `full`; returns (resolved, plan)."""
     from trace_tui.engine.cluster import prepare_parent
-    from trace_tui.engine.shards import plan_shards
+    from trace_tui.campaign_files.shards import plan_shards
     from trace_tui.recipes import resolve_recipe
 
     resolved = resolve_recipe("full")

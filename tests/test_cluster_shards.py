@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from trace_tui.engine.shards import coverage_problems, plan_shards, shard_arguments
+from trace_tui.campaign_files.shards import coverage_problems, plan_shards, shard_arguments
 from trace_tui.errors import UsageError
 from trace_tui.recipes import resolve_recipe
 from trace_tui.runtime import slurm

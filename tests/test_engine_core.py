@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from test_engine_support import REPO, content_of, make_recipe, resolved_for, selftest_step
 
-from trace_tui.engine.campaign import Campaign, JobRecord
+from trace_tui.campaign_files.state import JobRecord
+from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.events import (Log, Progress, RunState, SliceState, coalesce_progress, parse_stage_line,
                                      progress_key)
 from trace_tui.engine.printer import HeadlessPrinter

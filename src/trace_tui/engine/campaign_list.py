@@ -71,7 +71,7 @@ def last_change(path: Path) -> float | None:
 
 def read_summary(path: Path) -> CampaignSummary:
     """One campaign's row; a directory that is not (or no longer) a readable campaign says why, in full."""
-    from trace_tui.engine.shard_files import is_sharded
+    from trace_tui.campaign_files.shard_files import is_sharded
 
     path = Path(path)
     try:

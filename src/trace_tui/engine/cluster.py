@@ -2,7 +2,7 @@
 
 Layout inside the parent campaign directory::
 
-    shards.json                the shard plan (trace_tui.engine.shards.ShardPlan)
+    shards.json                the shard plan (trace_tui.campaign_files.shards.ShardPlan)
     recipe.json                the parent's resolved recipe (all slices)
     shards/ID/                 one campaign per shard (its own state.sqlite, outputs, receipts)
     slurm/shards.sbatch        the job array: task i runs shard i with the same engine, headless
@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from trace_tui.common.atomic import atomic_write_json
-from trace_tui.engine.shard_files import MERGED_FILE, is_sharded, read_plan  # noqa: F401 - re-exported
-from trace_tui.engine.shards import PLAN_FILE, Shard, ShardPlan, coverage_problems, plan_shards, shard_arguments
+from trace_tui.campaign_files.shard_files import MERGED_FILE, is_sharded, read_plan  # noqa: F401 - re-exported
+from trace_tui.campaign_files.shards import PLAN_FILE, Shard, ShardPlan, coverage_problems, plan_shards, shard_arguments
 from trace_tui.errors import CheckFailed, ExitCode, UsageError
 from trace_tui.runtime import slurm
 
@@ -209,7 +209,7 @@ def render_cluster_status(st: dict[str, Any]) -> str:
 
 def merge_campaign(parent: Path | str) -> dict[str, Any]:
     """Check that every shard is complete and covers its slices, then write the parent's merged view."""
-    from trace_tui.engine.campaign import read_snapshot
+    from trace_tui.campaign_files.state import read_snapshot
 
     parent = Path(parent).resolve()
     plan = read_plan(parent)

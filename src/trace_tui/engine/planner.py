@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trace_tui.common.digest import canonical_json, sha256_json
-from trace_tui.engine.campaign import STEP_SLICE, slice_name
+from trace_tui.campaign_files.state import STEP_SLICE, slice_name
 
 if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
-    from trace_tui.engine.campaign import Campaign, JobRecord
+    from trace_tui.campaign_files.state import JobRecord
+    from trace_tui.engine.campaign import Campaign
     from trace_tui.recipe_schema import Step
 
 

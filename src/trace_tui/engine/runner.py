@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trace_tui.common.atomic import atomic_write_json
-from trace_tui.engine.campaign import STEP_SLICE, Campaign, slice_path
+from trace_tui.campaign_files.state import STEP_SLICE, slice_path
+from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.events import (
     Artifact,
     Log,

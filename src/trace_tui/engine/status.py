@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trace_tui.engine.campaign import STEP_SLICE, read_snapshot
+from trace_tui.campaign_files.state import STEP_SLICE, read_snapshot
 
 STALE_S = 30.0  # a running job whose record has not moved for this long shows no rate/ETA
 

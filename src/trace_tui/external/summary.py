@@ -100,7 +100,7 @@ def score_step(resolved: dict[str, Any]) -> str | None:
 
 def recorded_scores(campaign: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(resolved recipe, the score step's scores.json, its path relative to the campaign)."""
-    from trace_tui.engine.campaign import STEP_SLICE, slice_path
+    from trace_tui.campaign_files.state import STEP_SLICE, slice_path
 
     try:
         resolved = json.loads((campaign / "recipe.json").read_text(encoding="utf-8"))
@@ -155,7 +155,7 @@ def _slices(campaign: Path, data: dict[str, Any], rel: str) -> tuple[list[Any], 
 
 def _sharded_slices(campaign: Path) -> tuple[dict[str, Any], list[Any], list[str]]:
     """A Slurm campaign: every shard's recorded slices, each checked as in a single-node campaign."""
-    from trace_tui.engine.shard_files import MERGED_FILE, read_plan
+    from trace_tui.campaign_files.shard_files import MERGED_FILE, read_plan
 
     plan = read_plan(campaign)
     if not (campaign / MERGED_FILE).is_file():

@@ -167,7 +167,7 @@ def cluster_backend(args: Any = None) -> ClusterBackend:
     """The real one: trace_tui.engine.cluster over Slurm's own commands."""
 
     def is_sharded(path: Path) -> bool:
-        from trace_tui.engine.shard_files import is_sharded as sharded
+        from trace_tui.campaign_files.shard_files import is_sharded as sharded
 
         return sharded(path)
 

@@ -200,7 +200,7 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                     published: dict[tuple[str, int | None, str], tuple[float, float]] | None = None,
                     published_source: str | None = None) -> CampaignVerification:
     from trace_tui.common.digest import sha256_file_size, sha256_json
-    from trace_tui.engine.campaign import STEP_SLICE, read_snapshot
+    from trace_tui.campaign_files.state import STEP_SLICE, read_snapshot
 
     root = Path(campaign_dir).resolve()
     if not root.is_dir():
@@ -370,8 +370,8 @@ def verify_sharded(root: Path, *, lock: Any = None,
                    published_source: str | None = None) -> CampaignVerification:
     """A Slurm campaign: merged, its shards covering the recipe's slices once each, and every shard
     verified with the same checks as a single-node campaign (subjects name the shard)."""
-    from trace_tui.engine.shard_files import MERGED_FILE, read_plan
-    from trace_tui.engine.shards import coverage_problems
+    from trace_tui.campaign_files.shard_files import MERGED_FILE, read_plan
+    from trace_tui.campaign_files.shards import coverage_problems
 
     plan = read_plan(root)
     res = CampaignVerification(campaign=str(root), recipe=plan.recipe, run_tag=plan.run_tag,

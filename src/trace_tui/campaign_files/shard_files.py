@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trace_tui.engine.shards import PLAN_FILE, ShardPlan
+from trace_tui.campaign_files.shards import PLAN_FILE, ShardPlan
 from trace_tui.errors import CheckFailed, UsageError
 
 MERGED_FILE = "merged.json"
