@@ -34,7 +34,8 @@ def test_the_layers_contract_holds():
     ("common/digest.py", "from trace_tui.stages import protocol"),  # the bottom layer reaching up
     ("verify/release.py", "from trace_tui.commands import report"),  # the verifier importing the command layer
     ("scoring/match.py", "from trace_tui.engine import runner"),  # scoring importing what runs things
-    ("hardware.py", "from trace_tui.stages import train_profile"),  # hardware importing a stage worker
+    ("hardware/verdicts.py", "from trace_tui.stages import train_profile"),  # hardware importing a stage worker
+    ("verify/campaign.py", "from trace_tui.engine import campaign"),  # the verifier importing the engine
 ])
 def test_a_wrong_way_import_breaks_the_contract(tmp_path, module, planted):
     copy = tmp_path / "src" / "trace_tui"
