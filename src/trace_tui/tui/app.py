@@ -249,7 +249,7 @@ class TraceTuiApp(App[int]):
 
     def action_show_hardware(self) -> None:
         while len(self.screen_stack) > 2 and not isinstance(self.screen, HardwareScreen):
-            if isinstance(self.screen, RunScreen) and self.screen.running:
+            if self.screen in self.running_screens():
                 # never pop a screen whose run goes on: a hardware screen goes on top of it instead
                 self.push_screen(HardwareScreen())
                 return
@@ -290,8 +290,11 @@ class TraceTuiApp(App[int]):
 
     # -- runs --------------------------------------------------------------------
     def run_screen_for(self, campaign_dir: Path) -> RunScreen | None:
+        run = sys.modules.get(_RUN_MODULE)
+        if run is None:  # never imported: no run screen exists
+            return None
         want = Path(campaign_dir).expanduser().resolve()
-        return next((s for s in self.screen_stack if isinstance(s, RunScreen)
+        return next((s for s in self.screen_stack if isinstance(s, run.RunScreen)
                      and s.campaign_dir.expanduser().resolve() == want), None)
 
     def running_screens(self) -> list[RunScreen]:

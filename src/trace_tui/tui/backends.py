@@ -186,7 +186,7 @@ def read_campaign(path: Path) -> OpenedCampaign:
     """The campaign's state from its SQLite database and recipe.json, read-only."""
     import json
 
-    from trace_tui.engine import campaign as cmod
+    from trace_tui.campaign_files import state as cmod
     from trace_tui.engine.events import SliceState
     from trace_tui.errors import UsageError
     from trace_tui.recipe_schema import ResolvedRecipe
