@@ -86,3 +86,16 @@ def test_same_seed_same_bytes_other_seed_other_weights(tiny_qwen25vl_dir: Path, 
     other = _digests(build_tiny_qwen25vl(tmp_path / "b", seed=1))
     assert other["model.safetensors"] != again["model.safetensors"]
     assert other["tokenizer.json"] == again["tokenizer.json"]
+
+
+@pytest.mark.parametrize("which", ["built", "warmed"])
+def test_every_saved_checkpoint_keeps_the_rope_settings_transformers_4_reads(
+        which: str, tiny_qwen25vl_dir: Path, tiny_qwen25vl_warm_dir: Path) -> None:
+    """The gpu images run transformers 4.57.6, which reads Qwen2.5-VL's M-RoPE sections only from
+    text_config.rope_scaling; transformers 5's save_pretrained leaves it null. The demo's warmed
+    model (re-saved after its supervised steps) once lost it, and the gpu train image then failed
+    with "'NoneType' object is not subscriptable"."""
+    ckpt = tiny_qwen25vl_dir if which == "built" else tiny_qwen25vl_warm_dir
+    text = json.loads((ckpt / "config.json").read_text())["text_config"]
+    assert text["rope_scaling"]["mrope_section"] == text["rope_parameters"]["mrope_section"]
+    assert text["rope_theta"] == text["rope_parameters"]["rope_theta"]

@@ -352,15 +352,7 @@ def build_tiny_qwen25vl(out_dir: Path, seed: int = 0) -> Path:
         do_sample=False,
     )
     model.save_pretrained(str(out_dir), safe_serialization=True)
-    # Also write the RoPE settings the way the real checkpoints do (transformers
-    # 4.x reads only rope_scaling/rope_theta; 5.x reads these too).
-    cfg_path = out_dir / "config.json"
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    rope = cfg["text_config"]["rope_parameters"]
-    cfg["text_config"]["rope_scaling"] = {"type": "mrope", "rope_type": "default",
-                                          "mrope_section": list(rope["mrope_section"])}
-    cfg["text_config"]["rope_theta"] = rope["rope_theta"]
-    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_portable_rope(out_dir / "config.json")
     tokenizer.save_pretrained(str(out_dir))
     image_processor = _image_processor_cls()(min_pixels=TINY_MIN_PIXELS, max_pixels=TINY_MAX_PIXELS)
     image_processor.save_pretrained(str(out_dir))
@@ -381,6 +373,18 @@ def build_tiny_qwen25vl(out_dir: Path, seed: int = 0) -> Path:
     for f in out_dir.iterdir():
         f.chmod(0o644)  # a stage container may read the store under another uid
     return out_dir
+
+
+def write_portable_rope(cfg_path: Path) -> None:
+    """Write the RoPE settings the way the real checkpoints do, after every save: transformers 4.x (the
+    gpu images' 4.57.6) reads only rope_scaling/rope_theta, which 5.x's save_pretrained leaves null."""
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    text = cfg["text_config"]
+    rope = text.get("rope_parameters") or {}
+    if "mrope_section" in rope:
+        text["rope_scaling"] = {"type": "mrope", "rope_type": "default", "mrope_section": list(rope["mrope_section"])}
+        text["rope_theta"] = rope["rope_theta"]
+    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def supervised_warm_up(model_dir: Path, out_dir: Path, examples: list[dict[str, Any]], *, steps: int = 40,
@@ -426,6 +430,7 @@ def supervised_warm_up(model_dir: Path, out_dir: Path, examples: list[dict[str, 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out_dir), safe_serialization=True)
+    write_portable_rope(out_dir / "config.json")
     for f in Path(model_dir).iterdir():
         if f.is_file() and f.suffix in (".json", ".jinja") and f.name not in ("config.json", "generation_config.json"):
             (out_dir / f.name).write_bytes(f.read_bytes())
