@@ -167,7 +167,10 @@ class VerifyScreen(Screen):
         summary.update(Text.assemble(verdict, f" · {view.target} · {view.summary}{again}"))
         self._show_checks()
         self._fill("#verify-tables", view.tables, "no tables")
-        self._fill("#verify-scores", view.comparisons, "no campaign scores (verify a campaign to compare)")
+        self._fill("#verify-scores", view.comparisons,
+                   "no published values to compare this campaign's scores with (its scores are under Tables; "
+                   "`trace-tui verify --campaign DIR --release-dir DIR` compares them)"
+                   if self.kind == "campaign" else "no campaign scores (verify a campaign to compare)")
         self.query_one(Checklist).focus()
 
     def _fill(self, selector: str, tables, empty: str) -> None:
