@@ -298,7 +298,11 @@ async def test_tui_chooses_slurm_submits_follows_and_cancels_then_reopens_and_re
         assert "--gpus-per-node -1: give 0 or more" in str(form.query_one("#scheduler-error").render())
         form.query_one("#scheduler-gpus_per_node").value = ""
         form.query_one("#scheduler-time").value = "20"
-        await pilot.click("#ok")
+        # enter in a field uses the form as the button does; a click could land where the button was
+        # before the error line moved it, on a loaded machine
+        form.query_one("#scheduler-time").focus()
+        await pilot.pause()
+        await pilot.press("enter")
         await wait_until(pilot, lambda: isinstance(app.screen, PreviewScreen), what="back to the preview")
         assert app.scheduler.time == "20" and app.scheduler.max_parallel == 2
         assert "runs on: Slurm (--time 20 --max-parallel 2)" in str(app.screen.query_one("#preview-text").render())
