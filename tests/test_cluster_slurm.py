@@ -327,10 +327,20 @@ async def test_tui_chooses_slurm_submits_follows_and_cancels_then_reopens_and_re
         assert rows["seed-7"][2] == f"on {node}"
         assert rows["seed-7"][7] == str(camp / "slurm" / "logs" / f"shard-{array}_0.log")
         # the same reading as `trace-tui status --campaign DIR --json`
-        cli = next(s for s in json.loads(trace_tui("status", "--campaign", str(camp), "--json").stdout)["shards"]
-                   if s["id"] == "seed-7")
+        def cli_seed7() -> dict:
+            return next(s for s in json.loads(trace_tui("status", "--campaign", str(camp), "--json").stdout)["shards"]
+                        if s["id"] == "seed-7")
+
+        cli = cli_seed7()
         assert cli["slurm_state"] == "RUNNING" and cli["log"] == rows["seed-7"][7]
-        assert rows["seed-7"][4].endswith(f"/{cli['rows_total']:,}") and cli["rows_total"] > 0
+        # The shard plans more rows as it goes (24, then 26): the screen, polled every 2 s, must come to
+        # show the total status reads, not one read at another moment.
+        for _ in range(30):
+            if shard_rows(screen)["seed-7"][4].endswith(f"/{cli['rows_total']:,}"):
+                break
+            await pilot.pause(1.0)
+            cli = cli_seed7()
+        assert shard_rows(screen)["seed-7"][4].endswith(f"/{cli['rows_total']:,}") and cli["rows_total"] > 0
         assert rows["merge"][1] == "PENDING" and rows["merge"][2] == "Dependency"
         assert "Slurm · 0/2 shards complete (by seed)" in str(screen.query_one("#cluster-summary").render())
         await pilot.press("c")
