@@ -235,14 +235,14 @@ def build_wheel(sdist: Path, house: Path) -> Path:
     """A wheel from an sdist that is a function of the sdist alone: fixed zip timestamps, and a C
     extension (Polygon3's) compiled without debug info and with its source paths mapped to one fixed
     prefix, since pip unpacks into a random temporary directory that -g would record in the binary."""
-    fixed = {"SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, "CFLAGS": "-g0", "CXXFLAGS": "-g0", "PYTHONHASHSEED": "0"}
     with tempfile.TemporaryDirectory() as built, tempfile.TemporaryDirectory() as unpack:
         shutil.unpack_archive(str(sdist), unpack)
         (src,) = [d for d in Path(unpack).iterdir() if d.is_dir()]
         flags = f"-g0 -ffile-prefix-map={src}=/build/{src.name} -fdebug-prefix-map={src}=/build/{src.name}"
-        fixed["CFLAGS"] = fixed["CXXFLAGS"] = flags
+        env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, "PYTHONHASHSEED": "0",
+               "CFLAGS": flags, "CXXFLAGS": flags}
         subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", built, str(src)],
-                       check=True, env={**os.environ, **fixed})
+                       check=True, env=env)
         new = sorted(Path(built).glob("*.whl"))
         if len(new) != 1:
             raise SystemExit(f"lock: building a wheel from {sdist.name} produced {len(new)} wheels")

@@ -51,11 +51,12 @@ class TraceTuiApp(App[int]):
                  yes: bool = False, verify: tuple[str, Path] | None = None, choices: RunChoices | None = None,
                  scheduler: SchedulerChoice | None = None) -> None:
         super().__init__()
-        # where runs go: this machine, or Slurm (--scheduler slurm and its options; w changes it)
-        self.scheduler = scheduler or SchedulerChoice()
         self.backends = backends
         # what the command line's flags chose; the Options screen (o on the preview) changes them
         self.choices = choices or RunChoices(recipe=recipe or "")
+        self._shard_by: str | None = None
+        if scheduler is not None:
+            self.scheduler = scheduler
         self.initial_recipe = recipe
         self.initial_campaign = campaign
         self.initial_verify = verify
@@ -84,12 +85,22 @@ class TraceTuiApp(App[int]):
             self.choices = self.choices.model_copy(update={"recipe": name, "models": (), "seeds": ()})
         self.push_screen(PreviewScreen(name))
 
+    @property
+    def scheduler(self) -> SchedulerChoice:
+        """Where runs go (this machine, or Slurm with its options): read from the one set of choices that the
+        Options screen (o) and the w form both change; only --shard-by is kept beside them."""
+        return SchedulerChoice(scheduler=self.choices.scheduler, shard_by=self._shard_by,
+                               **{f: getattr(self.choices, f) for f in SLURM_FIELDS})
+
+    @scheduler.setter
+    def scheduler(self, choice: SchedulerChoice) -> None:
+        self.choices = self.choices.model_copy(update={
+            "scheduler": "slurm" if choice.slurm else "none", **{f: getattr(choice, f) for f in SLURM_FIELDS}})
+        self._shard_by = choice.shard_by
+
     def set_choices(self, choices: RunChoices) -> None:
         self.choices = choices
         self.backends.choose(choices)
-        # one choice of where runs go: the Options screen's and the w form's are the same
-        self.scheduler = SchedulerChoice(scheduler=choices.scheduler, shard_by=self.scheduler.shard_by,
-                                         **{f: getattr(choices, f) for f in SLURM_FIELDS})
 
     def walk_steps(self, resolved: Any, checks: list[Any]) -> None:
         if self.confirm_all:
@@ -127,8 +138,6 @@ class TraceTuiApp(App[int]):
         def chosen(choice: SchedulerChoice | None) -> None:
             if choice is not None:
                 self.scheduler = choice
-                self.choices = self.choices.model_copy(update={
-                    "scheduler": choice.scheduler, **{f: getattr(choice, f) for f in SLURM_FIELDS}})
                 self.notify(f"runs go to {choice.describe()}", markup=False)
                 self.screen.post_message(SchedulerChanged())
 
