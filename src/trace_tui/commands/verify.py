@@ -76,12 +76,14 @@ def _campaign_module():
 
 
 def _verify_release(args: argparse.Namespace) -> int:
-    from trace_tui.verify.release import release_dir_arg
+    from trace_tui.verify.yaml_docs import parse_configs_ahead
+
+    # Before the verifier's own imports: the YAML parse then runs beside them, not after.
+    yaml_ahead = parse_configs_ahead(Path(args.release_dir or "."))
+    from trace_tui.verify.release import release_dir_arg, verify_release
 
     root = release_dir_arg(args.release_dir)
-    from trace_tui.verify.release import verify_release
-
-    result = verify_release(root)
+    result = verify_release(root, yaml_ahead=yaml_ahead)
     code = result.exit_code(args.strict)
     if getattr(args, "log_file", None):
         _log(result, args, code)

@@ -25,6 +25,7 @@ from trace_tui.verify import content as ct
 from trace_tui.verify import documents as d
 from trace_tui.verify import trust
 from trace_tui.verify.checklist import Check, FileReport, FileState, ReleaseVerification
+from trace_tui.verify.yaml_docs import BackgroundParse
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
@@ -159,18 +160,22 @@ class _Verifier(trust.TrustChain):
         return out
 
     def run(self) -> ReleaseVerification:
+        self.lock_checks()  # first: it needs no declarations, and meanwhile the YAML is parsed (yaml_docs)
         self.collect()
         self.propagate()
-        self.lock_checks()
         self._document_checks()
         self.declared_checks()
         self._content_checks()
         return ReleaseVerification(release_dir=str(self.rel.root), checks=self.checks, files=self._files())
 
 
-def verify_release(release_dir: Path | str, lock: ReleaseLock | None = None) -> ReleaseVerification:
-    """Verify a release directory offline. Raises nothing for bad contents: they become failed checks."""
-    return _Verifier(Path(release_dir), lock if lock is not None else _packaged_lock()).run()
+def verify_release(release_dir: Path | str, lock: ReleaseLock | None = None, *,
+                   yaml_ahead: BackgroundParse | None = None) -> ReleaseVerification:
+    """Verify a release directory offline. Raises nothing for bad contents: they become failed checks.
+
+    ``yaml_ahead``: the release's YAML already being parsed (``yaml_docs.parse_configs_ahead``).
+    """
+    return _Verifier(Path(release_dir), lock if lock is not None else _packaged_lock(), yaml_ahead).run()
 
 
 class _LockView(dict):

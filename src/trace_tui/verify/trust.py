@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from trace_tui.common.digest import sha256_bytes
 from trace_tui.verify import documents as d
 from trace_tui.verify.checklist import Check
+from trace_tui.verify.yaml_docs import TOO_DEEP, BackgroundParse
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
@@ -57,18 +58,16 @@ def source_of(decl: Declaration) -> str:
     return LOCK if decl.declarer == LOCK else f"{decl.declarer} {decl.location}"
 
 
-TOO_DEEP = "nested too deeply to be a release document"
-
-
 class ReleaseFiles:
     """Reads each file once; parses each document once; remembers what went wrong."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, yaml_ahead: BackgroundParse | None = None) -> None:
         self.root = root
         self._bytes: dict[str, bytes | None] = {}
         self._raw: dict[str, tuple[Any, str | None]] = {}
         self._docs: dict[tuple[str, type], tuple[Any, str | None]] = {}
         self.unreadable: dict[str, str] = {}
+        self._yaml = yaml_ahead  # the YAML documents, being parsed in the background (yaml_docs)
 
     def data(self, path: str) -> bytes | None:
         if path not in self._bytes:
@@ -104,15 +103,7 @@ class ReleaseFiles:
             if data is None:
                 self._raw[path] = (None, "absent")
             elif path.endswith((".yaml", ".yml")):
-                import yaml
-
-                loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-                try:
-                    self._raw[path] = (yaml.load(data.decode("utf-8"), Loader=loader), None)  # noqa: S506 - safe loader
-                except (yaml.YAMLError, UnicodeDecodeError) as exc:
-                    self._raw[path] = (None, f"not valid YAML: {str(exc).splitlines()[0]}")
-                except RecursionError:
-                    self._raw[path] = (None, TOO_DEEP)
+                self._raw[path] = (self._yaml or BackgroundParse(self.root, [])).take(path, data)
             else:
                 try:
                     self._raw[path] = (json.loads(data), None)
@@ -255,11 +246,14 @@ class TrustChain:
     files whose bytes differ from a trusted hash (the content checks blame those first).
     """
 
-    def __init__(self, root: Path, lock: ReleaseLock) -> None:
-        self.rel = ReleaseFiles(root)
+    def __init__(self, root: Path, lock: ReleaseLock, yaml_ahead: BackgroundParse | None = None) -> None:
+        self.declarers = declarers(lock)
+        if yaml_ahead is None:
+            yaml_ahead = BackgroundParse(root, [dec.path for dec in self.declarers
+                                                if dec.path.endswith((".yaml", ".yml"))])
+        self.rel = ReleaseFiles(root, yaml_ahead)
         self.lock = lock
         self.checks: list[Check] = []
-        self.declarers = declarers(lock)
         self.needed = needed_documents(lock)
         self.trusted: dict[str, Trust] = {}
         self.decls: dict[str, list[Declaration]] = {}  # declarer -> its declarations (when readable)
@@ -268,8 +262,11 @@ class TrustChain:
 
     # ---- the chain ----------------------------------------------------------------------
     def collect(self) -> None:
+        # The YAML declarers are read last: they are being parsed in the background meanwhile.
+        docs = {dec.path: self.rel.doc(dec.path, dec.schema)
+                for dec in sorted(self.declarers, key=lambda dec: dec.path.endswith((".yaml", ".yml")))}
         for dec in self.declarers:
-            doc, err = self.rel.doc(dec.path, dec.schema)
+            doc, err = docs[dec.path]
             if doc is not None:
                 decls = [Declaration(dec.path, loc, t, h) for loc, t, h in dec.extract(doc)]
                 # A declared path must stay inside the release: never read outside DIR on a file's say-so.
