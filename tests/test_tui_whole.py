@@ -14,6 +14,8 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
+from rich.cells import cell_len
 from rich.console import Console
 from test_tui_flows import SIZE, hardware_ready, start_run, text_of, wait_for
 from tui_support import make_backends, selftest_resolved
@@ -332,6 +334,36 @@ async def test_hardware_reasons_are_reachable_in_full(tmp_path: Path) -> None:
         assert "more" not in "".join(row.reasons)
         await pilot.press("escape")
         assert app.screen is screen
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_hardware_reasons_are_whole_in_the_table_itself(tmp_path: Path, size: tuple[int, int]) -> None:
+    """The "why not" column wraps to the width the other columns leave: each row is as tall as its reasons'
+    lines, no line is wider than the column, the table never scrolls sideways, and every reason is there
+    word for word (on screen: the first line of each row, with the cursor on it)."""
+    app = TraceTuiApp(make_backends(tmp_path, machine="none"))
+    async with app.run_test(size=size) as pilot:
+        screen = await hardware_ready(pilot, app)
+        table = screen.query_one("#hw-recipes")
+        await pilot.pause(0.2)
+        assert table.virtual_size.width <= table.size.width, "the table scrolls sideways: a column is cut"
+        why_not = table.ordered_columns[2]
+        checked = 0
+        for i, row in enumerate(screen.view.recipes):
+            if row.verdict == "pass":
+                continue
+            key = table.coordinate_to_cell_key((i, 0)).row_key
+            lines = table.get_row_at(i)[2].plain.split("\n")
+            assert table.rows[key].height == len(lines)
+            assert all(cell_len(line) <= why_not.width for line in lines)
+            shown = "".join("".join(lines).split())  # a long path may fold mid-word
+            for reason in row.reasons:
+                assert "".join(reason.split()) in shown, (reason, lines)
+            table.move_cursor(row=i)
+            await pilot.pause(0.1)
+            assert lines[0].strip() in screen_text(app)
+            checked += 1
+        assert checked >= 3
 
 
 async def test_verify_checklist_detail_has_full_hashes(tmp_path: Path, trace_release_dir: Path) -> None:

@@ -49,11 +49,10 @@ def recipe_reason(row: RecipeRow) -> str:
 
 
 def recipe_reason_cell(row: RecipeRow) -> str:
-    """The first reason, and how many more the details view (i) shows."""
+    """Every reason, each on its own line (the column wraps: nothing is cut)."""
     if row.verdict == "pass" or not row.reasons:
         return recipe_reason(row)
-    more = len(row.reasons) - 1
-    return row.reasons[0] + (f" (+{more} more: i)" if more else "")
+    return "\n".join(row.reasons)
 
 
 def recipe_details(row: RecipeRow) -> list[tuple[str, str]]:
@@ -87,7 +86,9 @@ class HardwareScreen(Screen):
             yield Static("", id="hw-system", markup=False)
         # The recipes stay on screen at 80x24: the hardware details scroll above them.
         yield Static("Recipes on this machine (enter: preview)", classes="section", id="hw-recipes-title", markup=False)
-        yield LiteralTable(id="hw-recipes", cursor_type="row", zebra_stripes=True)
+        recipes = LiteralTable(id="hw-recipes", cursor_type="row", zebra_stripes=True)
+        recipes.wrap_column = 2  # "why not": every reason whole, at any terminal width
+        yield recipes
         yield Static("", id="hw-recipe-detail", markup=False)
         yield Footer()
 
@@ -157,8 +158,9 @@ class HardwareScreen(Screen):
         if event.data_table.id != "hw-recipes" or self.view is None:
             return
         row = next((r for r in self.view.recipes if r.name == event.row_key.value), None)
+        # The reasons are whole in the table's wrapped column; this line names the row and what keys do.
         self.query_one("#hw-recipe-detail", Static).update(
-            f"{row.name}: {row.title} — {recipe_reason(row) or row.status}" if row else "")
+            f"{row.name}: {row.title} — {row.status} (enter: preview · i: details)" if row else "")
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "hw-recipes" and event.row_key.value:

@@ -1,5 +1,8 @@
 """The one table of the UI: strings shown literally, vim/less keys, `/` filter, `s` sort, and the row in full.
 
+A table may name a ``wrap_column``: that column takes the width the others leave and its text
+wraps onto as many lines as it needs (rows grow), so nothing in it is ever cut.
+
 Data (recipe titles, reasons, paths, model ids, log lines) often holds brackets such as
 ``[Visual Math]`` or ``[TRACE]``; a plain DataTable reads them as Rich markup and drops them.
 
@@ -11,7 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
 from textual.widgets import DataTable, Input
 
@@ -90,6 +95,9 @@ class LiteralTable(DataTable):
     filterable: bool = True
     sortable: bool = True
     noun: str = "rows"
+    # this column wraps to the width the other columns leave (None: no column wraps)
+    wrap_column: int | None = None
+    MIN_WRAP_WIDTH = 16
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -101,6 +109,7 @@ class LiteralTable(DataTable):
         self.filter_text = ""
         self.sort_column: int | None = None
         self.filter_box: TableFilter | None = None
+        self._wrap_width = 0
 
     # -- rows ----------------------------------------------------------------------
     def add_row(self, *cells: Any, **kwargs: Any) -> Any:
@@ -111,8 +120,8 @@ class LiteralTable(DataTable):
         key = f"#{len(self.source)}" if key is None else key
         self._index[key] = len(self.source)
         self.source.append((cells, key))
-        if self.sort_column is not None and not self._resort_pending:
-            # Sorted: re-arrange once after this batch of rows, not once per row.
+        if (self.sort_column is not None or self.wrap_column is not None) and not self._resort_pending:
+            # Sorted or wrapped: re-arrange once after this batch of rows, not once per row.
             self._resort_pending = True
             self.call_after_refresh(self._arrange)
         if not matches(cells, self.filter_text):
@@ -152,8 +161,13 @@ class LiteralTable(DataTable):
         self._arranging = True
         try:
             super().clear(columns=False)
+            wrap = self._fit_wrap_column()
             for cells, key in arrange(self.source, self.filter_text, self.sort_column):
-                super().add_row(*cells, key=key)
+                if wrap is None:
+                    super().add_row(*cells, key=key)
+                else:
+                    lines = self._wrapped(cells, wrap)
+                    super().add_row(*lines, key=key, height=max(1, *(len(c.plain.split("\n")) for c in lines)))
         finally:
             self._arranging = False
         for i, column in enumerate(self.ordered_columns):
@@ -163,6 +177,38 @@ class LiteralTable(DataTable):
         if current is not None and current in self.rows:
             self.move_cursor(row=self.get_row_index(current), animate=False)
         self.refresh()
+
+    def _fit_wrap_column(self) -> int | None:
+        """The wrap column's width now (the others sized to their widest cell), or None: no wrapping yet."""
+        wc = self.wrap_column
+        columns = self.ordered_columns
+        if wc is None or wc >= len(columns) or not self.size.width:
+            return None
+        pad = 2 * self.cell_padding
+        others = 0
+        for i, column in enumerate(columns):
+            if i != wc:
+                widest = max((cell_len(line) for cells, _ in self.source if i < len(cells)
+                              for line in plain(cells[i]).split("\n")), default=0)
+                others += pad + max(widest, cell_len(self._labels[i].plain) if i < len(self._labels) else 0)
+        width = max(self.MIN_WRAP_WIDTH,
+                    self.size.width - others - pad - self.styles.scrollbar_size_vertical)
+        column = columns[wc]
+        column.auto_width, column.width = False, width
+        self._wrap_width = self.size.width
+        return width
+
+    def _wrapped(self, cells: tuple[Any, ...], width: int) -> tuple[Any, ...]:
+        wc = self.wrap_column
+        if wc is None or wc >= len(cells):
+            return cells
+        cell = cells[wc] if isinstance(cells[wc], Text) else Text(plain(cells[wc]))
+        lines = cell.wrap(self.app.console, width, overflow="fold")
+        return (*cells[:wc], Text("\n").join(lines), *cells[wc + 1:])
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self.wrap_column is not None and self.source and event.size.width != self._wrap_width:
+            self.call_after_refresh(self._arrange)
 
     def _cursor_key(self) -> Any:
         if not self.row_count or self.cursor_row < 0 or self.cursor_row >= self.row_count:
@@ -228,8 +274,11 @@ class LiteralTable(DataTable):
         return None if key is None else key.value
 
     def row_text(self, row: int | None = None) -> list[str]:
-        """The plain text of every cell of a row (the cursor's by default)."""
+        """The plain text of every cell of a row (the cursor's by default), as added: not as wrapped."""
         row = self.cursor_row if row is None else row
         if not self.row_count or row < 0 or row >= self.row_count:
             return []
+        index = self.source_index(row)
+        if 0 <= index < len(self.source):
+            return [plain(c) for c in self.source[index][0]]
         return [plain(c) for c in self.get_row_at(row)]
