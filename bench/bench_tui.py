@@ -25,6 +25,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+# First paint: the first frame the app hands to its driver for the screen (App._display with a frame),
+# the moment a terminal would receive it; the same hook on both sides. (Scheduling a print "after the
+# next refresh" instead measured how soon the event loop ran again, not when the screen was drawn.)
 FIRST_PAINT = r"""
 import sys, time
 from trace_tui.tui.app import TraceTuiApp
@@ -32,13 +35,14 @@ from trace_tui.tui.backends import default_backends
 from trace_tui.tui.screens.hardware import HardwareScreen
 
 class FirstPaint(TraceTuiApp):
-    def on_mount(self):
-        super().on_mount()
-        self.set_interval(0.002, self._painted)
+    _shown = False
 
-    def _painted(self):
-        if isinstance(self.screen, HardwareScreen) and self.screen.is_mounted:
-            self.call_after_refresh(lambda: (print(f"PAINTED {time.time():.6f}", flush=True), self.exit(0)))
+    def _display(self, screen, renderable):
+        super()._display(screen, renderable)
+        if renderable is not None and isinstance(screen, HardwareScreen) and not self._shown:
+            self._shown = True
+            print(f"PAINTED {time.time():.6f}", flush=True)
+            self.exit(0)
 
 FirstPaint(default_backends(None)).run(headless=True, size=(80, 24))
 """
@@ -51,11 +55,17 @@ from textual.app import App
 from textual.widgets import Static
 
 class Bare(App):
+    _shown = False
+
     def compose(self):
         yield Static("hello")
 
-    def on_mount(self):
-        self.call_after_refresh(lambda: (print(f"PAINTED {time.time():.6f}", flush=True), self.exit(0)))
+    def _display(self, screen, renderable):
+        super()._display(screen, renderable)
+        if renderable is not None and not self._shown:
+            self._shown = True
+            print(f"PAINTED {time.time():.6f}", flush=True)
+            self.exit(0)
 
 Bare().run(headless=True, size=(80, 24))
 """

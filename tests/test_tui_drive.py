@@ -37,14 +37,21 @@ EVERYTHING = RunChoices(recipe="full", models=("qwen2.5-vl-3b-base", "trace-qwen
 
 
 @pytest.mark.parametrize("choices", [RunChoices(recipe="demo"), RunChoices(recipe="demo", runtime="docker"),
-                                     EVERYTHING, EVERYTHING.model_copy(update={"scheduler": "none"})])
+                                     EVERYTHING, EVERYTHING.replace(scheduler="none")])
 def test_the_command_line_parses_to_the_same_choices(choices: RunChoices) -> None:
     parses(choices.command())
     args = build_parser().parse_args(shlex.split(choices.command())[1:])
-    expected = choices if choices.scheduler == "slurm" else choices.model_copy(
-        update=dict.fromkeys(("partition", "account", "gpus_per_node", "time", "max_parallel")))
+    expected = choices if choices.scheduler == "slurm" else choices.replace(
+        **dict.fromkeys(("partition", "account", "gpus_per_node", "time", "max_parallel")))
     assert choices_from_args(args) == expected
     assert args.recipe == choices.recipe and args.command is None
+
+
+@pytest.mark.parametrize("bad", [{"runtime": "podman"}, {"scheduler": "pbs"}])
+def test_choices_refuse_what_the_command_line_would(bad: dict) -> None:
+    with pytest.raises(ValueError, match=next(iter(bad.values()))):
+        RunChoices(recipe="demo", **bad)
+    assert RunChoices(models=["a"]).models == ("a",)  # kept as a tuple: the record stays hashable
 
 
 def test_choices_reach_the_backends_runtime_and_offline(tmp_path: Path) -> None:
@@ -124,8 +131,7 @@ async def test_the_slurm_choice_submits_through_the_cluster_module(tmp_path: Pat
     app = TraceTuiApp(backends)
     async with app.run_test(size=SIZE) as pilot:
         await open_preview(pilot, app, "demo")
-        app.set_choices(app.choices.model_copy(update={"scheduler": "slurm", "partition": "debug",
-                                                       "max_parallel": 2}))
+        app.set_choices(app.choices.replace(scheduler="slurm", partition="debug", max_parallel=2))
         assert app.scheduler.slurm and (app.scheduler.partition, app.scheduler.max_parallel) == ("debug", 2)
         args = build_parser().parse_args(app.choices.argv())
         assert (args.scheduler, args.partition, args.max_parallel) == ("slurm", "debug", 2)

@@ -82,7 +82,7 @@ class TraceTuiApp(App[int]):
 
         if name != self.choices.recipe:
             # another recipe has other models and seeds: keep only the choices that are not about the recipe
-            self.choices = self.choices.model_copy(update={"recipe": name, "models": (), "seeds": ()})
+            self.choices = self.choices.replace(recipe=name, models=(), seeds=())
         self.push_screen(PreviewScreen(name))
 
     @property
@@ -94,8 +94,8 @@ class TraceTuiApp(App[int]):
 
     @scheduler.setter
     def scheduler(self, choice: SchedulerChoice) -> None:
-        self.choices = self.choices.model_copy(update={
-            "scheduler": "slurm" if choice.slurm else "none", **{f: getattr(choice, f) for f in SLURM_FIELDS}})
+        self.choices = self.choices.replace(
+            scheduler="slurm" if choice.slurm else "none", **{f: getattr(choice, f) for f in SLURM_FIELDS})
         self._shard_by = choice.shard_by
 
     def set_choices(self, choices: RunChoices) -> None:

@@ -2,23 +2,25 @@
 
 `RunChoices` is the one record of those choices. The UI narrows the recipe and runs with it, and
 shows the equivalent `trace-tui ...` command line (`command()`), which the real argument parser
-accepts and which does the same from a shell. No I/O here.
+accepts and which does the same from a shell. No I/O here. A frozen dataclass, not a pydantic
+model: the app imports it before its first paint, and pydantic's import alone would cost more
+than drawing the first screen (the few values it allows are checked here).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 SLURM_FIELDS = ("partition", "account", "gpus_per_node", "time", "max_parallel")
+RUNTIMES = (None, "docker", "local")
+SCHEDULERS = ("none", "slurm")
 
 
-class RunChoices(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+@dataclasses.dataclass(frozen=True)
+class RunChoices:
     recipe: str = ""
     models: tuple[str, ...] = ()  # empty: every model of the recipe
     seeds: tuple[int, ...] = ()  # empty: every seed of the recipe
@@ -30,6 +32,18 @@ class RunChoices(BaseModel):
     gpus_per_node: int | None = None
     time: str | None = None
     max_parallel: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"runtime {self.runtime!r}: choose docker or local (or none: Docker where it answers)")
+        if self.scheduler not in SCHEDULERS:
+            raise ValueError(f"scheduler {self.scheduler!r}: choose none or slurm")
+        for name in ("models", "seeds"):  # tuples: the record stays frozen and hashable
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    def replace(self, **changes: Any) -> RunChoices:
+        """These choices with some changed (checked again)."""
+        return dataclasses.replace(self, **changes)
 
     def argv(self) -> list[str]:
         """The flags, in the order `trace-tui --help` lists them."""

@@ -83,11 +83,11 @@ class OptionsScreen(ModalScreen[RunChoices | None]):
             values[name] = parse_int(text, flag) if name in ("gpus_per_node", "max_parallel") else (text.strip()
                                                                                                   or None)
         # every model (or seed) chosen is the recipe's own selection: no flag
-        return self.initial.model_copy(update={
-            "models": () if len(models) == len(self.models) else tuple(m for m in self.models if m in models),
-            "seeds": () if len(seeds) == len(self.seeds) else tuple(s for s in self.seeds if s in seeds),
-            "runtime": runtime, "offline": self.query_one("#options-offline", Checkbox).value,
-            "scheduler": "slurm" if slurm else "none", **(values if slurm else dict.fromkeys(SLURM_FIELDS))})
+        return self.initial.replace(
+            models=() if len(models) == len(self.models) else tuple(m for m in self.models if m in models),
+            seeds=() if len(seeds) == len(self.seeds) else tuple(s for s in self.seeds if s in seeds),
+            runtime=runtime, offline=self.query_one("#options-offline", Checkbox).value,
+            scheduler="slurm" if slurm else "none", **(values if slurm else dict.fromkeys(SLURM_FIELDS)))
 
     def _update(self) -> None:
         try:
