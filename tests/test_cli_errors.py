@@ -144,3 +144,15 @@ def test_a_home_that_is_a_file_is_one_line_before_anything_runs(tmp_path: Path) 
     home.write_text("x")
     one_line(cli("--home", str(home), "--recipe", str(recipe), "--yes", "--runtime", "local"), 2, str(home))
     one_line(cli("recipes", "--home", str(home)), 2, str(home))
+
+
+@pytest.mark.parametrize("columns", ["60", "132"])
+def test_help_is_wrapped_to_the_terminal_width(columns: str) -> None:
+    """`--help` fits $COLUMNS (what argparse's own sizing reads), for the top level and a command."""
+    for argv in (["--help"], ["verify", "--help"]):
+        out = subprocess.run([sys.executable, "-m", "trace_tui", *argv], capture_output=True, text=True,
+                             env={**os.environ, "COLUMNS": columns}, timeout=60)
+        assert out.returncode == 0
+        widths = [len(line) for line in out.stdout.splitlines()]
+        assert max(widths) <= int(columns) - 2
+        assert max(widths) > int(columns) - 20  # wrapped at that width, not at a fixed 80

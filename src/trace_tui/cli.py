@@ -32,8 +32,26 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, sized without importing shutil (argparse builds one per argument added)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        if width is None:  # what shutil.get_terminal_size reads: $COLUMNS, else the terminal, else 80
+            try:
+                columns = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size(sys.__stdout__.fileno()).columns
+            except (AttributeError, ValueError, OSError):
+                columns = 80
+            width = (columns or 80) - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors as one line naming the problem and where help is (the README's promise), exit 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> "NoReturn":  # type: ignore[override]
         self.exit(ExitCode.USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
