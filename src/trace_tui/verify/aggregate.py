@@ -85,8 +85,14 @@ def summarize(values: Sequence[float]) -> Summary:
     return Summary(mean=mean(values), stddev=sample_std(values), n=len(values))
 
 
-def index(records: Iterable[Any]) -> dict[tuple[str, int, str], float]:
-    """(model, seed, benchmark) -> score; a duplicate key is an error (the caller checked completeness)."""
+def index(records: Iterable[Any] | dict[tuple[str, int, str], float]) -> dict[tuple[str, int, str], float]:
+    """(model, seed, benchmark) -> score; a duplicate key is an error (the caller checked completeness).
+
+    Given an index already (a dict), returns it: a caller computing several aggregates over the
+    same scores indexes them once and passes the index to each function here.
+    """
+    if type(records) is dict:
+        return records
     out: dict[tuple[str, int, str], float] = {}
     for r in as_records(records):
         key = (r.model_id, r.seed, r.benchmark_id)

@@ -210,6 +210,10 @@ def aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: R
     keys = [(x.model_id, x.seed, x.benchmark_id) for x in records]
     if len(set(keys)) != len(keys):
         return "", [Problem("cannot recompute: duplicate benchmark scores (see results.complete)")]
+    scores = res.__dict__.get("_score_index")
+    if scores is None:
+        scores = res.__dict__["_score_index"] = agg.index(records)
+    records = scores  # every aggregate below accepts the index and skips re-indexing
     categories = {c: list(ks) for c, ks in suite.categories.items()}
     n_bench = len(suite.benchmarks)
     c = _Compare()

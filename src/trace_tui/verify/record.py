@@ -17,7 +17,15 @@ class Record:
     _defaults: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, **fields: Any) -> None:
-        for name in self.__slots__:
+        slots = self.__slots__
+        if len(fields) == len(slots):  # every field given (the bulk case): no defaults to look up
+            try:
+                for name in slots:
+                    object.__setattr__(self, name, fields[name])
+                return
+            except KeyError:
+                pass  # a name that is not a field: the general path below says which
+        for name in slots:
             if name in fields:
                 value = fields.pop(name)
             elif name in self._defaults:
