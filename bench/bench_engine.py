@@ -1,8 +1,12 @@
 """Engine benchmarks (`make bench`).
 
 1. Event throughput: stage event lines parsed and dispatched by the runner (state, SQLite,
-   events.jsonl, the subscriber) — in-process, and end to end through a real worker
-   subprocess, against the bare cost of reading the same lines from the pipe. Goal >= 50,000/s.
+   events.jsonl, the subscriber) in-process (goal >= 50,000/s); and end to end, a real worker
+   subprocess calling protocol.progress() once per event through LocalRuntime and Runner.run,
+   against a bare writer's line rate on the pipe (goal >= 0.8 of it). The worker coalesces
+   progress at the source (at most one line per PROGRESS_INTERVAL_S per stream, the latest
+   count before any other event and at exit), so the end-to-end rate counts progress calls,
+   with the final count checked exact; the lines that reached the runner are printed too.
 2. Resume planning for the full paper matrix (the `full` recipe: 8 models x 3 seeds x 24
    benchmarks = 576 slices, 787,320 rows recorded as done): goal < 1 s.
 3. Container start to first event (DockerRuntime) against `docker run --rm IMAGE true`,
@@ -84,13 +88,20 @@ def bench_events(n: int = 200_000) -> list[str]:
                    "import sys\nn=%d\nw=sys.stdout.write\n" % n
                    + "for i in range(n): w('{\"benchmark\":null,\"done\":%d,\"model\":null,\"phase\":\"bench\","
                      "\"seed\":null,\"total\":%d,\"type\":\"progress\"}\\n' % (i+1, n))"]
-        e2e, raw = [], []
+        e2e, raw, delivered = [], [], []
         for r in range(REPEAT):
             with Campaign(Path(tmp) / f"e2e{r}") as c:
                 runner = Runner(_resolved(_recipe([_step("events", "--events", str(n))]), n), c, LocalRuntime())
+                progress_seen = [0]
+
+                def count_progress(e: Any) -> None:
+                    if e.type == "progress":
+                        progress_seen[0] += 1
+
                 t0 = time.perf_counter()
-                result = runner.run(lambda e: None)
+                result = runner.run(count_progress)
                 e2e.append(time.perf_counter() - t0)
+                delivered.append(progress_seen[0])
                 assert result.exit_code == 0, result.message
                 job = c.job("s", runner.expected_jobs()[0].slice)
                 assert job is not None and job.done == n, job  # the last count arrived
@@ -103,8 +114,9 @@ def bench_events(n: int = 200_000) -> list[str]:
             assert count == n
         dt_e2e, dt_base = statistics.median(e2e), statistics.median(raw)
     ratio = dt_base / dt_e2e
-    out.append(f"end to end through a worker subprocess (runner start, worker start, {n:,} progress events; "
-               f"median of {REPEAT}): {n / dt_e2e:,.0f} events/s "
+    out.append(f"end to end through a worker subprocess (runner start, worker start, {n:,} progress calls in the "
+               f"worker, coalesced at the source to {min(delivered):,}-{max(delivered):,} progress lines reaching "
+               f"the runner, final count exact; median of {REPEAT}): {n / dt_e2e:,.0f} progress calls/s "
                f"(baseline, the same lines from a bare writer, only read from the pipe: {n / dt_base:,.0f} lines/s; "
                f"RATIO {ratio:.2f} "
                f"of the raw pipe's line rate, goal >= 0.8: {'ok' if ratio >= 0.8 else 'MISSED'})")

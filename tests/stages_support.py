@@ -21,8 +21,13 @@ def run_worker(monkeypatch: Any, campaign: Path, store: Path, fn: Callable[..., 
     buf = io.StringIO()
     monkeypatch.setenv("TRACE_TUI_CAMPAIGN", str(campaign))
     monkeypatch.setenv("TRACE_TUI_STORE", str(store))
+    from trace_tui.stages import protocol
+
     with contextlib.redirect_stdout(buf):  # the protocol prints events on the current sys.stdout
-        result = fn(job, **kwargs)
+        try:
+            result = fn(job, **kwargs)
+        finally:
+            protocol.flush()  # what a worker process's exit does with a progress count still held
     return result, [json.loads(line) for line in buf.getvalue().splitlines()]
 
 

@@ -172,6 +172,18 @@ def test_failed_step_says_which_why_and_how_to_resume_then_resumes_at_first_miss
     assert content_of(tmp_path / "c") == content_of(tmp_path / "clean")
 
 
+def test_a_worker_that_dies_mid_phase_still_reports_its_last_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counts held back by the worker's progress coalescing (an interval no run reaches) are
+    written when it exits, so the job records the rows it really did."""
+    monkeypatch.setenv("TRACE_TUI_PROGRESS_INTERVAL_S", "3600")
+    monkeypatch.setenv("SELFTEST_FAIL_AT", "7")
+    result, events = run_campaign(tmp_path, resolved_for(two_step_recipe(), benchmarks={"t1": 20}))
+    assert result.exit_code == 1
+    assert [e.done for e in events if isinstance(e, Progress)] == [0, 7]
+    assert campaign_status(tmp_path / "c")["slices"][0]["done"] == 7
+
+
 def test_changed_pinned_input_invalidates_only_affected_slices(tmp_path: Path) -> None:
     first = resolved_for(two_step_recipe(), benchmarks={"t1": 4, "t2": 4})
     assert run_campaign(tmp_path, first)[0].exit_code == 0

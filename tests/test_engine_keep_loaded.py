@@ -133,6 +133,23 @@ def test_a_crash_keeps_finished_slices_and_a_rerun_does_only_the_others(
     assert verify_campaign(tmp_path / "c").ok
 
 
+def test_coalesced_progress_gives_each_slice_of_a_batch_its_exact_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker holds back every count but the first, the completing one and the one before any
+    other event or its exit (an interval no run reaches): each slice still ends at its own count."""
+    monkeypatch.setenv("TRACE_TUI_PROGRESS_INTERVAL_S", "3600")
+    monkeypatch.setenv("SELFTEST_FAIL_AT", "5")  # t1 (3 rows) finishes; t2 dies at row 5, with no status line
+    result, events = run_campaign(tmp_path, resolved_for(recipe(), benchmarks=BENCHES))
+    assert result.exit_code == 1
+    counts: dict = {}
+    for e in events:
+        if isinstance(e, Progress):
+            counts.setdefault(e.benchmark, []).append(e.done)
+    assert counts == {"t1": [0, 3], "t2": [0, 5]}
+    by = {s["benchmark"]: s for s in campaign_status(tmp_path / "c")["slices"]}
+    assert (by["t1"]["state"], by["t1"]["done"], by["t2"]["state"], by["t2"]["done"]) == ("completed", 3, "failed", 5)
+
+
 def test_cancel_inside_a_batch_keeps_the_finished_slice(tmp_path: Path) -> None:
     resolved = resolved_for(recipe("--delay", "0.05"), benchmarks={"t1": 3, "t2": 400, "t3": 2})
 

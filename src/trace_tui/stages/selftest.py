@@ -320,7 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     opts = p.parse_args(argv)
     job = protocol.load_job()
     campaign = Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
-    return MODES[opts.mode](job, campaign, opts)
+    try:
+        return MODES[opts.mode](job, campaign, opts)
+    finally:
+        protocol.flush()  # a mode that ends without a status line (a failure) still shows its last count
 
 
 if __name__ == "__main__":
