@@ -120,10 +120,8 @@ class LiteralTable(DataTable):
         key = f"#{len(self.source)}" if key is None else key
         self._index[key] = len(self.source)
         self.source.append((cells, key))
-        if (self.sort_column is not None or self.wrap_column is not None) and not self._resort_pending:
-            # Sorted or wrapped: re-arrange once after this batch of rows, not once per row.
-            self._resort_pending = True
-            self.call_after_refresh(self._arrange)
+        if self.sort_column is not None or self.wrap_column is not None:
+            self._schedule_arrange()
         if not matches(cells, self.filter_text):
             return key
         return super().add_row(*cells, key=key, **kwargs)
@@ -143,7 +141,18 @@ class LiteralTable(DataTable):
         return [self.add_column(label) for label in labels]
 
     def update_cell(self, row_key: Any, column_key: Any, value: Any, *, update_width: bool = False) -> None:
-        super().update_cell(row_key, column_key, literal(value), update_width=update_width)
+        value = literal(value)
+        # The row as added is updated too: the filter, the sort, wrapping and row_text re-show rows from it.
+        index = self._index.get(getattr(row_key, "value", row_key))
+        if index is not None:
+            column = self.get_column_index(column_key)
+            cells, key = self.source[index]
+            if column < len(cells):
+                self.source[index] = ((*cells[:column], value, *cells[column + 1:]), key)
+        if self.wrap_column is not None and self.get_column_index(column_key) == self.wrap_column:
+            self._schedule_arrange()
+        elif row_key in self.rows:  # a row the filter hides now shows its new value when it comes back
+            super().update_cell(row_key, column_key, value, update_width=update_width)
 
     # -- filter and sort ---------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -177,6 +186,12 @@ class LiteralTable(DataTable):
         if current is not None and current in self.rows:
             self.move_cursor(row=self.get_row_index(current), animate=False)
         self.refresh()
+
+    def _schedule_arrange(self) -> None:
+        """Re-arrange once after this batch of changes (sorted or wrapped tables), not once per change."""
+        if not self._resort_pending:
+            self._resort_pending = True
+            self.call_after_refresh(self._arrange)
 
     def _fit_wrap_column(self) -> int | None:
         """The wrap column's width now (the others sized to their widest cell), or None: no wrapping yet."""

@@ -1,0 +1,62 @@
+"""LiteralTable, the one table of the UI, in a real Textual app driven by its Pilot.
+
+A screen that updates a cell in place (the Slurm shard table, the progress grid, the step list) must
+see the new value everywhere the table re-shows rows from what was added: `row_text`, the filter,
+the sort and the wrapped column.
+"""
+
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+
+from trace_tui.tui.widgets.table import LiteralTable
+
+
+class TableApp(App):
+    def __init__(self, wrap: bool = False) -> None:
+        super().__init__()
+        self.wrap = wrap
+
+    def compose(self) -> ComposeResult:
+        table = LiteralTable(id="t", cursor_type="row")
+        if self.wrap:
+            table.wrap_column = 2
+        yield table
+
+    def on_mount(self) -> None:
+        table = self.query_one(LiteralTable)
+        table.add_columns("id", "state", "note")
+        table.add_row("seed-7", "PENDING", "[queued]", key="seed-7")
+        table.add_row("seed-8", "PENDING", "", key="seed-8")
+
+
+async def test_an_updated_cell_is_what_row_text_filter_and_sort_show() -> None:
+    app = TableApp()
+    async with app.run_test(size=(80, 12)) as pilot:
+        table = app.query_one(LiteralTable)
+        table.update_cell("seed-7", table.ordered_columns[1].key, "RUNNING")
+        await pilot.pause()
+        assert table.row_text(0) == ["seed-7", "RUNNING", "[queued]"]
+        table.set_filter("seed-8")  # seed-7 hidden: updating it must not fail, and must not be lost
+        table.update_cell("seed-7", table.ordered_columns[1].key, "COMPLETED")
+        await pilot.pause()
+        assert table.row_count == 1
+        table.set_filter("")
+        await pilot.pause()
+        assert table.row_text(0) == ["seed-7", "COMPLETED", "[queued]"]
+        await pilot.press("s")  # sorted by id: rows re-added from what was added, with the update
+        await pilot.pause()
+        assert [table.row_text(i)[1] for i in range(2)] == ["COMPLETED", "PENDING"]
+
+
+async def test_an_updated_wrapped_cell_is_wrapped_again() -> None:
+    app = TableApp(wrap=True)
+    async with app.run_test(size=(40, 12)) as pilot:
+        table = app.query_one(LiteralTable)
+        long = "a reason long enough to need several lines at forty columns [sic]"
+        table.update_cell("seed-8", table.ordered_columns[2].key, long)
+        await pilot.pause(0.2)
+        assert table.row_text(1)[2] == long
+        shown = table.get_row_at(1)[2].plain
+        assert "\n" in shown and shown.replace("\n", " ").split() == long.split()
+        assert table.virtual_size.width <= table.size.width
