@@ -20,7 +20,7 @@ from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.headless import run_gpu_plan
 from trace_tui.engine.runner import Runner
 from trace_tui.engine.status import campaign_status, render_status
-from trace_tui.external import launcher
+from trace_tui import evaluator_launcher as launcher
 from trace_tui.plan import run_plan
 from trace_tui.recipes import resolve_recipe
 from trace_tui.runtime.local import LocalRuntime
