@@ -109,7 +109,8 @@ def _latency() -> str:
 
 
 def run() -> list[str]:
-    from trace_tui.engine.cluster import cluster_status, merge_campaign
+    from trace_tui.engine.cluster import merge_campaign
+    from trace_tui.engine.cluster_status import cluster_status
     from trace_tui.engine.status import campaign_status
 
     lines = []

@@ -57,7 +57,8 @@ def _step(mode: str, *args: str, image: str | None = None) -> Any:
 def bench_events(n: int = 200_000) -> list[str]:
     from trace_tui.engine.campaign import Campaign
     from trace_tui.engine.events import parse_stage_line
-    from trace_tui.engine.runner import Runner, _JobContext
+    from trace_tui.engine.live import JobContext
+    from trace_tui.engine.runner import Runner
     from trace_tui.runtime.local import LocalRuntime
 
     lines = ['{"type":"progress","phase":"bench","model":"m","seed":1,"benchmark":"b","done":%d,"total":%d}'
@@ -70,10 +71,11 @@ def bench_events(n: int = 200_000) -> list[str]:
             seen = [0]
             runner._sink = lambda e: seen.__setitem__(0, seen[0] + 1)
             job = runner.expected_jobs()[0]
-            ctx = _JobContext(job)
+            ctx = JobContext(job)
+            dispatch = runner.execution.live.dispatch
             t0 = time.perf_counter()
             for line in lines:
-                runner._dispatch(parse_stage_line(line, step="s"), ctx)
+                dispatch(parse_stage_line(line, step="s"), ctx)
             dt = time.perf_counter() - t0
             assert seen[0] == n
         rate_inproc = n / dt

@@ -159,7 +159,8 @@ def test_merge_status_and_verify_over_the_24_shard_layout(tmp_path):
         from bench.bench_cluster import synthetic_full_layout
     finally:
         sys.path.remove(str(REPO))
-    from trace_tui.engine.cluster import cluster_status, merge_campaign
+    from trace_tui.engine.cluster import merge_campaign
+    from trace_tui.engine.cluster_status import cluster_status
     from trace_tui.errors import CheckFailed
 
     parent = tmp_path / "full"
@@ -243,7 +244,8 @@ def test_a_shard_whose_database_has_no_tables_yet_is_starting(tmp_path):
     """The moment a node's runner has created state.sqlite but not its tables (was an internal error)."""
     import sqlite3
 
-    from trace_tui.engine.cluster import cluster_status, prepare_parent
+    from trace_tui.engine.cluster import prepare_parent
+    from trace_tui.engine.cluster_status import cluster_status
 
     resolved = resolve_recipe("demo", seeds=[1, 2])
     plan = plan_shards(resolved)

@@ -24,7 +24,7 @@ from trace_tui.engine.planner import PlannedJob, decide, diff_inputs
 from trace_tui.engine.runner import Runner, RunResult
 from trace_tui.engine.status import campaign_status
 from trace_tui.runtime.local import LocalRuntime
-from trace_tui.verify.campaign import compare, load_published, register_score_recomputer, verify_campaign
+from trace_tui.verify.campaign import compare, load_published, verify_campaign
 
 TRACE_TUI = [sys.executable, "-m", "trace_tui"]
 
@@ -275,18 +275,17 @@ def test_verify_finds_tampering_missing_slices_and_wrong_scores(tmp_path: Path) 
     assert any(x.id == "receipt" for x in verify_campaign(c).failed)
 
 
-def test_score_recomputer_registry(tmp_path: Path) -> None:
+def test_a_score_that_does_not_recompute_fails(tmp_path: Path, monkeypatch) -> None:
+    """verify asks the step kind's worker module (its fixed table) to recompute; a different value fails."""
+    from trace_tui.stages import selftest
+
     resolved = resolved_for(make_recipe([selftest_step("gen", "rows", image=None)]))
     assert run_campaign(tmp_path, resolved)[0].exit_code == 0
-    register_score_recomputer("trace_tui.stages.selftest", lambda campaign, content: -1.0)
-    try:
-        res = verify_campaign(tmp_path / "c")
-        assert [x.id for x in res.failed] == ["score"]
-    finally:
-        from trace_tui.verify import campaign as vc
-
-        vc._RECOMPUTERS.pop("trace_tui.stages.selftest")
     assert verify_campaign(tmp_path / "c").ok
+    monkeypatch.setattr(selftest, "recompute_score", lambda campaign, content: -1.0)
+    res = verify_campaign(tmp_path / "c")
+    assert [x.id for x in res.failed] == ["score"]
+    assert res.failed[0].actual == -1.0 and "does not recompute" in res.failed[0].message
 
 
 def test_published_values_and_verdict_rules(trace_release_dir: Path) -> None:

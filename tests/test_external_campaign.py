@@ -240,7 +240,7 @@ def test_our_tables_equal_the_evaluators_summary(campaigns, tmp_path):
     done = run_script(camp.parent / "trace-equal", "summarize_trace_eval.py", *args)
     assert done.returncode == 0, done.stderr[-800:]
     theirs = pd.read_excel(tmp_path / "r.xlsx", sheet_name="mean_std")
-    from trace_tui.external.layout import EvalSlice
+    from trace_tui.evaluator_layout import EvalSlice
 
     slices = [EvalSlice(**{k: v for k, v in s.items() if k in EvalSlice.model_fields}) for s in data["slices"]]
     records = records_from_slices(slices, {slug: m["model_id"] for slug, m in models.items()})

@@ -108,8 +108,8 @@ def test_each_steps_container_request_reaches_the_engine(docker_image, tmp_path,
             devices, groups, tp = want[step.id]
             jobs = [j for j in runner.plan().jobs if j.step.id == step.id]
             # a keep_loaded step (the judge's extraction): one worker per group, its slices as a batch
-            launch = (runner.batch_launch_for(jobs, runner.groups_for(step)[0], "_worker-0") if step.keep_loaded
-                      else runner.launch_for(jobs[0], runner.groups_for(step)[0]))
+            launch = (runner.launches.for_batch(jobs, runner.groups_for(step)[0], "_worker-0") if step.keep_loaded
+                      else runner.launches.for_job(jobs[0], runner.groups_for(step)[0]))
             with pytest.raises(RequirementsError) as err:
                 runtime.start(launch)
             assert "cannot give GPUs" in err.value.line()

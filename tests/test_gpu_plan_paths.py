@@ -20,7 +20,7 @@ from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.headless import run_gpu_plan
 from trace_tui.engine.runner import Runner
 from trace_tui.engine.status import campaign_status, render_status
-from trace_tui.external import launcher
+from trace_tui import evaluator_launcher as launcher
 from trace_tui.plan import run_plan
 from trace_tui.recipes import resolve_recipe
 from trace_tui.runtime.local import LocalRuntime
@@ -33,7 +33,7 @@ SEVEN_B = ["qwen2.5-vl-7b-base", "trace-qwen2.5-vl-7b"]
 def _first_job_spec(runner: Runner, step_id: str) -> dict:
     step = next(s for s in runner.recipe.steps if s.id == step_id)
     job = next(j for j in runner.plan().jobs if j.step.id == step_id)
-    return runner.job_spec(job, runner.groups_for(step)[0])
+    return runner.launches.job_spec(job, runner.groups_for(step)[0])
 
 
 def test_the_tui_runner_gets_the_plan_a_headless_run_gets(tmp_path, monkeypatch):

@@ -213,12 +213,12 @@ def test_the_runner_gives_the_containers_the_plan(tmp_path):
             assert gpus == want_devices, (machine, run, step_id, groups)
             jobs = [j for j in runner.plan().jobs if j.step.id == step_id]
             if step.keep_loaded:  # one worker per group serves its slices: what it reads is its batch
-                launch = runner.batch_launch_for(jobs, gpus, "_worker-0")
+                launch = runner.launches.for_batch(jobs, gpus, "_worker-0")
                 batch = json.loads((launch.job_dir / "job.json").read_text())
                 assert launch.gpus == batch["host_gpus"] == want_devices and len(batch["batch"]) == len(jobs)
                 specs = batch["batch"]
             else:
-                specs = [runner.job_spec(jobs[0], gpus)]
+                specs = [runner.launches.job_spec(jobs[0], gpus)]
             for spec in specs:
                 assert spec["host_gpus"] == want_devices and spec["gpu_groups"] == want_groups, (machine, run, spec)
                 assert spec["tensor_parallel"] == len(want_groups[0])

@@ -16,7 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trace_tui.engine.cluster import cluster_status, is_sharded, render_cluster_status
+    from trace_tui.campaign_files.shard_files import is_sharded
+    from trace_tui.engine.cluster_status import cluster_status, render_cluster_status
     from trace_tui.engine.status import campaign_status, render_status
     from trace_tui.errors import UsageError
 

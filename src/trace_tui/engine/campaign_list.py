@@ -2,7 +2,7 @@
 
 One row per directory: recipe, run tag, state (running, failed, partial, complete), rows done of
 total and when it last changed. The status itself comes from :func:`trace_tui.engine.status.campaign_status`
-(or, for a Slurm campaign, :func:`trace_tui.engine.cluster.cluster_status` without asking Slurm), so the
+(or, for a Slurm campaign, :func:`trace_tui.engine.cluster_status.cluster_status` without asking Slurm), so the
 list and `trace-tui status --campaign DIR` never disagree. Read-only: works while runs go on.
 """
 
@@ -76,7 +76,7 @@ def read_summary(path: Path) -> CampaignSummary:
     path = Path(path)
     try:
         if is_sharded(path):
-            from trace_tui.engine.cluster import cluster_status
+            from trace_tui.engine.cluster_status import cluster_status
 
             st = cluster_status(path, query=False)  # the list never waits on squeue/sacct
         else:

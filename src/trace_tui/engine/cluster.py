@@ -14,7 +14,8 @@ Layout inside the parent campaign directory::
     merged.json                the merged view: written by `trace-tui merge` once every shard is complete
 
 Only the submitting host writes the parent's files; each node writes only its shard's
-directory, so no SQLite database is shared between nodes.
+directory, so no SQLite database is shared between nodes. Reading a campaign's status is
+trace_tui.engine.cluster_status.
 """
 
 from __future__ import annotations
@@ -22,186 +23,33 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
-import sqlite3
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from trace_tui.common.atomic import atomic_write_json
-from trace_tui.campaign_files.shard_files import MERGED_FILE, is_sharded, read_plan  # noqa: F401 - re-exported
+from trace_tui.campaign_files.shard_files import MERGED_FILE, is_sharded, read_plan
 from trace_tui.campaign_files.shards import PLAN_FILE, Shard, ShardPlan, coverage_problems, plan_shards, shard_arguments
+from trace_tui.engine.cluster_status import (
+    ACTIVE,
+    SLURM_DIR,
+    SUBMISSIONS,
+    cluster_status,
+    latest_task,
+    read_submissions,
+    shard_progress,
+    slurm_states,
+)
 from trace_tui.errors import CheckFailed, ExitCode, UsageError
 from trace_tui.runtime import slurm
 
-SLURM_DIR = "slurm"
-SUBMISSIONS = f"{SLURM_DIR}/submissions.json"
-ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "STAGE_OUT",
-          "SIGNALING", "REQUEUE_HOLD", "REQUEUE_FED"}
 POLL_S = 5.0
-
-
-def read_submissions(parent: Path) -> list[dict[str, Any]]:
-    try:
-        return list(json.loads((parent / SUBMISSIONS).read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        return []
 
 
 def _write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, data)
-
-
-# --------------------------------------------------------------------------- shard progress (read-only)
-
-
-def _no_progress(state: str) -> dict[str, Any]:
-    """A shard whose runner has written nothing to read yet."""
-    return {"campaign_state": state, "complete": False, "rows_done": 0, "rows_total": 0,
-            "rate": None, "eta_s": None, "slices": [], "failures": [], "last_run_state": None}
-
-
-def shard_progress(parent: Path, shard: Shard, *, now: float | None = None) -> dict[str, Any]:
-    """A shard campaign's own state: not started, incomplete or complete; rows, rate and ETA."""
-    from trace_tui.engine.status import campaign_status
-
-    where = parent / shard.dir
-    if not (where / "state.sqlite").is_file():
-        return _no_progress("not started")
-    try:
-        st = campaign_status(where, now=now)
-    except (sqlite3.OperationalError, UsageError) as exc:
-        if "no such table" not in str(exc):  # a broken database is the shard's failure, said as it is
-            raise
-        # the node's runner has created the database but not its tables yet
-        return _no_progress("starting")
-    rates = [x["rate"] for x in st["slices"] if x["rate"]]
-    rate = sum(rates) if rates else None
-    left = st["rows_total"] - st["rows_done"]
-    failures = [m for s in st["steps"] for m in s.get("failures", [])]
-    state = "complete" if st["complete"] else ("running" if st["running"] else
-                                               (st["last_run_state"] or "incomplete"))
-    return {"campaign_state": state, "complete": st["complete"], "rows_done": st["rows_done"],
-            "rows_total": st["rows_total"], "rate": rate, "eta_s": left / rate if rate and left > 0 else None,
-            "slices": st["slices"], "failures": failures, "last_run_state": st["last_run_state"]}
-
-
-def _task_record(parent: Path, key: str) -> dict[str, Any] | None:
-    try:
-        return dict(json.loads((parent / SLURM_DIR / "tasks" / f"{key}.json").read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return None
-
-
-def _state_from_record(rec: dict[str, Any] | None) -> slurm.TaskState | None:
-    if rec is None:
-        return None
-    rc = int(rec.get("exit_code", 1))
-    state = "COMPLETED" if rc == 0 else ("CANCELLED" if rc in (ExitCode.INTERRUPTED, 143) else "FAILED")
-    return slurm.TaskState(job_id=str(rec.get("job_id", "")), state=state, node=str(rec.get("node", "")),
-                           exit_code=f"{rc}:0")
-
-
-def slurm_states(parent: Path, subs: list[dict[str, Any]]) -> dict[str, slurm.TaskState]:
-    """Every job and array task of the campaign's submissions: squeue (live and recent), then sacct, then the
-    exit records the batch scripts wrote (for clusters without accounting)."""
-    ids = [str(s[k]) for s in subs for k in ("array_job", "merge_job", "verify_job") if s.get(k)]
-    if not ids:
-        return {}
-    out = slurm.accounting(ids)
-    out.update(slurm.queue(ids))
-    for s in subs:
-        keys = [f"{s['array_job']}_{i}" for i in s.get("tasks", {})] + \
-               [str(s[k]) for k in ("merge_job", "verify_job") if s.get(k)]
-        for key in keys:
-            rec = _state_from_record(_task_record(parent, key))
-            if rec is None:
-                continue
-            have = out.get(key)
-            if have is None or (have.state not in slurm.TERMINAL and have.state not in ACTIVE):
-                out[key] = rec
-            elif not have.exit_code:  # squeue knows the state but not the exit status
-                out[key] = dataclasses.replace(have, exit_code=rec.exit_code, node=have.node or rec.node)
-    return out
-
-
-def _latest_task(subs: list[dict[str, Any]], shard: Shard) -> tuple[dict[str, Any], str] | None:
-    for s in reversed(subs):
-        if str(shard.index) in s.get("tasks", {}):
-            return s, f"{s['array_job']}_{shard.index}"
-    return None
-
-
-def cluster_status(parent: Path | str, *, now: float | None = None, query: bool = True) -> dict[str, Any]:
-    """The whole campaign from the shard directories plus squeue/sacct (read-only)."""
-    parent = Path(parent).resolve()
-    plan = read_plan(parent)
-    subs = read_submissions(parent)
-    states = slurm_states(parent, subs) if (query and subs) else {}
-    shards = []
-    slices = []
-    for shard in plan.shards:
-        prog = shard_progress(parent, shard, now=now)
-        latest = _latest_task(subs, shard)
-        st = states.get(latest[1]) if latest else None
-        log = str(parent / SLURM_DIR / "logs" / f"shard-{latest[1]}.log") if latest else None
-        shards.append({"index": shard.index, "id": shard.id, "dir": str(parent / shard.dir),
-                       "slurm_job": latest[1] if latest else None,
-                       "slurm_state": st.state if st else ("NOT SUBMITTED" if not latest else "UNKNOWN"),
-                       "reason": st.reason if st else "", "node": st.node if st else "",
-                       "exit_code": st.exit_code if st else "", "log": log,
-                       **{k: v for k, v in prog.items() if k != "slices"}})
-        slices += [{**x, "shard": shard.id} for x in prog["slices"]]
-    finishing = []
-    last = subs[-1] if subs else {}
-    for kind in ("merge", "verify"):
-        jid = last.get(f"{kind}_job")
-        if jid:
-            st = states.get(str(jid))
-            finishing.append({"kind": kind, "job_id": str(jid), "slurm_state": st.state if st else "UNKNOWN",
-                              "reason": st.reason if st else "", "exit_code": st.exit_code if st else "",
-                              "log": str(parent / SLURM_DIR / "logs" / f"{kind}-{jid}.log")})
-    merged = (parent / MERGED_FILE).is_file()
-    complete = all(s["complete"] for s in shards) and merged
-    rates = [s["rate"] for s in shards if s["rate"]]
-    rows_done, rows_total = sum(s["rows_done"] for s in shards), sum(s["rows_total"] for s in shards)
-    rate = sum(rates) if rates else None
-    return {"campaign": str(parent), "recipe": plan.recipe, "run_tag": plan.run_tag, "scheduler": "slurm",
-            "shard_by": plan.shard_by, "running": any(s["slurm_state"] in ACTIVE for s in shards),
-            "complete": complete, "merged": merged, "last_run_state": None,
-            "shards_total": len(shards), "shards_completed": sum(1 for s in shards if s["complete"]),
-            "rows_done": rows_done, "rows_total": rows_total, "rate": rate,
-            "eta_s": (rows_total - rows_done) / rate if rate and rows_total > rows_done else None,
-            "shards": shards, "finishing": finishing, "slices": slices,
-            "slices_total": len(slices), "slices_completed": sum(1 for x in slices if x["state"] == "completed")}
-
-
-def render_cluster_status(st: dict[str, Any]) -> str:
-    from trace_tui.engine.printer import fmt_duration
-
-    lines = [f"campaign {st['campaign']}",
-             f"recipe {st['recipe']}  run tag {st['run_tag']}  Slurm, {st['shards_total']} shards by {st['shard_by']}"
-             f"  {'COMPLETE' if st['complete'] else 'incomplete'}  shards {st['shards_completed']}/"
-             f"{st['shards_total']}  rows {st['rows_done']}/{st['rows_total']}"
-             + (f"  ETA {fmt_duration(st['eta_s'])}" if st["eta_s"] is not None else ""), ""]
-    lines.append(f"{'shard':<28} {'slurm':<14} {'where / why':<20} {'campaign':<12} {'rows':>15} {'rows/s':>7} "
-                 f"{'ETA':>7}  log")
-    for s in st["shards"]:
-        where = s["node"] if s["slurm_state"] == "RUNNING" else (s["reason"] or s["node"])
-        rate = f"{s['rate']:.1f}" if s["rate"] else "-"
-        eta = fmt_duration(s["eta_s"]) if s["eta_s"] is not None else "-"
-        lines.append(f"{s['id']:<28} {s['slurm_state']:<14} {where[:20]:<20} {s['campaign_state']:<12} "
-                     f"{s['rows_done']:>7}/{s['rows_total']:<7} {rate:>7} {eta:>7}  {s['log'] or '-'}")
-    for f in st["finishing"]:
-        lines.append(f"{f['kind']:<28} {f['slurm_state']:<14} {f['reason'][:20]:<20} {'':<12} {'':>15} {'':>7} "
-                     f"{'':>7}  {f['log']}")
-    for s in st["shards"]:
-        for msg in s["failures"]:
-            lines.append(f"failed: {s['id']}: {msg}")
-    if st["merged"]:
-        lines.append(f"merged: trace-tui verify --campaign {st['campaign']}")
-    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- merge
@@ -341,7 +189,7 @@ def plan_submission(parent: Path, plan: ShardPlan) -> tuple[list[Shard], list[st
     states = slurm_states(parent, subs)
     active_tasks, to_run = [], []
     for shard in plan.shards:
-        latest = _latest_task(subs, shard)
+        latest = latest_task(subs, shard)
         st = states.get(latest[1]) if latest else None
         if st is not None and st.state in ACTIVE:
             active_tasks.append(latest[1])  # never resubmit a queued or running shard
@@ -577,5 +425,5 @@ def check_not_sharded(path: Path) -> None:
                          hint="run it with the same `--scheduler slurm` command, or give --campaign a new directory")
 
 
-__all__ = ["MERGED_FILE", "SLURM_DIR", "Prepared", "Submitted", "cancel_campaign", "check_not_sharded",
-           "cluster_status", "is_sharded", "merge_campaign", "prepare_submission", "read_plan", "render_cluster_status", "submit_campaign", "submit_prepared", "watch"]
+__all__ = ["Prepared", "Submitted", "cancel_campaign", "check_not_sharded", "merge_campaign", "prepare_submission",
+           "submit_campaign", "submit_prepared", "watch"]

@@ -18,6 +18,7 @@ from trace_tui.common.digest import sha256_file_size, sha256_json
 
 if TYPE_CHECKING:
     from trace_tui.engine.campaign import Campaign
+    from trace_tui.engine.live import Live
     from trace_tui.engine.planner import PlannedJob
     from trace_tui.runtime.base import ExitInfo
 
@@ -50,7 +51,7 @@ def check_artifacts(campaign: Path, outputs: dict[str, dict[str, Any]], artifact
     return None
 
 
-def short_slices_reason(subs: Iterable[Any]) -> str | None:
+def short_slices_reason(subs: Iterable[Live]) -> str | None:
     """A whole-step job's slices that did not reach their planned rows (None: every one did).
 
     The worker exiting 0 is not enough: a slice is complete only when its finished rows (as the
@@ -67,7 +68,7 @@ def short_slices_reason(subs: Iterable[Any]) -> str | None:
 
 
 def write_receipt(campaign: Campaign, job: PlannedJob, *, rows: int, total: int, score: float | None,
-                  artifacts: dict[str, str], subs: Iterable[Any], info: ExitInfo, started_wall: float,
+                  artifacts: dict[str, str], subs: Iterable[Live], info: ExitInfo, started_wall: float,
                   gpus: list[int], runtime: str, worker: str | None = None) -> tuple[str | None, str | None]:
     """Write the job's receipt. Returns (its campaign-relative path, None) or (None, the problem).
 

@@ -1,6 +1,7 @@
-"""The release's own evaluator (trace_eval_v1), driven from outside: command lines,
-its campaign layout as progress, and the reproduction compared with the release.
+"""The release's own evaluator (trace_eval_v1), driven from outside: its reproduction compared with the
+release (compare.py) and the report over a finished campaign (summary.py).
 
-The evaluator runs unchanged inside the GPU infer and score images
-(EXTERNAL-SUITE.md); nothing here re-implements a benchmark scorer.
+Its command lines and its campaign layout, which the stage workers that run it also read, are a layer
+down (trace_tui.evaluator_launcher, trace_tui.evaluator_layout). The evaluator runs unchanged inside the
+GPU infer and score images (EXTERNAL-SUITE.md); nothing here re-implements a benchmark scorer.
 """

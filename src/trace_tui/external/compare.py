@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from trace_tui.external.layout import EvalSlice
+from trace_tui.evaluator_layout import EvalSlice
 from trace_tui.verify import aggregate as agg
 from trace_tui.verify.campaign import Comparison, compare, load_published
 from trace_tui.verify.tables import ReleaseTables, build_tables

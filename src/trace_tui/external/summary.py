@@ -126,7 +126,7 @@ def recorded_scores(campaign: Path) -> tuple[dict[str, Any], dict[str, Any], str
 
 def _slices(campaign: Path, data: dict[str, Any], rel: str) -> tuple[list[Any], list[str]]:
     """The recorded slices, each score file re-read and checked against the record and the receipts."""
-    from trace_tui.external.layout import EvalSlice, receipt_problems, score_of
+    from trace_tui.evaluator_layout import EvalSlice, receipt_problems, score_of
     from trace_tui.common.digest import sha256_file
 
     root = campaign / str(data.get("campaign_root", ""))

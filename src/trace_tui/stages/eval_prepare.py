@@ -199,7 +199,7 @@ def link_dataset_view(lmu: Path, store: Any, sources: dict[str, Any], lock: Any,
 def script_env(evaluator: str | Path, environ: dict[str, str]) -> dict[str, str]:
     """ENVIRON with the launcher's PYTHONPATH in front (the manifest script imports VLMEvalKit, whose
     dependencies the image installs in the checkout's eval_deps, not in its python)."""
-    from trace_tui.external.launcher import script_pythonpath
+    from trace_tui.evaluator_launcher import script_pythonpath
 
     return {**environ, "PYTHONPATH": script_pythonpath(os.path.abspath(evaluator), environ.get("PYTHONPATH"))}
 
@@ -281,7 +281,7 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
     Raises CheckFailed / RequirementsError with one line naming the cause.
     """
     from trace_tui.errors import CheckFailed, RequirementsError
-    from trace_tui.external.launcher import local_source
+    from trace_tui.evaluator_launcher import local_source
     from trace_tui.release import release_lock
     from trace_tui.store import Store, benchmark_entry, fix_command
     from trace_tui.store.sources import PROVENANCE, benchmark_sources

@@ -41,7 +41,7 @@ def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path
     Where this campaign's prepare step made the model's directory (links into the store plus the
     evaluator's revision marker, trace_tui.stages.eval_prepare), that directory is the path.
     """
-    from trace_tui.external.launcher import EvaluatorModel, local_source
+    from trace_tui.evaluator_launcher import EvaluatorModel, local_source
     from trace_tui.stages.eval_prepare import marker_revision, prepared_model_path
     from trace_tui.store import Store, model_entry
 
@@ -136,7 +136,9 @@ def launch_environment(environ: dict[str, str], evaluator: Path, launcher_vars: 
 
 
 def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator: Path) -> int:
-    from trace_tui.external import launcher, layout
+    from trace_tui.evaluator_launcher import (config_mismatches, deltas_for, launcher_argv, launcher_env,
+                                              parse_print_config, verifier_argv)
+    from trace_tui.evaluator_layout import receipt_problems, scan_campaign
     from trace_tui.release import release_lock
 
     lock = release_lock()
@@ -157,9 +159,9 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
     out_dir.mkdir(parents=True, exist_ok=True)
     root = link_campaign_root(evaluator, campaign, run_tag)
     base_of = {m.id: m.base_model_id for m in lock.models if m.base_model_id}
-    deltas = launcher.deltas_for(models, base_of)
+    deltas = deltas_for(models, base_of)
 
-    printed = subprocess.run(launcher.launcher_argv(models, seeds, run_tag, deltas=deltas, print_config=True),
+    printed = subprocess.run(launcher_argv(models, seeds, run_tag, deltas=deltas, print_config=True),
                              cwd=evaluator, capture_output=True, text=True, check=False)
     atomic_write_bytes(out_dir / "print-config.txt", printed.stdout.encode())
     protocol.artifact(out_dir / "print-config.txt", campaign)
@@ -167,14 +169,14 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
         protocol.status("failed", f"--print-config exited {printed.returncode}: {printed.stderr.strip()[-400:]}",
                         exit_code=printed.returncode)
         return 1
-    problems = launcher.config_mismatches(launcher.parse_print_config(printed.stdout), models, seeds, run_tag,
-                                          lock.trace_eval.suite_id)
+    problems = config_mismatches(parse_print_config(printed.stdout), models, seeds, run_tag,
+                                 lock.trace_eval.suite_id)
     if problems:
         protocol.status("failed", "the launcher would run something else: " + "; ".join(problems), exit_code=1)
         return 1
 
-    env = launch_environment(dict(os.environ), evaluator, launcher.launcher_env(phase, job_gpu_groups(job)))
-    proc = subprocess.Popen(launcher.launcher_argv(models, seeds, run_tag, deltas=deltas), cwd=evaluator, env=env,
+    env = launch_environment(dict(os.environ), evaluator, launcher_env(phase, job_gpu_groups(job)))
+    proc = subprocess.Popen(launcher_argv(models, seeds, run_tag, deltas=deltas), cwd=evaluator, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     tail = _Tail(proc)
     rows = {k: r for k, r in ((b.key, b.rows) for b in lock.trace_eval.benchmarks)}
@@ -182,7 +184,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
     seen: dict[tuple[str, int, str], tuple[int, str, float | None]] = {}
 
     def report() -> list[Any]:
-        slices = layout.scan_campaign(root, slugs=list(slug_to_id), seeds=seeds, rows=rows)
+        slices = scan_campaign(root, slugs=list(slug_to_id), seeds=seeds, rows=rows)
         for s in slices:
             key = (s.slug, s.seed, s.benchmark)
             state = (s.rows_done, s.phase, s.score)
@@ -225,7 +227,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
             protocol.status("failed", failed, exit_code=1)
             return 1
     if phase == "score":
-        checked = subprocess.run(launcher.verifier_argv(str(root), list(slug_to_id), seeds, sys.executable),
+        checked = subprocess.run(verifier_argv(str(root), list(slug_to_id), seeds, sys.executable),
                                  cwd=evaluator, capture_output=True, text=True, check=False)
         atomic_write_bytes(out_dir / "verification.json", checked.stdout.encode())
         protocol.artifact(out_dir / "verification.json", campaign)
@@ -233,7 +235,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
             protocol.status("failed", "the evaluator's verification (--phase score) did not pass: "
                             + checked.stdout.strip()[-400:], exit_code=checked.returncode)
             return 1
-        problems = layout.receipt_problems(root, slices, seeds)
+        problems = receipt_problems(root, slices, seeds)
         if problems:
             protocol.status("failed", problems[0], exit_code=1)
             return 1
@@ -251,15 +253,15 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
 def _verify_generation(evaluator: Path, root: Path, models: list[Any], seeds: list[int], out_dir: Path,
                        campaign: Path) -> str | None:
     """verify_trace_eval.py --phase generation with the launcher's fingerprints; a failure line, or None."""
-    from trace_tui.external import launcher
+    from trace_tui.evaluator_launcher import generation_verifier_argv, provenance_argvs
 
-    first, second = launcher.provenance_argvs(sys.executable)
+    first, second = provenance_argvs(sys.executable)
     ev = subprocess.run(first, cwd=evaluator, capture_output=True, text=True, check=False)
     code = subprocess.run([*second, ev.stdout.strip()], cwd=evaluator, capture_output=True, text=True, check=False)
     if ev.returncode != 0 or code.returncode != 0:
         return "the evaluator's fingerprints failed: " + (ev.stderr or code.stderr).strip()[-300:]
-    checked = subprocess.run(launcher.generation_verifier_argv(str(root), models, seeds, code_hash=code.stdout.strip(),
-                                                               evaluator_hash=ev.stdout.strip(), python=sys.executable),
+    checked = subprocess.run(generation_verifier_argv(str(root), models, seeds, code_hash=code.stdout.strip(),
+                                                      evaluator_hash=ev.stdout.strip(), python=sys.executable),
                              cwd=evaluator, capture_output=True, text=True, check=False)
     atomic_write_bytes(out_dir / "generation-verification.json", checked.stdout.encode())
     protocol.artifact(out_dir / "generation-verification.json", campaign)
@@ -286,7 +288,7 @@ def recompute_score(campaign_dir: Path, content: dict[str, Any]) -> float:
     predictions; re-running its scorers needs the judge and GPUs, so the offline check is
     that every recorded number is the one in the evaluator's files, unchanged.
     """
-    from trace_tui.external.layout import completion_receipts, score_of
+    from trace_tui.evaluator_layout import completion_receipts, score_of
 
     campaign_dir = Path(campaign_dir)
     ours = [rel for rel in (content.get("outputs") or {}) if rel.endswith("/scores.json")]

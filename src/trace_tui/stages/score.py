@@ -9,7 +9,7 @@ read from the release entry's ``results.v1.json`` when the store has it).
 
 Output: ``score.json`` under ``output_dir`` (also announced as a ``metric`` event
 named ``score``, in percent). ``trace-tui verify --campaign`` recomputes it from the
-extract rows through :func:`recompute` (registered as the recomputer of this step kind).
+extract rows through :func:`recompute_score` (this worker is in its table of scoring workers).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from trace_tui.stages.jobs import (
     upstream_rows_dir,
 )
 
-STEP_KIND = "trace_tui.stages.score"
 SCORE_FILE = "score.json"
 Z95 = 1.96  # two-sided 95% normal quantile, as `verify --campaign` uses it
 
@@ -212,17 +211,6 @@ def recompute_score(campaign: Path, receipt_content: dict[str, Any]) -> float:
     if problems:
         raise ValueError(problems[0])
     return float(recompute(Path(campaign), Path(campaign) / rel)[1]["accuracy"])
-
-
-def _register() -> None:
-    try:
-        from trace_tui.verify.campaign import register_score_recomputer
-    except ImportError:  # the verify package is not in this image: nothing to register with
-        return
-    register_score_recomputer(STEP_KIND, recompute_score)
-
-
-_register()
 
 
 def main() -> int:

@@ -186,9 +186,6 @@ class TraceTuiApp(App[int]):
             line = exc.line() if hasattr(exc, "line") else str(exc)
             self.notify(f"cannot open campaign {campaign_dir}: {line}", severity="error", markup=False)
             return
-        if opened is None:
-            self.notify(f"no campaign in {campaign_dir}", severity="error", markup=False)
-            return
         from trace_tui.tui.progress import ProgressModel
         from trace_tui.tui.screens.run import RunScreen, seed_model
 

@@ -13,7 +13,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # what the backends return; a screen gets them through Backends and imports none of them
+    from trace_tui.engine.campaign import Campaign
+    from trace_tui.engine.campaign_list import CampaignSummary
+    from trace_tui.engine.events import Event, SliceState
+    from trace_tui.engine.runner import Runner, RunResult
+    from trace_tui.hardware import HardwareReport, StepCheck
+    from trace_tui.preview import Preview
+    from trace_tui.recipe_schema import Recipe, ResolvedRecipe
+    from trace_tui.tui.choices import RunChoices
+    from trace_tui.tui.cluster_backend import ClusterBackend
+    from trace_tui.verify.campaign import CampaignVerification
+    from trace_tui.verify.checklist import ReleaseVerification
 
 
 @dataclass(frozen=True)
@@ -24,45 +37,66 @@ class GpuSample:
     memory_total_gib: float
 
 
+class RunHandle(Protocol):
+    """A run the run screen drives: ``run`` in a worker thread, ``cancel`` from the UI thread."""
+
+    def run(self, on_event: Callable[[Event], None]) -> RunResult: ...
+
+    def cancel(self) -> None: ...
+
+    @property
+    def cancelled(self) -> bool: ...
+
+
+class ResolveRecipe(Protocol):
+    """A recipe resolved, narrowed to the models and seeds the UI chose (None: all of the recipe's)."""
+
+    def __call__(self, recipe: Recipe, models: list[str] | None = None,
+                 seeds: list[int] | None = None) -> ResolvedRecipe: ...
+
+
+class RunnerFactory(Protocol):
+    """A run of ``resolved`` into ``campaign_dir``, less the steps the user chose to skip."""
+
+    def __call__(self, resolved: ResolvedRecipe, campaign_dir: Path,
+                 skip: frozenset[str] = frozenset()) -> RunHandle: ...
+
+
 @dataclass
 class Backends:
-    # -> trace_tui.hardware.HardwareReport (or anything views.hardware_view reads)
-    hardware_probe: Callable[[], Any]
-    # -> list[GpuSample]; called every second or two on the run screen
+    hardware_probe: Callable[[], HardwareReport]
+    # called every second or two on the run screen
     gpu_sampler: Callable[[], list[GpuSample]]
     known_recipes: Callable[[], list[str]]
-    load_recipe: Callable[[str], Any]
-    resolve_recipe: Callable[[Any], Any]
-    # (resolved, report) -> list[StepCheck]
-    check_recipe: Callable[[Any, Any], list[Any]]
-    # (resolved, hardware report or None) -> the configuration-only preview (trace_tui.preview.Preview)
-    preview: Callable[[Any, Any], Any]
-    # (resolved, campaign_dir, skip_steps) -> an object with run(on_event) and cancel()
-    runner_factory: Callable[..., Any]
-    campaign_dir_for: Callable[[Any], Path]
-    # campaign_dir -> (resolved, step states) of an existing campaign, or None
-    open_campaign: Callable[[Path], Any]
-    verify_release: Callable[[Path], Any]
-    verify_campaign: Callable[[Path], Any]
+    load_recipe: Callable[[str], Recipe]
+    resolve_recipe: ResolveRecipe
+    check_recipe: Callable[[ResolvedRecipe, HardwareReport], list[StepCheck]]
+    # (resolved, hardware report or None) -> the configuration-only preview
+    preview: Callable[[ResolvedRecipe, HardwareReport | None], Preview]
+    runner_factory: RunnerFactory
+    campaign_dir_for: Callable[[ResolvedRecipe], Path]
+    # an existing campaign, read without writing
+    open_campaign: Callable[[Path], OpenedCampaign]
+    verify_release: Callable[[Path], ReleaseVerification]
+    verify_campaign: Callable[[Path], CampaignVerification]
     release_dir: Path | None = None
     home: Path | None = None
     # the run screen's clock (rates, ETAs); tests inject a fixed one for deterministic snapshots
     clock: Callable[[], float] = time.monotonic
-    extra: dict[str, Any] = field(default_factory=dict)
     # (resolved, hardware report or None) -> why this machine cannot run it, in full (headless's exit-3 check);
     # None: the hardware check's fail verdicts
-    run_problems: Callable[[Any, Any], list[str]] | None = None
+    run_problems: Callable[[ResolvedRecipe, HardwareReport | None], list[str]] | None = None
     # -> "docker" | "local": where steps run (said on the run screen and in the quit prompt)
     runtime_name: Callable[[], str] = field(default_factory=lambda: _docker)
-    # Slurm: submit, follow, cancel and reopen a sharded campaign (trace_tui.tui.cluster_backend.ClusterBackend,
-    # the command line's own code); None: this TUI runs campaigns on this machine only
-    cluster: Any = None
+    # Slurm: submit, follow, cancel and reopen a sharded campaign (the command line's own code);
+    # None: this TUI runs campaigns on this machine only
+    cluster: ClusterBackend | None = None
     # where campaigns are listed from (the Campaigns screen); None: HOME/campaigns
     campaigns_root: Path | None = None
-    # RunChoices (trace_tui.tui.choices) -> None: the runtime and offline choice for later checks and runs
-    set_choices: Callable[[Any], None] | None = None
+    # the runtime and offline choice for later checks and runs
+    set_choices: Callable[[RunChoices], None] | None = None
 
-    def choose(self, choices: Any) -> None:
+    def choose(self, choices: RunChoices) -> None:
         """Runtime and offline as the UI chose them (models and seeds narrow the recipe when it is resolved)."""
         if self.set_choices is not None:
             self.set_choices(choices)
@@ -77,14 +111,14 @@ class Backends:
 
         return paths.campaigns_dir(self.home)
 
-    def campaigns(self) -> list[Any]:
+    def campaigns(self) -> list[CampaignSummary]:
         """Every campaign under campaigns_dir, from the same status `trace-tui status` prints."""
         from trace_tui.engine.campaign_list import list_campaigns
 
         root = self.campaigns_dir
         return list_campaigns(root) if root is not None else []
 
-    def problems(self, resolved: Any, report: Any) -> list[str]:
+    def problems(self, resolved: ResolvedRecipe, report: HardwareReport | None) -> list[str]:
         """Why a run of `resolved` would be refused here; empty when it can start."""
         if self.run_problems is not None:
             return list(self.run_problems(resolved, report))
@@ -93,8 +127,8 @@ class Backends:
         for check in self.check_recipe(resolved, report):
             if check.verdict != "fail":
                 continue
-            notes = [n.partition(": ")[2] for n in getattr(check, "notes", []) if n.startswith("fail: ")]
-            out += [f"{_step_id(check)}: {text}" for text in notes or [check.reason]]
+            notes = [n.partition(": ")[2] for n in check.notes if n.startswith("fail: ")]
+            out += [f"{check.step}: {text}" for text in notes or [check.reason]]
         return out
 
     def runtime_label(self) -> str:
@@ -106,11 +140,6 @@ class Backends:
 
 def _docker() -> str:
     return "docker"
-
-
-def _step_id(check: Any) -> str:
-    step = getattr(check, "step", "")
-    return str(getattr(step, "id", step))
 
 
 def _nvml_module() -> Any:
@@ -158,9 +187,9 @@ class OpenedCampaign:
     """An existing campaign read without writing: its recipe, step and slice states, and whether it runs now."""
 
     path: Path
-    resolved: Any
+    resolved: ResolvedRecipe
     step_states: dict[str, str]
-    events: list[Any]
+    events: list[SliceState]
     live: bool
     last_state: str = ""
 
@@ -210,11 +239,11 @@ def read_campaign(path: Path) -> OpenedCampaign:
 class OwnedRunner:
     """A Runner with the campaign it opened: closing the campaign (and its lock) when the run returns."""
 
-    def __init__(self, runner: Any, campaign: Any) -> None:
+    def __init__(self, runner: Runner, campaign: Campaign) -> None:
         self.runner = runner
         self.campaign = campaign
 
-    def run(self, on_event: Callable[[Any], None]) -> Any:
+    def run(self, on_event: Callable[[Event], None]) -> RunResult:
         try:
             return self.runner.run(on_event)
         finally:
@@ -225,10 +254,10 @@ class OwnedRunner:
 
     @property
     def cancelled(self) -> bool:
-        return bool(getattr(self.runner, "cancelled", False))
+        return self.runner.cancelled
 
 
-def without_steps(resolved: Any, skip: frozenset[str]) -> Any:
+def without_steps(resolved: ResolvedRecipe, skip: frozenset[str]) -> ResolvedRecipe:
     """The resolved recipe less the steps the user chose to skip (the runner runs every step it is given)."""
     if not skip:
         return resolved
@@ -249,7 +278,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
                               "offline": bool(getattr(args, "offline", False))}
     runtime_kind: dict[str, str] = {}
 
-    def set_choices(choices: Any) -> None:
+    def set_choices(choices: RunChoices) -> None:
         chosen.update(runtime=choices.runtime, offline=bool(choices.offline))
 
     def runtime_name() -> str:
@@ -261,7 +290,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
             runtime_kind["kind"] = "docker" if docker_available() else "local"
         return runtime_kind["kind"]
 
-    def hardware_probe() -> Any:
+    def hardware_probe() -> HardwareReport:
         from trace_tui import hardware
 
         return hardware.hardware_report(home)
@@ -271,36 +300,36 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
 
         return recipes.known_recipes()
 
-    def load(name: str) -> Any:
+    def load(name: str) -> Recipe:
         from trace_tui import recipes
 
         return recipes.load_recipe(name)
 
-    def resolve(recipe: Any, models: list[str] | None = None, seeds: list[int] | None = None) -> Any:
+    def resolve(recipe: Recipe, models: list[str] | None = None, seeds: list[int] | None = None) -> ResolvedRecipe:
         from trace_tui import recipes
 
         # models and seeds: the UI's choices (which start as the command line's --models/--seeds)
         return recipes.resolve_recipe(recipe, models=models, seeds=seeds,
                                       benchmarks=getattr(args, "benchmarks", None))
 
-    def check(resolved: Any, report: Any) -> list[Any]:
+    def check(resolved: ResolvedRecipe, report: HardwareReport) -> list[StepCheck]:
         from trace_tui import hardware
 
         return hardware.check_recipe(resolved, report, runtime=runtime_name())
 
-    def run_problems(resolved: Any, report: Any) -> list[str]:
+    def run_problems(resolved: ResolvedRecipe, report: HardwareReport | None) -> list[str]:
         from trace_tui.engine.headless import requirement_problems
         from trace_tui.runtime import make_runtime
 
         runtime = make_runtime(runtime_name(), flavour=resolved.recipe.image_flavor)
         return requirement_problems(resolved, runtime, home, report if report is not None else hardware_probe())
 
-    def campaign_dir_for(resolved: Any) -> Path:
+    def campaign_dir_for(resolved: ResolvedRecipe) -> Path:
         if getattr(args, "campaign", None):
             return Path(args.campaign).expanduser().resolve()
         return paths.campaigns_dir(home) / resolved.run_tag
 
-    def runner_factory(resolved: Any, campaign_dir: Path, skip: frozenset[str] = frozenset()) -> Any:
+    def runner_factory(resolved: ResolvedRecipe, campaign_dir: Path, skip: frozenset[str] = frozenset()) -> OwnedRunner:
         from trace_tui.engine.campaign import Campaign
         from trace_tui.engine.headless import run_gpu_plan
         from trace_tui.engine.runner import Runner
@@ -320,12 +349,12 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
             raise
         return OwnedRunner(runner, campaign)
 
-    def verify_release(path: Path) -> Any:
+    def verify_release(path: Path) -> ReleaseVerification:
         from trace_tui.verify.release import verify_release as verify
 
         return verify(path)
 
-    def verify_campaign(path: Path) -> Any:
+    def verify_campaign(path: Path) -> CampaignVerification:
         from trace_tui.verify import campaign
 
         return campaign.verify_campaign(path)
@@ -344,7 +373,8 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
     )
 
 
-def default_preview(resolved: Any, report: Any, *, home: Path, campaign_dir: Path, runtime: str = "docker") -> Any:
+def default_preview(resolved: ResolvedRecipe, report: HardwareReport | None, *, home: Path, campaign_dir: Path,
+                    runtime: str = "docker") -> Preview:
     """The configuration-only preview: the same object `trace-tui preview NAME` prints."""
     from trace_tui.preview import build_preview
 

@@ -125,11 +125,12 @@ def open_sharded(path: Path, home: Path | None = None) -> OpenedCluster:
     """A sharded parent read without writing: shards.json, the last submission's options, and its recipe
     resolved again as the same command line would (`r` resubmits with it); resolved is None, and
     ``problem`` says why, where that is no longer the campaign's recipe."""
-    from trace_tui.engine import cluster
+    from trace_tui.campaign_files.shard_files import read_plan
+    from trace_tui.engine.cluster_status import read_submissions
 
     path = Path(path).expanduser().resolve()
-    plan = cluster.read_plan(path)
-    subs = cluster.read_submissions(path)
+    plan = read_plan(path)
+    subs = read_submissions(path)
     last = dict(subs[-1].get("options", {})) if subs else {}
     choice = SchedulerChoice(scheduler="slurm", partition=last.get("partition"), account=last.get("account"),
                              gpus_per_node=last.get("gpus_per_node"), time=last.get("time"),
@@ -181,7 +182,7 @@ def cluster_backend(args: Any = None) -> ClusterBackend:
         return cluster.submit_prepared(ns, cluster.prepare_submission(ns, resolved))
 
     def status(path: Path) -> dict[str, Any]:
-        from trace_tui.engine.cluster import cluster_status
+        from trace_tui.engine.cluster_status import cluster_status
 
         return cluster_status(path)
 

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
+
+if TYPE_CHECKING:
+    from trace_tui.engine.campaign_list import CampaignSummary
+    from trace_tui.hardware import HardwareReport, StepCheck
+    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.tui.backends import GpuSample, OpenedCampaign
+    from trace_tui.tui.views import HardwareView, VerifyView
 
 
 class HardwareReady(Message):
     """The hardware probe (and the recipe checks against it) finished."""
 
-    def __init__(self, view: Any, report: Any, error: str = "") -> None:
+    def __init__(self, view: HardwareView, report: HardwareReport | None, error: str = "") -> None:
         super().__init__()
         self.view = view
-        self.report = report
+        self.report = report  # None: the probe failed (``error`` says why)
         self.error = error
 
 
@@ -31,20 +38,21 @@ class RunFinished(Message):
 
 
 class GpuSamples(Message):
-    def __init__(self, samples: list[Any]) -> None:
+    def __init__(self, samples: list[GpuSample]) -> None:
         super().__init__()
         self.samples = samples
 
 
 class VerifyReady(Message):
-    def __init__(self, view: Any, error: str = "") -> None:
+    def __init__(self, view: VerifyView | None, error: str = "") -> None:
         super().__init__()
         self.view = view
         self.error = error
 
 
 class PreviewReady(Message):
-    def __init__(self, resolved: Any, preview_lines: list[str], checks: list[Any], error: str = "") -> None:
+    def __init__(self, resolved: ResolvedRecipe | None, preview_lines: list[str], checks: list[StepCheck],
+                 error: str = "") -> None:
         super().__init__()
         self.resolved = resolved
         self.preview_lines = preview_lines
@@ -55,7 +63,7 @@ class PreviewReady(Message):
 class CampaignRead(Message):
     """A read-only look at a campaign another process is running (reattach)."""
 
-    def __init__(self, opened: Any, error: str = "") -> None:
+    def __init__(self, opened: OpenedCampaign | None, error: str = "") -> None:
         super().__init__()
         self.opened = opened
         self.error = error
@@ -74,7 +82,7 @@ class LogTail(Message):
 class ClusterRead(Message):
     """A sharded campaign's status (the dict `status --json` prints), or why it could not be read."""
 
-    def __init__(self, status: Any, error: str = "") -> None:
+    def __init__(self, status: dict[str, Any] | None, error: str = "") -> None:
         super().__init__()
         self.status = status
         self.error = error
@@ -97,7 +105,7 @@ class SchedulerChanged(Message):
 class CampaignsRead(Message):
     """The campaigns under the home, summarised (trace_tui.engine.campaign_list), or why they could not be read."""
 
-    def __init__(self, summaries: list[Any], error: str = "") -> None:
+    def __init__(self, summaries: list[CampaignSummary], error: str = "") -> None:
         super().__init__()
         self.summaries = summaries
         self.error = error

@@ -328,7 +328,7 @@ class EventPump:
 
 # -- a campaign across nodes (Slurm) -----------------------------------------------------------------
 # The run screen of a sharded campaign shows, per shard, what `trace-tui status --campaign DIR` prints:
-# both read the same dict (trace_tui.engine.cluster.cluster_status); these only lay it out.
+# both read the same dict (trace_tui.engine.cluster_status.cluster_status); these only lay it out.
 
 CLUSTER_COLUMNS = ("shard", "Slurm", "where / why", "campaign", "rows", "rows/s", "ETA", "log")
 

@@ -11,25 +11,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from trace_tui.verify.checklist import ReleaseVerification
+
+if TYPE_CHECKING:  # the backends' models: annotations only, so that drawing a screen imports none of them
+    from trace_tui.engine.events import SliceState
+    from trace_tui.hardware import HardwareReport, StepCheck
+    from trace_tui.preview import Preview
+    from trace_tui.recipe_schema import Recipe, StepNeeds
+    from trace_tui.verify.campaign import CampaignVerification, Comparison
+    from trace_tui.verify.checklist import Check
+    from trace_tui.verify.tables import SimpleTable
 
 
-def _get(obj: Any, *names: str, default: Any = None) -> Any:
-    """First present attribute or key among names (models may be pydantic or dicts)."""
-    for name in names:
-        if obj is None:
-            return default
-        if isinstance(obj, dict):
-            if name in obj and obj[name] is not None:
-                return obj[name]
-        else:
-            value = getattr(obj, name, None)
-            if value is not None:
-                return value
-    return default
-
-
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if value is None:
         return "—"
     if isinstance(value, bool):
@@ -89,7 +85,7 @@ IMAGE_STATUS = {"present": "present (id matches the lock)", "different": "id dif
                 "not_built": "not built"}
 
 
-def hardware_view(report: Any, recipes: Iterable[RecipeRow] = ()) -> HardwareView:
+def hardware_view(report: HardwareReport, recipes: Iterable[RecipeRow] = ()) -> HardwareView:
     """trace_tui.hardware.HardwareReport as a view."""
     gpu = report.gpu
     gpus = tuple(GpuView(index=g.index, name=g.name, memory=f"{g.memory_total_gib:.0f} GiB",
@@ -97,7 +93,7 @@ def hardware_view(report: Any, recipes: Iterable[RecipeRow] = ()) -> HardwareVie
                          ecc=_ecc(g.ecc_volatile_uncorrected)) for g in gpu.gpus)
     docker = report.docker
     # The probe's own message: it names the id and says when the tag has moved since the lock.
-    images = tuple((i.name, getattr(i, "message", "") or IMAGE_STATUS.get(i.status, i.status)) for i in docker.images)
+    images = tuple((i.name, i.message or IMAGE_STATUS.get(i.status, i.status)) for i in docker.images)
     disk = report.disk
     store = Path(report.home) / "store"
     return HardwareView(
@@ -114,7 +110,7 @@ def hardware_view(report: Any, recipes: Iterable[RecipeRow] = ()) -> HardwareVie
     )
 
 
-def recipe_row(name: str, title: str, checks: Iterable[Any] | None) -> RecipeRow:
+def recipe_row(name: str, title: str, checks: Iterable[StepCheck] | None) -> RecipeRow:
     """A recipe's verdict on this machine from check_recipe's StepChecks (worst wins)."""
     if checks is None:
         return RecipeRow(name=name, title=title, verdict="unknown")
@@ -122,17 +118,13 @@ def recipe_row(name: str, title: str, checks: Iterable[Any] | None) -> RecipeRow
     verdict = "pass"
     reasons: list[str] = []
     for check in checks:
-        v = str(_get(check, "verdict", default="pass"))
-        if rank.get(v, 0) > rank[verdict]:
-            verdict = v
-        if v != "pass":
-            step = _get(check, "step", default="")
-            step = _get(step, "id", default=step)
+        if rank[check.verdict] > rank[verdict]:
+            verdict = check.verdict
+        if check.verdict != "pass":
             # Every finding, not the one-line reason that ends in "(+N more)".
-            notes = [str(n).partition(": ")[2] for n in _get(check, "notes", default=[]) or []
-                     if not str(n).startswith("pass: ")]
-            for text in notes or [str(_get(check, "reason", default=""))]:
-                reasons.append(f"{step}: {text}".strip(": "))
+            notes = [n.partition(": ")[2] for n in check.notes if not n.startswith("pass: ")]
+            for text in notes or [check.reason]:
+                reasons.append(f"{check.step}: {text}".strip(": "))
     return RecipeRow(name=name, title=title, verdict=verdict, reasons=tuple(reasons))
 
 
@@ -171,45 +163,39 @@ class StepView:
     reasons: tuple[str, ...] = ()  # every finding of the check, worst first
 
 
-def needs_lines(needs: Any) -> tuple[str, ...]:
+def needs_lines(needs: StepNeeds) -> tuple[str, ...]:
     lines = []
-    gpus = _get(needs, "gpus", default=0)
-    profile = _get(needs, "gpu_profile")
-    if profile:
+    if needs.gpu_profile:
         # The memory per GPU depends on the model size: trace_tui.hardware derives it (see the check below).
-        lines.append(f"GPUs: {profile} endpoint sized per model")
-    elif gpus:
-        mem = _get(needs, "gpu_memory_gib")
-        lines.append(f"GPUs: {gpus}" + (f" x {mem:g} GiB" if mem else ""))
+        lines.append(f"GPUs: {needs.gpu_profile} endpoint sized per model")
+    elif needs.gpus:
+        mem = needs.gpu_memory_gib
+        lines.append(f"GPUs: {needs.gpus}" + (f" x {mem:g} GiB" if mem else ""))
     else:
         lines.append("GPUs: none (CPU)")
-    if _get(needs, "compute_capability"):
-        lines.append(f"compute capability >= {_get(needs, 'compute_capability')}")
-    if _get(needs, "disk_gib"):
-        lines.append(f"disk: {_get(needs, 'disk_gib'):g} GiB")
-    lines.append("network: " + ("yes" if _get(needs, "network", default=False) else "no"))
-    store = _get(needs, "store", default=[]) or []
-    if store:
-        lines.append("store: " + ", ".join(store))
+    if needs.compute_capability:
+        lines.append(f"compute capability >= {needs.compute_capability}")
+    if needs.disk_gib:
+        lines.append(f"disk: {needs.disk_gib:g} GiB")
+    lines.append("network: " + ("yes" if needs.network else "no"))
+    if needs.store:
+        lines.append("store: " + ", ".join(needs.store))
     return tuple(lines)
 
 
-def step_views(recipe: Any, checks: Iterable[Any] | None = None) -> list[StepView]:
+def step_views(recipe: Recipe, checks: Iterable[StepCheck] | None = None) -> list[StepView]:
     by_step: dict[str, str] = {}
     verdicts: dict[str, str] = {}
     notes: dict[str, tuple[str, ...]] = {}
     for c in checks or ():
-        step = _get(c, "step", default="")
-        step = str(_get(step, "id", default=step))
-        by_step[step] = f"{_get(c, 'verdict', default='')}: {_get(c, 'reason', default='')}".strip(": ")
-        verdicts[step] = str(_get(c, "verdict", default=""))
-        notes[step] = tuple(str(n) for n in (_get(c, "notes", default=[]) or []))
+        by_step[c.step] = f"{c.verdict}: {c.reason}".strip(": ")
+        verdicts[c.step] = c.verdict
+        notes[c.step] = tuple(c.notes)
     out = []
-    for s in _get(recipe, "steps", default=[]):
-        image = _get(s, "image")
+    for s in recipe.steps:
         out.append(StepView(
             id=s.id, title=s.title, description=s.description.strip(), stage=s.stage,
-            image=f"{image} image" if image else "host (no container)",
+            image=f"{s.image} image" if s.image else "host (no container)",
             needs=needs_lines(s.needs), per_slice=bool(s.per_slice), confirm=bool(s.confirm),
             check=by_step.get(s.id, ""), verdict=verdicts.get(s.id, ""), reasons=notes.get(s.id, ()),
         ))
@@ -246,74 +232,48 @@ class VerifyView:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def _short(h: Any) -> str:
+def _short(h: object) -> str:
     return "" if h in (None, "") else str(h)
 
 
-def _check_rows(items: Iterable[Any]) -> list[CheckRow]:
-    rows = []
-    for c in items:
-        rows.append(CheckRow(
-            item=_fmt(_get(c, "file", "subject", "path", "name", "item", "id")),
-            status=str(_get(c, "status", "state", "verdict", default="?")),
-            expected=_short(_get(c, "expected", "expected_sha256")),
-            actual=_short(_get(c, "actual", "actual_sha256")),
-            detail=" — ".join(str(x) for x in (_get(c, "title"), _get(c, "detail", "message", "reason")) if x),
-        ))
-    return rows
+def _release_rows(checks: Iterable[Check]) -> list[CheckRow]:
+    return [CheckRow(item=c.file, status=c.status, expected=_short(c.expected), actual=_short(c.actual),
+                     detail=" — ".join(x for x in (c.title, c.message) if x)) for c in checks]
 
 
-def _table_view(t: Any, default_title: str = "") -> TableView:
-    columns = tuple(str(c) for c in (_get(t, "columns", "header", "headers", default=[]) or []))
-    rows_raw = _get(t, "rows", default=[]) or []
-    rows = []
-    differs = set()
-    for r, row in enumerate(rows_raw):
-        cells = _get(row, "cells", default=row)
-        if isinstance(cells, dict):
-            cells = list(cells.values())
-        rendered = []
-        for c, cell in enumerate(cells):
-            text = _get(cell, "text", "display", default=None) if not isinstance(cell, (str, int, float)) else None
-            rendered.append(str(text if text is not None else cell))
-            if not isinstance(cell, (str, int, float)) and _get(cell, "differs", "mismatch", default=False):
-                differs.add((r, c))
-        rows.append(tuple(rendered))
-    for cell in _get(t, "differences", "differs", default=[]) or []:
-        if isinstance(cell, (tuple, list)) and len(cell) == 2:
-            differs.add((int(cell[0]), int(cell[1])))
-    return TableView(title=str(_get(t, "title", "name", default=default_title)), columns=columns,
-                     rows=tuple(rows), differs=frozenset(differs))
+def _campaign_rows(result: CampaignVerification) -> list[CheckRow]:
+    return [CheckRow(item=c.subject, status=c.status, expected=_short(c.expected), actual=_short(c.actual),
+                     detail=c.message) for c in result.checks]
 
 
-def _aggregates_table(checks: Iterable[Any]) -> TableView | None:
+def _table_view(t: SimpleTable) -> TableView:
+    return TableView(title=t.title, columns=tuple(t.columns), rows=tuple(tuple(row) for row in t.rows))
+
+
+def _aggregates_table(checks: Iterable[Check]) -> TableView | None:
     """Stored aggregates of results.json against their recomputation: one row per family, failures highlighted."""
     rows, differs = [], set()
     for c in checks:
-        if _get(c, "group") != "aggregates":
+        if c.group != "aggregates":
             continue
-        status = str(_get(c, "status", default="?"))
-        if status == "failed":
+        if c.status == "failed":
             differs.add((len(rows), 1))
             differs.add((len(rows), 2))
-        rows.append((str(_get(c, "title", default="")), status, str(_get(c, "message", default=""))))
+        rows.append((c.title, c.status, c.message))
     if not rows:
         return None
     return TableView(title="Stored aggregates against their recomputation from the benchmark scores",
                      columns=("aggregate", "status", "detail"), rows=tuple(rows), differs=frozenset(differs))
 
 
-def _comparison_table(comparisons: Iterable[Any]) -> TableView | None:
+def _comparison_table(comparisons: Iterable[Comparison]) -> TableView | None:
     rows, differs = [], set()
     for c in comparisons:
-        outside = _get(c, "verdict") == "outside"
-        if outside:
+        if c.verdict == "outside":
             differs.add((len(rows), 6))
             differs.add((len(rows), 7))
-        rows.append((str(_get(c, "model", default="")), _fmt(_get(c, "seed")), str(_get(c, "benchmark", default="")),
-                     f"{_get(c, 'score', default=0.0):.2f}", f"{_get(c, 'published', default=0.0):.2f}",
-                     f"{_get(c, 'difference', default=0.0):+.2f}", f"±{_get(c, 'tolerance', default=0.0):.2f}",
-                     str(_get(c, "verdict", default="")), ))
+        rows.append((c.model, _fmt(c.seed), c.benchmark, f"{c.score:.2f}", f"{c.published:.2f}",
+                     f"{c.difference:+.2f}", f"±{c.tolerance:.2f}", c.verdict))
     if not rows:
         return None
     return TableView(title="This campaign's scores beside the published ones (a verdict is information, not a failure)",
@@ -321,16 +281,14 @@ def _comparison_table(comparisons: Iterable[Any]) -> TableView | None:
                      rows=tuple(rows), differs=frozenset(differs))
 
 
-def campaign_scores_table(events: Iterable[Any]) -> TableView | None:
+def campaign_scores_table(events: Iterable[SliceState]) -> TableView | None:
     """The campaign's own scores, one row per slice (what `trace-tui status` shows), from its slice states."""
     scores: dict[tuple[str, str, str], tuple[str, ...]] = {}
     for e in events:
-        score = _get(e, "score")
-        if score is None or _get(e, "model") is None:
+        if e.score is None or e.model is None:
             continue
-        key = (str(_get(e, "model")), _fmt(_get(e, "seed")), str(_get(e, "benchmark", default="")))
-        scores[key] = (*key, str(_get(e, "step", default="")), f"{score:.2f}",
-                       f"{_get(e, 'done', default=0)}/{_get(e, 'total', default=0)}")
+        key = (e.model, _fmt(e.seed), e.benchmark or "")
+        scores[key] = (*key, e.step or "", f"{e.score:.2f}", f"{e.done}/{e.total}")
     if not scores:
         return None
     return TableView(title="This campaign's scores (as `trace-tui status` shows them)",
@@ -338,77 +296,39 @@ def campaign_scores_table(events: Iterable[Any]) -> TableView | None:
                      rows=tuple(scores[k] for k in sorted(scores)))
 
 
-def verify_view(result: Any, target: str, extra_tables: Iterable[TableView] = ()) -> VerifyView:
-    """A ReleaseVerification or CampaignVerification (trace_tui.verify) as a view."""
-    raw_checks = list(_get(result, "checks", default=[]) or [])
-    checks = _check_rows(raw_checks)
+def verify_view(result: ReleaseVerification | CampaignVerification, target: str,
+                extra_tables: Iterable[TableView] = ()) -> VerifyView:
+    """A release's checklist (trace_tui.verify.release) or a campaign's (trace_tui.verify.campaign) as a view."""
+    tables: list[TableView] = []
+    comparison = None
+    if isinstance(result, ReleaseVerification):
+        checks = _release_rows(result.checks)
+        aggregates = _aggregates_table(result.checks)
+        if aggregates is not None:
+            tables.append(aggregates)
+        tables += [_table_view(t) for t in result.tables]  # empty when results.json did not pass its checks
+        ok = result.ok()
+    else:
+        checks = _campaign_rows(result)
+        comparison = _comparison_table(result.comparisons)
+        ok = result.ok
+    tables += list(extra_tables)
     counts: dict[str, int] = {}
     for c in checks:
         counts[c.status] = counts.get(c.status, 0) + 1
     # Failed first (what needs attention), then passed, then absent; stable within each.
     order = {"failed": 0, "passed": 1, "absent": 2}
     checks = sorted(checks, key=lambda c: order.get(c.status, 1))
-    tables: list[TableView] = []
-    aggregates = _aggregates_table(raw_checks)
-    if aggregates is not None:
-        tables.append(aggregates)
-    try:
-        release_tables = list(_get(result, "tables", default=[]) or [])
-    except Exception:  # noqa: BLE001 - a view extra; the checklist says what is wrong
-        release_tables = []
-    tables += [_table_view(t) for t in release_tables]
-    tables += list(extra_tables)
-    comparison = _comparison_table(_get(result, "comparisons", default=[]) or [])
-    ok = _get(result, "ok", default=None)
-    if callable(ok):
-        ok = ok()
-    if ok is None:
-        ok = counts.get("failed", 0) == 0
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no checks"
     if comparison is not None:
         outside = sum(1 for r in comparison.rows if r[7] == "outside")
         summary += f" · {len(comparison.rows)} scores compared, {outside} outside the published range"
-    return VerifyView(target=target, summary=summary, ok=bool(ok), checks=tuple(checks), tables=tuple(tables),
+    return VerifyView(target=target, summary=summary, ok=ok, checks=tuple(checks), tables=tuple(tables),
                       comparisons=(comparison,) if comparison is not None else (), counts=counts)
 
 
 # -- preview -----------------------------------------------------------------------
 
-def preview_lines(preview: Any) -> list[str]:
-    """The configuration-only preview as text lines, whatever its container."""
-    if preview is None:
-        return []
-    if isinstance(preview, str):
-        return preview.splitlines()
-    for attr in ("lines", "render_lines", "as_lines", "render_text", "text"):
-        value = getattr(preview, attr, None)
-        if callable(value):
-            value = value()
-        if isinstance(value, str):
-            return value.splitlines()
-        if isinstance(value, (list, tuple)):
-            return [str(v) for v in value]
-    data = preview.model_dump(mode="json") if hasattr(preview, "model_dump") else preview
-    out: list[str] = []
-
-    def walk(obj: Any, indent: int) -> None:
-        pad = "  " * indent
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                if isinstance(v, (dict, list)) and v:
-                    out.append(f"{pad}{k}:")
-                    walk(v, indent + 1)
-                else:
-                    out.append(f"{pad}{k}: {v}")
-        elif isinstance(obj, list):
-            for v in obj:
-                if isinstance(v, (dict, list)):
-                    out.append(f"{pad}-")
-                    walk(v, indent + 1)
-                else:
-                    out.append(f"{pad}- {v}")
-        else:
-            out.append(f"{pad}{obj}")
-
-    walk(data, 0)
-    return out
+def preview_lines(preview: Preview) -> list[str]:
+    """The configuration-only preview (what `trace-tui preview NAME` prints) as text lines."""
+    return preview.lines()

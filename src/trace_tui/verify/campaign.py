@@ -7,11 +7,10 @@ Checks (pure over the campaign's files and its state database, read-only):
 - receipts: each receipt's content hash, and every output's sha256 and size
   against the receipt;
 - scores: each recorded score recomputed from the per-row results and equal to
-  the record. Stages say how: ``register_score_recomputer(step_kind, fn)``
-  with ``step_kind`` the worker module (``step.run[0]``) and
-  ``fn(campaign_dir, receipt_content) -> float``; trace-tui's own scoring
-  workers are in a fixed table (KNOWN_RECOMPUTERS). A module a receipt names is
-  never imported: an unknown kind is a failed check;
+  the record, by ``recompute_score(campaign_dir, receipt_content) -> float`` of
+  the step kind's worker module (``step.run[0]``). The scoring workers are a
+  fixed table (KNOWN_RECOMPUTERS): a module a receipt names is never imported,
+  an unknown kind is a failed check;
 - pinned inputs: the model revisions and generation settings a campaign
   recorded against the release lock (and image ids against the image lock, as
   information: images are not bit-reproducible across machines);
@@ -39,14 +38,8 @@ from pydantic import BaseModel, Field
 from trace_tui.errors import UsageError
 
 ScoreRecomputer = Callable[[Path, dict[str, Any]], float | None]
-_RECOMPUTERS: dict[str, ScoreRecomputer] = {}
 SCORE_TOLERANCE = 1e-9
 VALIDATION_BENCHMARK = "trace-validation"
-
-
-def register_score_recomputer(step_kind: str, fn: ScoreRecomputer) -> None:
-    """How the scores of a step kind (its worker module, ``step.run[0]``) are recomputed from per-row results."""
-    _RECOMPUTERS[step_kind] = fn
 
 
 # The step kinds whose scores verify recomputes, and the module of trace-tui that knows how. A fixed
@@ -59,16 +52,30 @@ KNOWN_RECOMPUTERS: dict[str, str] = {
 
 
 def recomputer_for(step_kind: str) -> ScoreRecomputer | None:
-    if step_kind in _RECOMPUTERS:
-        return _RECOMPUTERS[step_kind]
+    """The step kind's ``recompute_score`` (None: not a scoring step of trace-tui)."""
     module_name = KNOWN_RECOMPUTERS.get(step_kind)
     if module_name is None:
         return None
-    module = importlib.import_module(module_name)
-    if step_kind in _RECOMPUTERS:  # the module registered itself on import
-        return _RECOMPUTERS[step_kind]
-    fn = getattr(module, "recompute_score", None)
+    fn = getattr(importlib.import_module(module_name), "recompute_score", None)
     return fn if callable(fn) else None
+
+
+def score_check(kind: str, root: Path, content: dict[str, Any], recorded: float, subject: str) -> Check:
+    """A recorded score against the one its step kind's recomputer gets from the receipt ``content``."""
+    fn = recomputer_for(kind)
+    if fn is None:
+        return Check(id="score", status="failed", subject=subject,
+                     message=f"score {recorded} cannot be recomputed: {str(kind)[:80]!r} is not a scoring step "
+                             "of trace-tui")
+    try:
+        again = fn(root, content)
+    except Exception as exc:  # noqa: BLE001 - a broken row file is this check's failure
+        return Check(id="score", status="failed", subject=subject,
+                     message=f"cannot recompute the score: {type(exc).__name__}: {exc}")
+    ok = again is not None and abs(float(again) - float(recorded)) <= SCORE_TOLERANCE
+    return Check(id="score", status="passed" if ok else "failed", subject=subject,
+                 message="score recomputed from per-row results" if ok
+                 else "score does not recompute from per-row results", expected=recorded, actual=again)
 
 
 def inside(root: Path, rel: Any) -> Path | None:
@@ -303,27 +310,11 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
             content = {**content, "score": None, "slices": {}}
         if recorded is not None:
             kind = content.get("kind") or by_step_kind.get(j.step, "")
-            fn = recomputer_for(kind)
             if j.score is not None and abs(j.score - recorded) > SCORE_TOLERANCE:
                 add(Check(id="score", status="failed", subject=subject,
                           message="campaign state and receipt disagree on the score", expected=recorded,
                           actual=j.score))
-            if fn is None:
-                add(Check(id="score", status="failed", subject=subject,
-                          message=f"score {recorded} cannot be recomputed: {str(kind)[:80]!r} is not a scoring "
-                                  "step of trace-tui"))
-            else:
-                try:
-                    again = fn(root, content)
-                except Exception as exc:  # noqa: BLE001 - a broken row file is this check's failure
-                    add(Check(id="score", status="failed", subject=subject,
-                              message=f"cannot recompute the score: {type(exc).__name__}: {exc}"))
-                else:
-                    ok = again is not None and abs(float(again) - float(recorded)) <= SCORE_TOLERANCE
-                    add(Check(id="score", status="passed" if ok else "failed", subject=subject,
-                              message="score recomputed from per-row results" if ok
-                              else "score does not recompute from per-row results",
-                              expected=recorded, actual=again))
+            add(score_check(kind, root, content, recorded, subject))
             if published and j.model is not None and j.benchmark is not None:
                 cmp_ = compare(j.step, j.model, j.seed, j.benchmark, float(recorded), published)
                 if cmp_ is not None:
@@ -333,25 +324,9 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
             if sub.get("score") is None:
                 continue
             kind = content.get("kind") or by_step_kind.get(j.step, "")
-            fn = recomputer_for(kind)
-            where = f"{j.step} {name}"
-            if fn is None:
-                add(Check(id="score", status="failed", subject=where,
-                          message=f"score {sub['score']} cannot be recomputed: {str(kind)[:80]!r} is not a "
-                                  "scoring step of trace-tui"))
-            else:
-                try:
-                    again = fn(root, {**content, "slice": name, "model": sub.get("model"), "seed": sub.get("seed"),
-                                      "benchmark": sub.get("benchmark")})
-                except Exception as exc:  # noqa: BLE001
-                    add(Check(id="score", status="failed", subject=where,
-                              message=f"cannot recompute the score: {type(exc).__name__}: {exc}"))
-                else:
-                    ok = again is not None and abs(float(again) - float(sub["score"])) <= SCORE_TOLERANCE
-                    add(Check(id="score", status="passed" if ok else "failed", subject=where,
-                              message="score recomputed from per-row results" if ok
-                              else "score does not recompute from per-row results",
-                              expected=sub["score"], actual=again))
+            # the whole-step job's recomputer is asked about one slice
+            add(score_check(kind, root, {**content, "slice": name, "model": sub.get("model"), "seed": sub.get("seed"),
+                                         "benchmark": sub.get("benchmark")}, sub["score"], f"{j.step} {name}"))
             if published and sub.get("model") is not None:
                 cmp_ = compare(j.step, sub["model"], sub.get("seed"), sub["benchmark"], float(sub["score"]), published)
                 if cmp_ is not None:
@@ -527,4 +502,4 @@ def run_cli(args: argparse.Namespace) -> int:
 
 
 __all__ = ["CampaignVerification", "Check", "Comparison", "compare", "load_published", "recomputer_for",
-           "register_score_recomputer", "render", "run_cli", "verify_campaign", "verify_sharded"]
+           "render", "run_cli", "verify_campaign", "verify_sharded"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -14,11 +16,15 @@ from trace_tui.tui.messages import HardwareReady
 from trace_tui.tui.views import HardwareView, RecipeRow, hardware_view, recipe_row
 from trace_tui.tui.widgets.table import LiteralTable
 
+if TYPE_CHECKING:
+    from trace_tui.hardware import HardwareReport
+    from trace_tui.tui.backends import Backends
+
 VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "unknown": "dim"}
 NO_GPU_RECIPES = ("verify", "eval-preview", "demo")
 
 
-def probe_all(backends) -> tuple[HardwareView, object, str]:
+def probe_all(backends: Backends) -> tuple[HardwareView, HardwareReport | None, str]:
     """The hardware report and each recipe's verdict on it (runs in a thread)."""
     try:
         report = backends.hardware_probe()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -16,14 +17,17 @@ from trace_tui.tui.messages import VerifyReady
 from trace_tui.tui.views import VerifyView, campaign_scores_table, verify_view
 from trace_tui.tui.widgets.checklist import Checklist, ResultTable
 
+if TYPE_CHECKING:
+    from trace_tui.engine.events import SliceState
+    from trace_tui.tui.backends import Backends
 
-def campaign_events(backends, path: Path) -> list:
+
+def campaign_events(backends: Backends, path: Path) -> list[SliceState]:
     """The campaign's slice states (scores included), read-only; none when it cannot be read."""
     try:
-        opened = backends.open_campaign(Path(path))
+        return backends.open_campaign(Path(path)).events
     except Exception:  # noqa: BLE001 - the checklist says what is wrong with the campaign
         return []
-    return list(getattr(opened, "events", None) or [])
 
 
 class VerifyScreen(Screen):

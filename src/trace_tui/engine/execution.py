@@ -1,0 +1,116 @@
+"""One job through a runtime to its recorded end: started, its worker's lines folded in, its outcome.
+
+The outcome is decided here: cancelled (interrupted, resumed by the next run), failed (one line
+naming the cause, the last log lines and the log, what the run and the TUI show), or completed
+with its receipt (trace_tui.engine.receipts). A keep_loaded step's worker serves many of these
+jobs in turn (trace_tui.engine.batch).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from trace_tui.campaign_files.state import STEP_SLICE
+from trace_tui.engine.campaign import Campaign
+from trace_tui.engine.cancellation import Cancellation
+from trace_tui.engine.events import SliceState, coalesce_progress, parse_stage_line
+from trace_tui.engine.launches import Launches
+from trace_tui.engine.live import Emit, JobContext, LiveEvents
+from trace_tui.engine.planner import PlannedJob
+from trace_tui.engine.receipts import short_slices_reason, write_receipt
+from trace_tui.runtime.base import ExitInfo, Runtime
+
+if TYPE_CHECKING:
+    from trace_tui.recipe_schema import Step
+
+
+class Execution:
+    def __init__(self, campaign: Campaign, launches: Launches, runtime_for: Callable[[Step], Runtime],
+                 cancellation: Cancellation, emit: Emit) -> None:
+        self.campaign = campaign
+        self.launches = launches
+        self.runtime_for = runtime_for  # the container runtime for a step with an image, else the host's
+        self.cancellation = cancellation
+        self.emit = emit
+        self.live = LiveEvents(campaign, emit)
+
+    def begin(self, job: PlannedJob) -> float:
+        """The job's record says running (one more attempt) and its slice is announced; returns the wall start."""
+        c, step = self.campaign, job.step
+        started_wall = time.time()
+        rec = c.job(step.id, job.slice)
+        attempts = (rec.attempts if rec else 0) + 1
+        c.update_job(step.id, job.slice, state="running", attempts=attempts, started_at=started_wall, message="")
+        resumed = job.action == "resume" and job.done > 0
+        self.emit(SliceState(step=step.id, model=job.model, seed=job.seed, benchmark=job.benchmark,
+                             state="resumed" if resumed else "running", done=job.done, total=job.total,
+                             message=f"resuming at row {job.done}" if resumed else ""))
+        return started_wall
+
+    def run(self, job: PlannedJob, gpus: list[int]) -> str | None:
+        """Run one job to its end. Returns a failure line, or None (done or cancelled)."""
+        step = job.step
+        launch = self.launches.for_job(job, gpus)
+        started_wall = self.begin(job)
+        if self.cancellation.is_set():
+            return None
+        known = self.campaign.sub_slices() if job.subs else {}
+        ctx = JobContext(job, {x.slice: getattr(known.get((step.id, x.slice)), "score", None) for x in job.subs})
+        with self.cancellation.running(self.runtime_for(step).start(launch)) as handle:
+            batches = getattr(handle, "batches", None)  # lines that arrived together, where a runtime reads so
+            seen: set[str] = set()
+            for batch in batches() if batches is not None else ([line] for line in handle.lines()):
+                for line in coalesce_progress(batch, seen):
+                    self.live.dispatch(parse_stage_line(line, step=step.id), ctx)
+            info = handle.wait()
+        return self.finish(job, ctx, info, started_wall, gpus)
+
+    def finish(self, job: PlannedJob, ctx: JobContext, info: ExitInfo, started_wall: float,
+               gpus: list[int], worker: str | None = None) -> str | None:
+        """Record how the job ended (``worker``: the keep_loaded worker that ran it, whose log it is)."""
+        c, step = self.campaign, job.step
+        fields: dict[str, Any] = dict(done=ctx.done, total=ctx.total, phase=ctx.phase, rate=ctx.rate)
+        ident = dict(step=step.id, model=job.model, seed=job.seed, benchmark=job.benchmark)
+        if self.cancellation.is_set() or info.stopped:
+            self.live.flush_subs(ctx, "cancelled")
+            c.update_job(step.id, job.slice, state="cancelled", message="interrupted", **fields)
+            self.emit(SliceState(state="cancelled", done=ctx.done, total=ctx.total, message="interrupted", **ident))
+            return None
+        reason = None
+        if info.exit_code != 0 or info.oom_killed:
+            reason = info.describe()
+            if any("[Errno 28]" in t or "No space left on device" in t for t in info.tail):
+                reason = f"no space left on device (ENOSPC) writing {c.path / c.output_rel(step.id, job.slice)} " \
+                         f"({reason}); free space there"
+            if ctx.status is not None and ctx.status.state == "failed" and ctx.status.message:
+                reason += f": {ctx.status.message}"
+        elif ctx.status is not None and ctx.status.state != "completed":
+            # A worker that exits 0 without a status line (e.g. `trace_tui verify`) is judged by its exit code.
+            reason = ctx.status.message or "the worker reported failure"
+        if reason is None and ctx.subs:
+            reason = short_slices_reason(ctx.subs.values())
+        receipt = None
+        if reason is None:
+            receipt, reason = write_receipt(c, job, rows=ctx.done, total=ctx.total, score=ctx.score,
+                                            artifacts=ctx.artifacts, subs=ctx.subs.values(), info=info,
+                                            started_wall=started_wall, gpus=gpus,
+                                            runtime=self.runtime_for(step).name, worker=worker)
+        if reason is not None:
+            where = job.slice if job.slice != STEP_SLICE else ""
+            last = " | ".join(info.tail[-5:])
+            line = (f"step {step.id}{' slice ' + where if where else ''} failed: {reason}"
+                    + (f"; last log lines: {last}" if last else "")
+                    + f"; log: {c.log_path(step.id, worker or job.slice)}; fix the cause and run the same command "
+                      "again to resume")
+            self.live.flush_subs(ctx, "failed")
+            c.update_job(step.id, job.slice, state="failed", message=line[:2000], finished_at=time.time(), **fields)
+            self.emit(SliceState(state="failed", done=ctx.done, total=ctx.total, message=line, **ident))
+            return line
+        self.live.flush_subs(ctx, "completed")
+        c.update_job(step.id, job.slice, state="completed", score=ctx.score, receipt=receipt,
+                     finished_at=time.time(), message="", **fields)
+        self.emit(SliceState(state="completed", done=ctx.done, total=ctx.total, score=ctx.score, **ident))
+        c.flush_events()
+        return None

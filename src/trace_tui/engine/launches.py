@@ -1,0 +1,80 @@
+"""What the runtime is asked to start: each job's spec written to its job.json, and the Launch around it.
+
+A per-slice or whole-step job gets one worker with its own spec; a keep_loaded step's GPU group gets
+one worker whose job.json lists, in order, the specs of every slice dealt to it (each slice's spec is
+also in that slice's own job.json, as a per-slice job's is).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trace_tui.common.atomic import atomic_write_json
+from trace_tui.engine.campaign import Campaign
+from trace_tui.engine.planner import PlannedJob, job_spec
+from trace_tui.runtime.base import LABEL_CAMPAIGN, Launch
+
+if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
+    from trace_tui.plan import StepGpus
+    from trace_tui.recipe_schema import ResolvedRecipe, Step
+
+ExtraInputs = Callable[[Any, PlannedJob, Any], dict[str, Any]]
+
+
+class Launches:
+    def __init__(self, resolved: ResolvedRecipe, campaign: Campaign, *, store: Path, offline: bool,
+                 mem_limit: str | None, gpu_groups: list[list[int]],
+                 step_gpus: Callable[[Step], StepGpus | None], extra_inputs: ExtraInputs | None) -> None:
+        self.resolved = resolved
+        self.campaign = campaign
+        self.store = store
+        self.offline = offline
+        self.mem_limit = mem_limit
+        self.gpu_groups = gpu_groups
+        self.step_gpus = step_gpus  # the run's GPU plan for a step, or None
+        self.extra_inputs = extra_inputs
+
+    def job_spec(self, job: PlannedJob, gpus: list[int]) -> dict[str, Any]:
+        return job_spec(self.resolved, self.resolved.recipe, self.campaign, job, gpus,
+                        planned=self.step_gpus(job.step), gpu_groups=self.gpu_groups, offline=self.offline,
+                        extra_inputs=self.extra_inputs)
+
+    def write_spec(self, job: PlannedJob, gpus: list[int]) -> dict[str, Any]:
+        """The job's spec into its job.json (and its output folder made); returns the spec."""
+        c = self.campaign
+        spec = self.job_spec(job, gpus)
+        job_dir = c.job_dir(job.step.id, job.slice)
+        atomic_write_json(job_dir / "job.json", spec)
+        os.chmod(job_dir / "job.json", 0o644)  # the container user must read it
+        (c.path / c.output_rel(job.step.id, job.slice)).mkdir(parents=True, exist_ok=True)
+        return spec
+
+    def for_job(self, job: PlannedJob, gpus: list[int]) -> Launch:
+        """Write the job's spec and return what the runtime is asked to start for it on host GPUs ``gpus``."""
+        c = self.campaign
+        self.write_spec(job, gpus)
+        return self._launch(job.step, job.slice, gpus, c.path / c.output_rel(job.step.id, job.slice))
+
+    def for_batch(self, jobs: list[PlannedJob], gpus: list[int], worker: str) -> Launch:
+        """A keep_loaded step's worker for ``jobs`` on host GPUs ``gpus``: each slice's spec in its own
+        job.json (as a per-slice job has) and all of them, in order, as the worker's ``batch``."""
+        c, step = self.campaign, jobs[0].step
+        specs = [self.write_spec(j, gpus) for j in jobs]
+        job_dir = c.job_dir(step.id, worker)
+        atomic_write_json(job_dir / "job.json", {"step": step.id, "recipe": self.resolved.recipe.name,
+                                                 "worker": worker, "args": list(step.run[1:]),
+                                                 "gpus": list(range(len(gpus))), "host_gpus": gpus, "batch": specs})
+        os.chmod(job_dir / "job.json", 0o644)
+        return self._launch(step, worker, gpus, c.path / "outputs" / step.id)
+
+    def _launch(self, step: Step, name: str, gpus: list[int], output_dir: Path) -> Launch:
+        """``name``: the job's slice, or a keep_loaded worker's name (its job.json folder and log)."""
+        c = self.campaign
+        return Launch(step=step.id, slice=name, module=step.run[0], args=list(step.run[1:]),
+                      job_dir=c.job_dir(step.id, name), campaign=c.path, store=self.store,
+                      log_path=c.log_path(step.id, name), image=step.image,
+                      network=step.needs.network and not self.offline, gpus=gpus, labels={LABEL_CAMPAIGN: c.id},
+                      mem_limit=self.mem_limit, env=dict(step.env), output_dir=output_dir)
