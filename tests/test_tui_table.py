@@ -60,3 +60,25 @@ async def test_an_updated_wrapped_cell_is_wrapped_again() -> None:
         shown = table.get_row_at(1)[2].plain
         assert "\n" in shown and shown.replace("\n", " ").split() == long.split()
         assert table.virtual_size.width <= table.size.width
+
+
+async def test_step_states_drawn_before_the_list_is_mounted_still_size_its_column() -> None:
+    """A resumed run's first events can reach the step list before it is mounted: the state column must
+    still be as wide as "✓ already complete" once it shows (it was cut to the header's width)."""
+    from trace_tui.engine.events import StepState
+    from trace_tui.tui.progress import ProgressModel
+    from trace_tui.tui.widgets.step_list import StepList
+
+    model = ProgressModel()
+    model.apply(StepState(step="generate", state="skipped", message="already complete"))
+    steps = StepList(model, id="steps")
+    steps.redraw()  # before mounting, as a fast event would
+
+    class StepsApp(App):
+        def compose(self) -> ComposeResult:
+            yield steps
+
+    async with StepsApp().run_test(size=(60, 8)) as pilot:
+        await pilot.pause()
+        assert steps.row_text(0) == ["generate", "✓ already complete"]
+        assert steps.ordered_columns[1].get_render_width(steps) >= len("✓ already complete")

@@ -35,6 +35,10 @@ class StepList(LiteralTable):
         self.redraw()
 
     def redraw(self) -> None:
+        if not self.columns:
+            # Not mounted yet (a run's first events can come first): rows added now would not size the
+            # columns added later, and on_mount draws the steps anyway.
+            return
         cells = {}
         for step in self.model.steps.values():
             progress = f" {step.done}/{step.total}" if step.total and step.state == "running" else ""
