@@ -522,3 +522,47 @@ async def test_run_screen_names_the_runtime_and_each_steps_image(tmp_path: Path)
         await pilot.press("escape")
         run.cancel_runner()
         await wait_for(pilot, lambda: run.outcome not in (None, "running"))
+
+
+async def test_the_footer_is_whole_at_80_columns_on_every_screen(tmp_path: Path,
+                                                                 trace_release_dir: Path) -> None:
+    """Every hint the footer shows is whole at 80x24 — `q Quit` is the last one before the palette
+    (the preview's footer was cut to a bare "q")."""
+    resolved = selftest_resolved(name="tuifoot80", rows=4, delay=0.0, host_step=False)
+    app = TraceTuiApp(make_backends(tmp_path, extra_recipes={"tuifoot80": resolved}, release_dir=trace_release_dir))
+
+    def footer() -> str:
+        return screen_text(app).splitlines()[-1]
+
+    async with app.run_test(size=(80, 24)) as pilot:
+        await hardware_ready(pilot, app)
+        seen = {"hardware": footer()}
+        app.open_recipe("tuifoot80")
+        await wait_for(pilot, lambda: isinstance(app.screen, PreviewScreen) and app.screen.resolved is not None,
+                       what="the preview")
+        await pilot.pause(0.2)
+        seen["preview"] = footer()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, StepsScreen) and app.screen.is_mounted, what="steps")
+        await pilot.pause(0.2)
+        seen["steps"] = footer()
+        await pilot.press("escape", "escape")
+        app.show_verify("release", trace_release_dir)
+        await wait_for(pilot, lambda: getattr(app.screen, "view", None) is not None, timeout=60, what="verify")
+        await pilot.pause(0.2)
+        seen["verify"] = footer()
+        await pilot.press("escape")
+        run = await start_run(pilot, app, "tuifoot80", decisions="y")
+        await wait_for(pilot, lambda: run.outcome not in (None, "running"), timeout=120, what="the run's end")
+        while app.screen is not run:
+            app.pop_screen()
+            await pilot.pause(0.1)
+        await pilot.pause(0.2)
+        seen["run (done)"] = footer()
+        app.action_show_campaigns()
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "CampaignsScreen", what="the campaigns")
+        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: footer().strip() != "", what="the campaigns footer")
+        seen["campaigns"] = footer()
+        for name, line in seen.items():
+            assert re.search(r"\bq Quit\b", line), (name, line)

@@ -18,7 +18,8 @@ class PreviewScreen(Screen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("enter", "steps", "Walk the steps"),
-        Binding("w", "app.choose_scheduler", "Where it runs"),
+        # said on the command line below (the footer stays whole at 80 columns)
+        Binding("w", "app.choose_scheduler", "Where it runs", show=False),
         Binding("o", "options", "Options"),
         Binding("y", "copy", "Copy command", show=False),  # said on the command line itself
     ]
@@ -45,7 +46,7 @@ class PreviewScreen(Screen):
 
     def _show_command(self) -> None:
         self.query_one("#preview-command", Static).update(
-            f"same as: {self.app.choices.command()}  · o: options · y: copy")
+            f"same as: {self.app.choices.command()}  · o: options · w: where it runs · y: copy")
 
     @work(thread=True, exclusive=True, group="preview")
     def _resolve(self, choices) -> None:

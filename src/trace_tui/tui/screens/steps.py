@@ -17,9 +17,9 @@ class StepsScreen(Screen):
         Binding("y", "confirm", "Confirm"),
         Binding("enter", "confirm", "Confirm", show=False),
         Binding("s", "skip", "Skip"),
-        Binding("b", "previous", "Previous"),
+        Binding("b", "previous", "Previous", show=False),  # said in the screen's key line (footer whole at 80)
         Binding("a", "confirm_all", "Confirm all"),
-        Binding("w", "app.choose_scheduler", "Where it runs"),
+        Binding("w", "app.choose_scheduler", "Where it runs", show=False),  # in the preview and ? (help)
         Binding("escape", "app.pop_screen", "Back"),
     ]
 
@@ -55,7 +55,7 @@ class StepsScreen(Screen):
         decided = self.decisions.get(step.id)
         if decided is not None:
             lines.append("decided: " + ("confirm" if decided else "skip"))
-        lines += ["", "y/enter: confirm · s: skip · a: confirm all · b: previous · esc: back"]
+        lines += ["", "y/enter: confirm · s: skip · a: confirm all · b: previous · w: where it runs · esc: back"]
         self.query_one("#step-text", Static).update("\n".join(lines))
 
     def _decide(self, run: bool) -> None:
