@@ -138,7 +138,7 @@ def test_judge_accepts_verbatim_evidence_with_the_answer(before: str, n: int, af
 # --- the fast paths agree with the plain definitions
 
 from trace_tui.scoring.extraction import (  # noqa: E402
-    _ANSWER_LINE, _ANSWER_LINE_AT, _FINAL_ANSWER, _FINAL_ANSWER_AT, _SECTION, _SECTION_AT, _line_matches,
+    _ANSWER_LINE, _ANSWER_LINES, _ANSWER_LINES_AT, _FINAL_ANSWER, _SECTION, _SECTION_AT, _line_matches,
     balanced_objects,
 )
 from trace_tui.scoring.reward import scan_objects  # noqa: E402
@@ -211,12 +211,22 @@ def test_scanners_match_their_plain_definitions(text: str) -> None:
 def test_keyword_anchored_line_routes_equal_multiline_search(text: str) -> None:
     lowered = text.lower()
     usable = lowered if len(lowered) == len(text) and "ſ" not in text else None
-    for keyword, anchored, multiline in (
-        ("json", _SECTION_AT, _SECTION), ("answer", _FINAL_ANSWER_AT, _FINAL_ANSWER),
-        ("answer", _ANSWER_LINE_AT, _ANSWER_LINE),
-    ):
+    for keyword, anchored, multiline in (("json", _SECTION_AT, _SECTION), ("answer", _ANSWER_LINES_AT, _ANSWER_LINES)):
         fast = [m.span() for m in _line_matches(text, usable, keyword, anchored, multiline)]
         assert fast == [m.span() for m in multiline.finditer(text)]
+
+
+@PROPS
+@given(line_texts)
+def test_one_pass_answer_lines_equal_the_two_route_patterns(text: str) -> None:
+    def found(pattern, group):
+        return [(m.span(), m.span(group)) for m in pattern.finditer(text)]
+
+    combined = list(_ANSWER_LINES.finditer(text))
+    final = [(m.span(), m.span(2)) for m in combined if m.start(1) >= 0]
+    plain = [(m.span(), m.span(2)) for m in combined if m.start(1) < 0]
+    assert final == found(_FINAL_ANSWER, 1)
+    assert plain == found(_ANSWER_LINE, 1)
 
 
 fence_texts = st.lists(st.sampled_from(["```", "`", "json", "JSON", " ", "\n", "x", "{}", "\t"]), max_size=12).map("".join)

@@ -65,6 +65,11 @@ def _refuse_constant(name: str) -> Any:
 
 
 _JSON_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_no_duplicates, parse_constant=_refuse_constant)
+# The decoder's scanner called directly: on a stripped text, decode() is exactly one scan from index 0
+# that must end at the text's end (no JSON whitespace can be left on either side), minus two Python calls.
+_JSON_SCAN = _JSON_DECODER.scan_once
+# The characters a JSON value can start with; on any other the scanner fails at once.
+_JSON_STARTS = frozenset('"{[-0123456789ntfNI')
 
 # Returned by parse_structured when the text gives nothing.
 NOTHING: Any = object()
@@ -116,12 +121,15 @@ def parse_structured(text: str) -> tuple[Any, str] | Any:
     text = text.strip()
     if not text:
         return NOTHING
-    try:
-        return _JSON_DECODER.decode(text), PARSER_JSON  # json.loads with the two refusals
-    except _Refused:
-        return NOTHING
-    except (_NonFinite, ValueError, RecursionError):
-        pass
+    if text[0] in _JSON_STARTS:
+        try:
+            value, stop = _JSON_SCAN(text, 0)  # json.loads with the two refusals
+            if stop == len(text):
+                return value, PARSER_JSON
+        except _Refused:
+            return NOTHING
+        except (_NonFinite, StopIteration, ValueError, RecursionError):
+            pass
     value = _literal(text)
     if value is NOTHING:
         return NOTHING
@@ -170,12 +178,15 @@ def _whole_wrapped(text: str, opener: re.Pattern[str]) -> str | None:
 def unwrap_text(text: str, answer_type: str) -> Any:
     """The value a text-parser string stands for, before type coercion (CONTRACTS §1 Coercion)."""
     s = text.strip()
-    inner = _whole_wrapped(s, _BOXED_OPEN)
-    if inner is not None:
-        s = inner.strip()
-    inner = _whole_wrapped(s, _WRAP_OPEN)
-    if inner is not None:
-        s = inner
+    if s[:1] == "\\":  # every wrapper but the backticks opens with a backslash
+        inner = _whole_wrapped(s, _BOXED_OPEN)
+        if inner is not None:
+            s = inner.strip()
+        inner = _whole_wrapped(s, _WRAP_OPEN)
+        if inner is not None:
+            s = inner
+        elif len(s) >= 2 and s[0] == "`" and s[-1] == "`":
+            s = s[1:-1]
     elif len(s) >= 2 and s[0] == "`" and s[-1] == "`":
         s = s[1:-1]
     parsed = parse_structured(s)
@@ -241,7 +252,28 @@ def _decimal_of(raw: Any) -> Decimal | str:
     return f"not a number ({type(raw).__name__})"
 
 
+# Ints below this have at most 28 digits, so the 28-digit context normalizes them exactly.
+_FAST_INT_LIMIT = 10**28
+
+
 def coerce_numeric(raw: Any, *, integer: bool) -> Coerced:
+    # Plain ints and floats, the values JSON gives, skip the general path's digit counting
+    # (as_tuple) and give the same Decimal: a float's repr has at most 17 digits.
+    kind = type(raw)
+    if kind is int and -_FAST_INT_LIMIT < raw < _FAST_INT_LIMIT:
+        if raw == 0:
+            return Coerced(True, 0, _ZERO)
+        return Coerced(True, raw, Decimal(raw).normalize(_CONTEXT_28))
+    if kind is float and math.isfinite(raw):
+        if raw == 0.0:
+            return Coerced(True, 0, _ZERO)
+        canon = Decimal(repr(raw)).normalize(_CONTEXT_28)
+        # A float's shortest repr is integral exactly when the float is (its value is that repr's).
+        if raw.is_integer():
+            return Coerced(True, int(canon), canon)
+        if integer:
+            return _reject("not an integer")
+        return Coerced(True, raw, canon)
     d = _decimal_of(raw)
     if isinstance(d, str):
         return _reject(d)

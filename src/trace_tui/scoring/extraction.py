@@ -139,10 +139,14 @@ _SECTION = re.compile(
 _SEPARATOR = r"[ \t]*(?:is|=|:|：)[ \t]*([^\n]*)"
 _FINAL_ANSWER = re.compile(r"^[ \t]*(?:the[ \t]+)?final[ \t]+answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE)
 _ANSWER_LINE = re.compile(r"^[ \t]*answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE)
+# Routes 5 and 6 in one pattern, one match per line: a line opens either with `the`/`final` or with
+# `answer`, never both, so group 1 (the `final` prefix) says which route matched; group 2 is the answer.
+_ANSWER_LINES = re.compile(
+    r"^[ \t]*((?:the[ \t]+)?final[ \t]+)?answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE
+)
 # The same patterns without `^`, tried only at the starts of lines holding a keyword (speed).
 _SECTION_AT = re.compile(_SECTION.pattern[1:], re.IGNORECASE)
-_FINAL_ANSWER_AT = re.compile(_FINAL_ANSWER.pattern[1:], re.IGNORECASE)
-_ANSWER_LINE_AT = re.compile(_ANSWER_LINE.pattern[1:], re.IGNORECASE)
+_ANSWER_LINES_AT = re.compile(_ANSWER_LINES.pattern[1:], re.IGNORECASE)
 _BOXED = re.compile(r"\\boxed\s*\{", re.IGNORECASE)
 # Line boundaries as str.splitlines() knows them (all are whitespace to str.strip()).
 _LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
@@ -192,12 +196,15 @@ def balanced_objects(text: str) -> list[tuple[int, int]]:
 
 
 class _Collector:
-    __slots__ = ("answer_type", "end", "out")
+    __slots__ = ("answer_type", "end", "out", "repeats")
 
     def __init__(self, answer_type: str, end: int) -> None:
         self.answer_type = answer_type
         self.end = end
         self.out: list[Candidate] = []
+        # Every other element has its own span, so only a mapping with several answer keys can
+        # give identical candidates: de-duplication runs only when one did.
+        self.repeats = False
 
     def add(self, route: str, priority: str, raw: Any, span: tuple[int, int], parser: str) -> None:
         c = coerce(raw, parser, self.answer_type)
@@ -215,9 +222,12 @@ class _Collector:
             return
         value, parser = parsed
         if isinstance(value, dict):
+            given = len(self.out)
             for key, item in value.items():
                 if isinstance(key, str) and key.strip().casefold() == "answer":
                     self.add(route, priority, item, span, parser)
+            if len(self.out) > given + 1:
+                self.repeats = True
         elif isinstance(value, (list, tuple, set, frozenset)):
             return
         elif scalars:
@@ -241,7 +251,8 @@ def _line_matches(text: str, lowered: str | None, keyword: str, anchored: re.Pat
         i = lowered.find(keyword, i + 1)
 
 
-def _collect(text: str, answer_type: str, end: int) -> list[Candidate]:
+def _collect(text: str, answer_type: str, end: int) -> tuple[list[Candidate], bool]:
+    """Every candidate in route order, and whether identical ones may be among them."""
     col = _Collector(answer_type, end)
     lowered: str | None = text.lower()
     # Keyword positions stand for text positions only when lower() keeps every
@@ -252,8 +263,8 @@ def _collect(text: str, answer_type: str, end: int) -> list[Candidate]:
     def prio(span_end: int) -> str:
         return TERMINAL_STRUCTURED if span_end == end else STRUCTURED
 
-    # 1. answer tags
-    if "<" in text:
+    # 1. answer tags (a closing tag is needed)
+    if "</" in text:
         for m in _TAG.finditer(text):
             col.structured(ROUTE_ANSWER_TAG, prio(m.end()), m.group(2), m.span(), scalars=True, fallback=True)
     # 2. code fences: scalars and plain text only for the fence that closes the response
@@ -267,23 +278,27 @@ def _collect(text: str, answer_type: str, end: int) -> list[Candidate]:
             ROUTE_STRUCTURED_SECTION, TERMINAL_STRUCTURED, text[m.end() : end], (m.start(), end),
             scalars=True, fallback=False,
         )
-    # 4. balanced objects
+    # 4. balanced objects: only a mapping with a string key gives candidates here, and an object
+    # without a colon or a quote cannot be one, so its parse (mostly a failing literal) is skipped.
     if "{" in text:
         for start, stop in balanced_objects(text):
-            col.structured(
-                ROUTE_BALANCED_OBJECT, prio(stop), text[start:stop], (start, stop), scalars=False, fallback=False
-            )
-    # 5./6. final answer and answer lines
-    for route, anchored, multiline in (
-        (ROUTE_FINAL_ANSWER, _FINAL_ANSWER_AT, _FINAL_ANSWER),
-        (ROUTE_ANSWER_LINE, _ANSWER_LINE_AT, _ANSWER_LINE),
-    ):
-        for m in _line_matches(text, lowered, "answer", anchored, multiline):
-            raw = m.group(1).rstrip()
-            if raw:
-                col.add(route, EXPLICIT, raw, (m.start(), m.start(1) + len(raw)), PARSER_TEXT)
+            body = text[start:stop]
+            if ":" in body and ('"' in body or "'" in body):
+                col.structured(ROUTE_BALANCED_OBJECT, prio(stop), body, (start, stop), scalars=False, fallback=False)
+    # 5./6. final answer and answer lines, found in one pass; every final answer comes first
+    answer_lines = []
+    for m in _line_matches(text, lowered, "answer", _ANSWER_LINES_AT, _ANSWER_LINES):
+        raw = m.group(2).rstrip()
+        if raw:
+            span = (m.start(), m.start(2) + len(raw))
+            if m.start(1) >= 0:
+                col.add(ROUTE_FINAL_ANSWER, EXPLICIT, raw, span, PARSER_TEXT)
+            else:
+                answer_lines.append((raw, span))
+    for raw, span in answer_lines:
+        col.add(ROUTE_ANSWER_LINE, EXPLICIT, raw, span, PARSER_TEXT)
     # 7. boxed, nested boxes included
-    if "\\" in text:
+    if "\\" in text and (lowered is None or "\\boxed" in lowered):
         for m in _BOXED.finditer(text):
             close = matching_brace(text, m.end() - 1)
             if close >= 0:
@@ -297,7 +312,7 @@ def _collect(text: str, answer_type: str, end: int) -> list[Candidate]:
         if is_option(stripped):
             offset = line_start + (len(line) - len(line.lstrip()))
             col.add(ROUTE_TERMINAL_OPTION, EXPLICIT, stripped, (offset, end), PARSER_TEXT)
-    return col.out
+    return col.out, col.repeats
 
 
 def _dedupe(candidates: list[Candidate]) -> tuple[Candidate, ...]:
@@ -325,14 +340,16 @@ def extract_answer(response: str | None, answer_type: str) -> Extraction:
     end = len(response.rstrip())
     if end == 0:
         return Extraction(MISSING, None, None, None, (), kind)
-    candidates = _dedupe(_collect(response, kind, end))
-    if any(c.terminal for c in candidates):
-        # A terminal structured answer shadows everything before it, even when rejected.
-        pool = [c for c in candidates if c.terminal and c.accepted]
-    else:
-        pool = [c for c in candidates if c.accepted]
+    collected, repeats = _collect(response, kind, end)
+    candidates = _dedupe(collected) if repeats else tuple(collected)
+    terminal = [c for c in candidates if c.priority == TERMINAL_STRUCTURED]
+    # A terminal structured answer shadows everything before it, even when rejected.
+    pool = [c for c in (terminal or candidates) if c.accepted]
     if not pool:
         return Extraction(MISSING, None, None, None, candidates, kind)
+    if len(pool) == 1:
+        best = pool[0]
+        return Extraction(FOUND, best.value, best.route, best, candidates, kind)
     if len({c.canonical for c in pool}) > 1:
         return Extraction(AMBIGUOUS, None, None, None, candidates, kind)
     best = min(pool, key=lambda c: (not c.terminal, ROUTE_ORDER[c.route], -c.span[1]))
