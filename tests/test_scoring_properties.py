@@ -138,7 +138,8 @@ def test_judge_accepts_verbatim_evidence_with_the_answer(before: str, n: int, af
 # --- the fast paths agree with the plain definitions
 
 from trace_tui.scoring.extraction import (  # noqa: E402
-    _ANSWER_LINE, _ANSWER_LINES, _ANSWER_LINES_AT, _FINAL_ANSWER, _SECTION, _SECTION_AT, _line_matches,
+    _ANSWER_LINE, _ANSWER_LINES, _ANSWER_LINES_AT, _ANSWER_LINES_HITS, _FINAL_ANSWER, _SECTION, _SECTION_AT,
+    _SECTION_HITS, _line_matches,
     balanced_objects,
 )
 from trace_tui.scoring.reward import scan_objects  # noqa: E402
@@ -146,7 +147,7 @@ from trace_tui.scoring.reward import scan_objects  # noqa: E402
 scanner_texts = st.text(alphabet='{}"\'\\ ab\n', max_size=40)
 line_texts = st.lists(
     st.sampled_from(["answer", "ANSWER", "anſwer", "final", " ", "\t", "\n", "json", "_", "-", ":", "is", "the ",
-                     "İ", "x", "7", "："]),
+                     "İ", "ı", "IS", "=", "JSON", "x", "7", "："]),
     max_size=16,
 ).map("".join)
 
@@ -211,8 +212,10 @@ def test_scanners_match_their_plain_definitions(text: str) -> None:
 def test_keyword_anchored_line_routes_equal_multiline_search(text: str) -> None:
     lowered = text.lower()
     usable = lowered if len(lowered) == len(text) and "ſ" not in text else None
-    for keyword, anchored, multiline in (("json", _SECTION_AT, _SECTION), ("answer", _ANSWER_LINES_AT, _ANSWER_LINES)):
-        fast = [m.span() for m in _line_matches(text, usable, keyword, anchored, multiline)]
+    for hits, anchored, multiline in (
+        (_SECTION_HITS, _SECTION_AT, _SECTION), (_ANSWER_LINES_HITS, _ANSWER_LINES_AT, _ANSWER_LINES),
+    ):
+        fast = [m.span() for m in _line_matches(text, usable, hits, anchored, multiline)]
         assert fast == [m.span() for m in multiline.finditer(text)]
 
 

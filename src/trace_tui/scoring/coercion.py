@@ -209,8 +209,11 @@ class Coerced:
     rejection: str | None = None
 
 
-def _reject(reason: str) -> Coerced:
-    return Coerced(False, rejection=reason)
+# The extraction builds one candidate per raw value and needs only Coerced's four fields: the
+# functions below give them as a plain tuple (accepted, value, canonical, rejection), and the
+# public coerce* functions wrap that tuple.
+def _rejected(reason: str) -> tuple[bool, Any, Any, str]:
+    return (False, None, None, reason)
 
 
 _ZERO = Decimal(0)
@@ -256,77 +259,98 @@ def _decimal_of(raw: Any) -> Decimal | str:
 _FAST_INT_LIMIT = 10**28
 
 
-def coerce_numeric(raw: Any, *, integer: bool) -> Coerced:
+def _numeric(raw: Any, integer: bool) -> tuple[bool, Any, Any, str | None]:
     # Plain ints and floats, the values JSON gives, skip the general path's digit counting
     # (as_tuple) and give the same Decimal: a float's repr has at most 17 digits.
     kind = type(raw)
     if kind is int and -_FAST_INT_LIMIT < raw < _FAST_INT_LIMIT:
         if raw == 0:
-            return Coerced(True, 0, _ZERO)
-        return Coerced(True, raw, Decimal(raw).normalize(_CONTEXT_28))
+            return (True, 0, _ZERO, None)
+        return (True, raw, Decimal(raw).normalize(_CONTEXT_28), None)
     if kind is float and math.isfinite(raw):
         if raw == 0.0:
-            return Coerced(True, 0, _ZERO)
+            return (True, 0, _ZERO, None)
         canon = Decimal(repr(raw)).normalize(_CONTEXT_28)
         # A float's shortest repr is integral exactly when the float is (its value is that repr's).
         if raw.is_integer():
-            return Coerced(True, int(canon), canon)
+            return (True, int(canon), canon, None)
         if integer:
-            return _reject("not an integer")
-        return Coerced(True, raw, canon)
+            return _rejected("not an integer")
+        return (True, raw, canon, None)
     d = _decimal_of(raw)
     if isinstance(d, str):
-        return _reject(d)
+        return _rejected(d)
     if d.is_zero():
-        return Coerced(True, 0, _ZERO)
+        return (True, 0, _ZERO, None)
     canon = _exact_normalize(d)
     if canon.as_tuple().exponent >= 0:  # type: ignore[operator]  # integral
         if canon.adjusted() > MAX_INTEGER_EXPONENT:
-            return _reject("number out of range")
-        return Coerced(True, int(canon), canon)
+            return _rejected("number out of range")
+        return (True, int(canon), canon, None)
     if integer:
-        return _reject("not an integer")
+        return _rejected("not an integer")
     f = float(canon)
     if f == 0.0:
-        return _reject("underflows to 0")
+        return _rejected("underflows to 0")
     if not math.isfinite(f):
-        return _reject("non-finite number")
-    return Coerced(True, f, canon)
+        return _rejected("non-finite number")
+    return (True, f, canon, None)
+
+
+def _not_a_string(raw: Any) -> tuple[bool, Any, Any, str]:
+    return _rejected("boolean" if isinstance(raw, bool) else f"not a string ({type(raw).__name__})")
+
+
+def _option(raw: Any) -> tuple[bool, Any, Any, str | None]:
+    if not isinstance(raw, str):
+        return _not_a_string(raw)
+    m = _OPTION.fullmatch(raw.strip())
+    if m is None:
+        return _rejected("not an option letter")
+    letter = m.group(1).upper()
+    return (True, letter, letter, None)
+
+
+def _string(raw: Any) -> tuple[bool, Any, Any, str | None]:
+    if not isinstance(raw, str):
+        return _not_a_string(raw)
+    s = raw.strip()
+    if not s:
+        return _rejected("empty string")
+    return (True, s, s, None)
+
+
+def coerce_numeric(raw: Any, *, integer: bool) -> Coerced:
+    return Coerced(*_numeric(raw, integer))
 
 
 def coerce_option(raw: Any) -> Coerced:
-    if not isinstance(raw, str):
-        return _reject("boolean" if isinstance(raw, bool) else f"not a string ({type(raw).__name__})")
-    m = _OPTION.fullmatch(raw.strip())
-    if m is None:
-        return _reject("not an option letter")
-    letter = m.group(1).upper()
-    return Coerced(True, letter, letter)
+    return Coerced(*_option(raw))
 
 
 def coerce_string(raw: Any) -> Coerced:
-    if not isinstance(raw, str):
-        return _reject("boolean" if isinstance(raw, bool) else f"not a string ({type(raw).__name__})")
-    s = raw.strip()
-    if not s:
-        return _reject("empty string")
-    return Coerced(True, s, s)
+    return Coerced(*_string(raw))
 
 
 def is_option(text: str) -> bool:
     return _OPTION.fullmatch(text.strip()) is not None
 
 
-def coerce(raw: Any, parser: str, answer_type: str) -> Coerced:
-    """Coerce a raw candidate (from `parser`) to `answer_type` (already normalized)."""
+def coerce_parts(raw: Any, parser: str, answer_type: str) -> tuple[bool, Any, Any, str | None]:
+    """coerce() as the tuple (accepted, value, canonical, rejection)."""
     if parser == PARSER_TEXT and isinstance(raw, str):
         raw = unwrap_text(raw, answer_type)
     if isinstance(raw, bool):
-        return _reject("boolean")
+        return _rejected("boolean")
     if answer_type == "integer":
-        return coerce_numeric(raw, integer=True)
+        return _numeric(raw, True)
     if answer_type == "number":
-        return coerce_numeric(raw, integer=False)
+        return _numeric(raw, False)
     if answer_type == "option_letter":
-        return coerce_option(raw)
-    return coerce_string(raw)
+        return _option(raw)
+    return _string(raw)
+
+
+def coerce(raw: Any, parser: str, answer_type: str) -> Coerced:
+    """Coerce a raw candidate (from `parser`) to `answer_type` (already normalized)."""
+    return Coerced(*coerce_parts(raw, parser, answer_type))
