@@ -243,3 +243,51 @@ def test_final_fence_equals_leftmost_search(text: str) -> None:
     text = text.rstrip()
     fast, slow = final_fence(text), _FINAL_FENCE.search(text)
     assert (fast and (fast.span(), fast.group(1))) == (slow and (slow.span(), slow.group(1)))
+
+
+# --- the JSON-shaped literal path gives what literal_eval gives
+
+from trace_tui.scoring.coercion import NOTHING, _UNSURE, _literal, _quoted_literal  # noqa: E402
+
+ODD_CHARS = ["\ud800", "\udfff", "\x00", "\x1f", "\x7f", "\x85", "\u2028", "\ufeff", "\uffff", "\r", "\x0c", "\\", "'", '"']
+literal_strings = st.builds(
+    lambda quote, body: quote + body + quote,
+    st.sampled_from(["'", '"']),
+    st.text(alphabet=st.one_of(st.characters(), st.sampled_from(ODD_CHARS)), max_size=4),
+)
+literal_numbers = st.sampled_from(["0", "-0", "42", "-7", "1.5", "-0.0", "1e5", "1E+2", "1e-400", "1e400", "3.", ".5",
+                                   "007", "1_0", "0x1F", "+1", "--1", "12345678901234567890123456789"])
+literal_gaps = st.sampled_from(["", "", " ", "\t", "\n", "\r", "\x0c", " # c\n"])
+
+
+def _join(open_, close, parts, gap, trailing):
+    return open_ + gap + ",".join(parts) + trailing + close
+
+
+literal_texts = st.recursive(
+    literal_strings | literal_numbers,
+    lambda inner: st.builds(
+        _join, st.just("{"), st.just("}"),
+        st.lists(st.builds(lambda k, g, v: f"{k}{g}:{g}{v}", literal_strings | literal_numbers, literal_gaps, inner),
+                 max_size=3),
+        literal_gaps, st.sampled_from(["", ",", " "]),
+    ) | st.builds(_join, st.just("["), st.just("]"), st.lists(inner, max_size=3), literal_gaps, st.sampled_from(["", ","])),
+    max_leaves=6,
+)
+
+
+@PROPS
+@given(literal_texts)
+def test_quoted_literal_path_equals_literal_eval(text: str) -> None:
+    text = text.strip()
+    fast = _quoted_literal(text) if text else _UNSURE
+    if fast is not _UNSURE:
+        slow = _literal(text)
+        assert (type(fast), repr(fast)) == (type(slow), repr(slow))
+
+
+def test_quoted_literal_path_decides_the_usual_answers() -> None:
+    assert _quoted_literal("{'answer': 42}") == {"answer": 42} == _literal("{'answer': 42}")
+    assert _quoted_literal("{'answer': \"B\", 'x': [1, -2.5]}") == {"answer": "B", "x": [1, -2.5]}
+    assert _quoted_literal("{'answer': 1, 'answer': 1}") is NOTHING is _literal("{'answer': 1, 'answer': 1}")
+    assert _quoted_literal("{'answer': 1,}") is _UNSURE  # JSON has no trailing comma: literal_eval decides
