@@ -6,6 +6,7 @@ import json
 import string
 from decimal import Decimal
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -291,3 +292,27 @@ def test_quoted_literal_path_decides_the_usual_answers() -> None:
     assert _quoted_literal("{'answer': \"B\", 'x': [1, -2.5]}") == {"answer": "B", "x": [1, -2.5]}
     assert _quoted_literal("{'answer': 1, 'answer': 1}") is NOTHING is _literal("{'answer': 1, 'answer': 1}")
     assert _quoted_literal("{'answer': 1,}") is _UNSURE  # JSON has no trailing comma: literal_eval decides
+
+
+bracket_texts = st.lists(
+    st.sampled_from(["(", "[", "{", " ", "\t", "\n", "B", "x", "_", "True", "None", "set()", "b'x'", "Rb'x'", "ｓet()",
+                     "𝐓𝐫𝐮𝐞", "not 1", ")", "]", "}", ",", "1", ":", "'a'", "-", "**"]),
+    max_size=8,
+).map("".join)
+
+
+@PROPS
+@given(bracket_texts)
+def test_bracketed_name_is_never_a_literal(text: str) -> None:
+    import ast
+    import warnings
+
+    from trace_tui.scoring.coercion import cannot_be_literal
+
+    # Behind brackets only: at the very start any letter counts as a name (so "ｓet()", which NFKC
+    # makes set(), is skipped there; that is the extraction's behaviour, kept as it is).
+    if text.lstrip(" \t")[:1] in ("(", "[", "{") and cannot_be_literal(text):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(Exception):  # noqa: B017 - any failure: SyntaxError, ValueError, TypeError
+                ast.literal_eval(text)

@@ -78,13 +78,25 @@ NOTHING: Any = object()
 # A literal may start with a name only for these; any other leading name makes
 # the text an expression literal_eval refuses, so parsing it can be skipped.
 _LITERAL_NAMES = re.compile(r"(?:True|False|None|set)(?![A-Za-z0-9_])|[rRbBuUfF]{1,2}['\"]")
+_BRACKETS = frozenset("([{")
+_ASCII_NAME_STARTS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 
 
 def cannot_be_literal(text: str) -> bool:
-    """True when `text` (as literal_eval sees it) starts with a name no literal starts with."""
+    """True when `text` (as literal_eval sees it) starts with a name no literal starts with.
+
+    Also behind opening brackets (`(B)`, `[x]`), for an ASCII name: NFKC, which the parser
+    applies to names, leaves it as it is, so it is not a literal's name in disguise.
+    """
     s = text.lstrip(" \t")
     c = s[:1]
-    return (c.isalpha() or c == "_") and _LITERAL_NAMES.match(s) is None
+    if c.isalpha() or c == "_":
+        return _LITERAL_NAMES.match(s) is None
+    if c in _BRACKETS:
+        s = s.lstrip(" \t([{")
+        c = s[:1]
+        return c in _ASCII_NAME_STARTS and _LITERAL_NAMES.match(s) is None
+    return False
 
 
 def _literal(text: str) -> Any:
