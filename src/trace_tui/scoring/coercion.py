@@ -158,6 +158,12 @@ def parse_structured(text: str) -> tuple[Any, str] | Any:
     text = text.strip()
     if not text:
         return NOTHING
+    if "'" in text:
+        # A text in the quoted literal's shape has a quote outside every JSON string, so JSON
+        # fails on it (after refusing, at worst, the same duplicated key the literal refuses).
+        value = _quoted_literal(text)
+        if value is not _UNSURE:
+            return NOTHING if value is NOTHING else (value, PARSER_LITERAL)
     if text[0] in _JSON_STARTS:
         try:
             value, stop = _JSON_SCAN(text, 0)  # json.loads with the two refusals
@@ -167,9 +173,7 @@ def parse_structured(text: str) -> tuple[Any, str] | Any:
             return NOTHING
         except (_NonFinite, StopIteration, ValueError, RecursionError):
             pass
-    value = _quoted_literal(text) if "'" in text else _UNSURE
-    if value is _UNSURE:
-        value = _literal(text)
+    value = _literal(text)
     if value is NOTHING:
         return NOTHING
     return value, PARSER_LITERAL
@@ -375,12 +379,11 @@ def is_option(text: str) -> bool:
     return _OPTION.fullmatch(text.strip()) is not None
 
 
-def coerce_parts(raw: Any, parser: str, answer_type: str) -> tuple[bool, Any, Any, str | None]:
-    """coerce() as the tuple (accepted, value, canonical, rejection)."""
-    if parser == PARSER_TEXT and isinstance(raw, str):
-        raw = unwrap_text(raw, answer_type)
-    if isinstance(raw, bool):
-        return _rejected("boolean")
+def coerce_value(raw: Any, answer_type: str) -> tuple[bool, Any, Any, str | None]:
+    """coerce_parts for a value as JSON or a literal gave it (never unwrapped).
+
+    Booleans need no check of their own: each type rejects them as "boolean".
+    """
     if answer_type == "integer":
         return _numeric(raw, True)
     if answer_type == "number":
@@ -388,6 +391,18 @@ def coerce_parts(raw: Any, parser: str, answer_type: str) -> tuple[bool, Any, An
     if answer_type == "option_letter":
         return _option(raw)
     return _string(raw)
+
+
+def coerce_text(text: str, answer_type: str) -> tuple[bool, Any, Any, str | None]:
+    """coerce_parts for a text-parser string: unwrapped first."""
+    return coerce_value(unwrap_text(text, answer_type), answer_type)
+
+
+def coerce_parts(raw: Any, parser: str, answer_type: str) -> tuple[bool, Any, Any, str | None]:
+    """coerce() as the tuple (accepted, value, canonical, rejection)."""
+    if parser == PARSER_TEXT and isinstance(raw, str):
+        return coerce_text(raw, answer_type)
+    return coerce_value(raw, answer_type)
 
 
 def coerce(raw: Any, parser: str, answer_type: str) -> Coerced:

@@ -7,12 +7,14 @@ reference. Every candidate it considers is kept for the audit trail.
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any, NamedTuple
 
 from .coercion import (
     NOTHING,
     PARSER_TEXT,
-    coerce_parts,
+    coerce_text,
+    coerce_value,
     is_option,
     matching_brace,
     normalize_answer_type,
@@ -89,6 +91,11 @@ class Candidate(NamedTuple):
         }
 
 
+# Both are built straight from one tuple (tuple.__new__), skipping the Python-level __new__ that
+# NamedTuple adds: a few of them per response.
+_candidate = partial(tuple.__new__, Candidate)
+
+
 def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, bool, int)):
         return value
@@ -125,6 +132,9 @@ class Extraction(NamedTuple):
             "raw": _jsonable(self.raw),
             "candidates": [c.to_dict() for c in self.candidates],
         }
+
+
+_extraction = partial(tuple.__new__, Extraction)
 
 
 # ---------------------------------------------------------------------------
@@ -233,9 +243,9 @@ def _line_matches(
     return found
 
 
-def _add(out: list[Candidate], kind: str, route: str, priority: str, raw: Any, span: tuple[int, int],
-         parser: str) -> None:
-    out.append(Candidate(route, priority, raw, span, parser, *coerce_parts(raw, parser, kind)))
+def _add_text(out: list[Candidate], kind: str, route: str, raw: str, span: tuple[int, int]) -> None:
+    """An explicit route's candidate (text parser)."""
+    out.append(_candidate((route, EXPLICIT, raw, span, PARSER_TEXT) + coerce_text(raw, kind)))
 
 
 def _structured(out: list[Candidate], kind: str, route: str, priority: str, body: str, span: tuple[int, int],
@@ -250,18 +260,18 @@ def _structured(out: list[Candidate], kind: str, route: str, priority: str, body
         if fallback:
             text = body.strip()
             if not text or text[0] not in _OPENERS:  # malformed structure is never read as text
-                _add(out, kind, route, priority, text, span, PARSER_TEXT)
+                out.append(_candidate((route, priority, text, span, PARSER_TEXT) + coerce_text(text, kind)))
         return False
     value, parser = parsed
     if isinstance(value, dict):
         given = 0
         for key, item in value.items():
             if isinstance(key, str) and (key == "answer" or key.strip().casefold() == "answer"):
-                _add(out, kind, route, priority, item, span, parser)
+                out.append(_candidate((route, priority, item, span, parser) + coerce_value(item, kind)))
                 given += 1
         return given > 1
     if scalars and not isinstance(value, (list, tuple, set, frozenset)):
-        _add(out, kind, route, priority, value, span, parser)
+        out.append(_candidate((route, priority, value, span, parser) + coerce_value(value, kind)))
     return False
 
 
@@ -316,17 +326,17 @@ def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
         if raw:
             span = (m.start(), m.start(2) + len(raw))
             if m.start(1) >= 0:
-                _add(out, kind, ROUTE_FINAL_ANSWER, EXPLICIT, raw, span, PARSER_TEXT)
+                _add_text(out, kind, ROUTE_FINAL_ANSWER, raw, span)
             else:
                 answer_lines.append((raw, span))
     for raw, span in answer_lines:
-        _add(out, kind, ROUTE_ANSWER_LINE, EXPLICIT, raw, span, PARSER_TEXT)
+        _add_text(out, kind, ROUTE_ANSWER_LINE, raw, span)
     # 7. boxed, nested boxes included
     if "\\" in text and (lowered is None or "\\boxed" in lowered):
         for m in _BOXED.finditer(text):
             close = matching_brace(text, m.end() - 1)
             if close >= 0:
-                _add(out, kind, ROUTE_BOXED, EXPLICIT, text[m.end() : close], (m.start(), close + 1), PARSER_TEXT)
+                _add_text(out, kind, ROUTE_BOXED, text[m.end() : close], (m.start(), close + 1))
     # 8. terminal option letter
     if kind == "option_letter":
         head = text[:end]
@@ -335,7 +345,7 @@ def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
         stripped = line.strip()
         if is_option(stripped):
             offset = line_start + (len(line) - len(line.lstrip()))
-            _add(out, kind, ROUTE_TERMINAL_OPTION, EXPLICIT, stripped, (offset, end), PARSER_TEXT)
+            _add_text(out, kind, ROUTE_TERMINAL_OPTION, stripped, (offset, end))
     return out, repeats
 
 
@@ -365,18 +375,18 @@ def extract_answer(response: str | None, answer_type: str) -> Extraction:
         raise TypeError(f"response must be a string or None, got {type(response).__name__}")
     end = len(response.rstrip())
     if end == 0:
-        return Extraction(MISSING, None, None, None, (), kind)
+        return _extraction((MISSING, None, None, None, (), kind))
     collected, repeats = _collect(response, kind, end)
     candidates = _dedupe(collected) if repeats else tuple(collected)
     terminal = [c for c in candidates if c.priority == TERMINAL_STRUCTURED]
     # A terminal structured answer shadows everything before it, even when rejected.
     pool = [c for c in (terminal or candidates) if c.accepted]
     if not pool:
-        return Extraction(MISSING, None, None, None, candidates, kind)
+        return _extraction((MISSING, None, None, None, candidates, kind))
     if len(pool) == 1:
         best = pool[0]
-        return Extraction(FOUND, best.value, best.route, best, candidates, kind)
+        return _extraction((FOUND, best.value, best.route, best, candidates, kind))
     if len({c.canonical for c in pool}) > 1:
-        return Extraction(AMBIGUOUS, None, None, None, candidates, kind)
+        return _extraction((AMBIGUOUS, None, None, None, candidates, kind))
     best = min(pool, key=lambda c: (not c.terminal, ROUTE_ORDER[c.route], -c.span[1]))
-    return Extraction(FOUND, best.value, best.route, best, candidates, kind)
+    return _extraction((FOUND, best.value, best.route, best, candidates, kind))
