@@ -233,6 +233,20 @@ def test_one_pass_answer_lines_equal_the_two_route_patterns(text: str) -> None:
     assert plain == found(_ANSWER_LINE, 1)
 
 
+box_texts = st.lists(st.sampled_from(["\\boxed", "\\BOXED", "\\boxeD", "\\", "box", " ", "\n", "{", "}", "7", "ſ", "İ"]),
+                     max_size=12).map("".join)
+
+
+@PROPS
+@given(box_texts)
+def test_boxes_found_from_the_keyword_equal_the_search(text: str) -> None:
+    from trace_tui.scoring.extraction import _BOXED, _boxes
+
+    lowered = text.lower()
+    usable = lowered if len(lowered) == len(text) and "ſ" not in text else None
+    assert [m.span() for m in _boxes(text, usable)] == [m.span() for m in _BOXED.finditer(text)]
+
+
 fence_texts = st.lists(st.sampled_from(["```", "`", "json", "JSON", " ", "\n", "x", "{}", "\t"]), max_size=12).map("".join)
 
 
@@ -316,3 +330,18 @@ def test_bracketed_name_is_never_a_literal(text: str) -> None:
             warnings.simplefilter("ignore")
             with pytest.raises(Exception):  # noqa: B017 - any failure: SyntaxError, ValueError, TypeError
                 ast.literal_eval(text)
+
+
+@PROPS
+@given(st.text(alphabet="{}ab\\", max_size=20))
+def test_matching_brace_equals_counting(text: str) -> None:
+    from trace_tui.scoring.coercion import matching_brace
+
+    for start in (i for i, ch in enumerate(text) if ch == "{"):
+        depth, expected = 0, -1
+        for i in range(start, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                expected = i
+                break
+        assert matching_brace(text, start) == expected

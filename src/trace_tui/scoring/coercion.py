@@ -158,6 +158,11 @@ def parse_structured(text: str) -> tuple[Any, str] | Any:
     text = text.strip()
     if not text:
         return NOTHING
+    return _parse_stripped(text)
+
+
+def _parse_stripped(text: str) -> tuple[Any, str] | Any:
+    """parse_structured of a non-empty text that has no whitespace to strip."""
     if "'" in text:
         # A text in the quoted literal's shape has a quote outside every JSON string, so JSON
         # fails on it (after refusing, at worst, the same duplicated key the literal refuses).
@@ -190,6 +195,12 @@ _WRAP_OPEN = re.compile(r"\\(?:text|mathrm|mathbf)\{")
 
 def matching_brace(text: str, open_index: int) -> int:
     """Index of the `}` closing the `{` at open_index, counting braces only; -1 if unclosed."""
+    # Usually nothing opens before the first `}`: then that one closes it.
+    close = text.find("}", open_index + 1)
+    if close < 0:
+        return -1
+    if text.find("{", open_index + 1, close) < 0:
+        return close
     depth = 0
     pos = open_index
     find_open = text.find
@@ -232,6 +243,8 @@ def unwrap_text(text: str, answer_type: str) -> Any:
             s = s[1:-1]
     elif len(s) >= 2 and s[0] == "`" and s[-1] == "`":
         s = s[1:-1]
+    elif answer_type != "string" and s.isdigit() and s.isascii() and len(s) < 19 and (s[0] != "0" or len(s) == 1):
+        return int(s)  # what JSON reads in a plain unsigned integer (no leading zero, no digit limit near)
     parsed = parse_structured(s)
     if parsed is not NOTHING:
         value = parsed[0]
@@ -307,6 +320,8 @@ def _numeric(raw: Any, integer: bool) -> tuple[bool, Any, Any, str | None]:
     # (as_tuple) and give the same Decimal: a float's repr has at most 17 digits.
     kind = type(raw)
     if kind is int and -_FAST_INT_LIMIT < raw < _FAST_INT_LIMIT:
+        if raw % 10:  # no trailing zero: already in normal form
+            return (True, raw, Decimal(raw), None)
         if raw == 0:
             return (True, 0, _ZERO, None)
         return (True, raw, Decimal(raw).normalize(_CONTEXT_28), None)

@@ -243,6 +243,21 @@ def _line_matches(
     return found
 
 
+def _boxes(text: str, lowered: str | None) -> list[re.Match[str]]:
+    """The matches of _BOXED.finditer(text), found from `\\boxed` in lowered when it can stand for text."""
+    if lowered is None:
+        return list(_BOXED.finditer(text))
+    # A match starts at a `\boxed` and holds no other backslash: those places are the only tries.
+    boxes = []
+    i = lowered.find("\\boxed")
+    while i >= 0:
+        m = _BOXED.match(text, i)
+        if m is not None:
+            boxes.append(m)
+        i = lowered.find("\\boxed", i + 6)
+    return boxes
+
+
 def _add_text(out: list[Candidate], kind: str, route: str, raw: str, span: tuple[int, int]) -> None:
     """An explicit route's candidate (text parser)."""
     out.append(_candidate((route, EXPLICIT, raw, span, PARSER_TEXT) + coerce_text(raw, kind)))
@@ -332,11 +347,10 @@ def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
     for raw, span in answer_lines:
         _add_text(out, kind, ROUTE_ANSWER_LINE, raw, span)
     # 7. boxed, nested boxes included
-    if "\\" in text and (lowered is None or "\\boxed" in lowered):
-        for m in _BOXED.finditer(text):
-            close = matching_brace(text, m.end() - 1)
-            if close >= 0:
-                _add_text(out, kind, ROUTE_BOXED, text[m.end() : close], (m.start(), close + 1))
+    for m in _boxes(text, lowered):
+        close = matching_brace(text, m.end() - 1)
+        if close >= 0:
+            _add_text(out, kind, ROUTE_BOXED, text[m.end() : close], (m.start(), close + 1))
     # 8. terminal option letter
     if kind == "option_letter":
         head = text[:end]
