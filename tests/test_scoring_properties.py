@@ -6,6 +6,7 @@ import json
 import string
 from decimal import Decimal
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -138,7 +139,8 @@ def test_judge_accepts_verbatim_evidence_with_the_answer(before: str, n: int, af
 # --- the fast paths agree with the plain definitions
 
 from trace_tui.scoring.extraction import (  # noqa: E402
-    _ANSWER_LINE, _ANSWER_LINE_AT, _FINAL_ANSWER, _FINAL_ANSWER_AT, _SECTION, _SECTION_AT, _line_matches,
+    _ANSWER_LINE, _ANSWER_LINES, _ANSWER_LINES_AT, _ANSWER_LINES_HITS, _FINAL_ANSWER, _SECTION, _SECTION_AT,
+    _SECTION_HITS, _line_matches,
     balanced_objects,
 )
 from trace_tui.scoring.reward import scan_objects  # noqa: E402
@@ -146,7 +148,7 @@ from trace_tui.scoring.reward import scan_objects  # noqa: E402
 scanner_texts = st.text(alphabet='{}"\'\\ ab\n', max_size=40)
 line_texts = st.lists(
     st.sampled_from(["answer", "ANSWER", "anſwer", "final", " ", "\t", "\n", "json", "_", "-", ":", "is", "the ",
-                     "İ", "x", "7", "："]),
+                     "İ", "ı", "IS", "=", "JSON", "x", "7", "："]),
     max_size=16,
 ).map("".join)
 
@@ -211,12 +213,38 @@ def test_scanners_match_their_plain_definitions(text: str) -> None:
 def test_keyword_anchored_line_routes_equal_multiline_search(text: str) -> None:
     lowered = text.lower()
     usable = lowered if len(lowered) == len(text) and "ſ" not in text else None
-    for keyword, anchored, multiline in (
-        ("json", _SECTION_AT, _SECTION), ("answer", _FINAL_ANSWER_AT, _FINAL_ANSWER),
-        ("answer", _ANSWER_LINE_AT, _ANSWER_LINE),
+    for hits, anchored, multiline in (
+        (_SECTION_HITS, _SECTION_AT, _SECTION), (_ANSWER_LINES_HITS, _ANSWER_LINES_AT, _ANSWER_LINES),
     ):
-        fast = [m.span() for m in _line_matches(text, usable, keyword, anchored, multiline)]
+        fast = [m.span() for m in _line_matches(text, usable, hits, anchored, multiline)]
         assert fast == [m.span() for m in multiline.finditer(text)]
+
+
+@PROPS
+@given(line_texts)
+def test_one_pass_answer_lines_equal_the_two_route_patterns(text: str) -> None:
+    def found(pattern, group):
+        return [(m.span(), m.span(group)) for m in pattern.finditer(text)]
+
+    combined = list(_ANSWER_LINES.finditer(text))
+    final = [(m.span(), m.span(2)) for m in combined if m.start(1) >= 0]
+    plain = [(m.span(), m.span(2)) for m in combined if m.start(1) < 0]
+    assert final == found(_FINAL_ANSWER, 1)
+    assert plain == found(_ANSWER_LINE, 1)
+
+
+box_texts = st.lists(st.sampled_from(["\\boxed", "\\BOXED", "\\boxeD", "\\", "box", " ", "\n", "{", "}", "7", "ſ", "İ"]),
+                     max_size=12).map("".join)
+
+
+@PROPS
+@given(box_texts)
+def test_boxes_found_from_the_keyword_equal_the_search(text: str) -> None:
+    from trace_tui.scoring.extraction import _BOXED, _boxes
+
+    lowered = text.lower()
+    usable = lowered if len(lowered) == len(text) and "ſ" not in text else None
+    assert [m.span() for m in _boxes(text, usable)] == [m.span() for m in _BOXED.finditer(text)]
 
 
 fence_texts = st.lists(st.sampled_from(["```", "`", "json", "JSON", " ", "\n", "x", "{}", "\t"]), max_size=12).map("".join)
@@ -230,3 +258,90 @@ def test_final_fence_equals_leftmost_search(text: str) -> None:
     text = text.rstrip()
     fast, slow = final_fence(text), _FINAL_FENCE.search(text)
     assert (fast and (fast.span(), fast.group(1))) == (slow and (slow.span(), slow.group(1)))
+
+
+# --- the JSON-shaped literal path gives what literal_eval gives
+
+from trace_tui.scoring.coercion import NOTHING, _UNSURE, _literal, _quoted_literal  # noqa: E402
+
+ODD_CHARS = ["\ud800", "\udfff", "\x00", "\x1f", "\x7f", "\x85", "\u2028", "\ufeff", "\uffff", "\r", "\x0c", "\\", "'", '"']
+literal_strings = st.builds(
+    lambda quote, body: quote + body + quote,
+    st.sampled_from(["'", '"']),
+    st.text(alphabet=st.one_of(st.characters(), st.sampled_from(ODD_CHARS)), max_size=4),
+)
+literal_numbers = st.sampled_from(["0", "-0", "42", "-7", "1.5", "-0.0", "1e5", "1E+2", "1e-400", "1e400", "3.", ".5",
+                                   "007", "1_0", "0x1F", "+1", "--1", "12345678901234567890123456789"])
+literal_gaps = st.sampled_from(["", "", " ", "\t", "\n", "\r", "\x0c", " # c\n"])
+
+
+def _join(open_, close, parts, gap, trailing):
+    return open_ + gap + ",".join(parts) + trailing + close
+
+
+literal_texts = st.recursive(
+    literal_strings | literal_numbers,
+    lambda inner: st.builds(
+        _join, st.just("{"), st.just("}"),
+        st.lists(st.builds(lambda k, g, v: f"{k}{g}:{g}{v}", literal_strings | literal_numbers, literal_gaps, inner),
+                 max_size=3),
+        literal_gaps, st.sampled_from(["", ",", " "]),
+    ) | st.builds(_join, st.just("["), st.just("]"), st.lists(inner, max_size=3), literal_gaps, st.sampled_from(["", ","])),
+    max_leaves=6,
+)
+
+
+@PROPS
+@given(literal_texts)
+def test_quoted_literal_path_equals_literal_eval(text: str) -> None:
+    text = text.strip()
+    fast = _quoted_literal(text) if text else _UNSURE
+    if fast is not _UNSURE:
+        slow = _literal(text)
+        assert (type(fast), repr(fast)) == (type(slow), repr(slow))
+
+
+def test_quoted_literal_path_decides_the_usual_answers() -> None:
+    assert _quoted_literal("{'answer': 42}") == {"answer": 42} == _literal("{'answer': 42}")
+    assert _quoted_literal("{'answer': \"B\", 'x': [1, -2.5]}") == {"answer": "B", "x": [1, -2.5]}
+    assert _quoted_literal("{'answer': 1, 'answer': 1}") is NOTHING is _literal("{'answer': 1, 'answer': 1}")
+    assert _quoted_literal("{'answer': 1,}") is _UNSURE  # JSON has no trailing comma: literal_eval decides
+
+
+bracket_texts = st.lists(
+    st.sampled_from(["(", "[", "{", " ", "\t", "\n", "B", "x", "_", "True", "None", "set()", "b'x'", "Rb'x'", "ｓet()",
+                     "𝐓𝐫𝐮𝐞", "not 1", ")", "]", "}", ",", "1", ":", "'a'", "-", "**"]),
+    max_size=8,
+).map("".join)
+
+
+@PROPS
+@given(bracket_texts)
+def test_bracketed_name_is_never_a_literal(text: str) -> None:
+    import ast
+    import warnings
+
+    from trace_tui.scoring.coercion import cannot_be_literal
+
+    # Behind brackets only: at the very start any letter counts as a name (so "ｓet()", which NFKC
+    # makes set(), is skipped there; that is the extraction's behaviour, kept as it is).
+    if text.lstrip(" \t")[:1] in ("(", "[", "{") and cannot_be_literal(text):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(Exception):  # noqa: B017 - any failure: SyntaxError, ValueError, TypeError
+                ast.literal_eval(text)
+
+
+@PROPS
+@given(st.text(alphabet="{}ab\\", max_size=20))
+def test_matching_brace_equals_counting(text: str) -> None:
+    from trace_tui.scoring.coercion import matching_brace
+
+    for start in (i for i, ch in enumerate(text) if ch == "{"):
+        depth, expected = 0, -1
+        for i in range(start, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                expected = i
+                break
+        assert matching_brace(text, start) == expected

@@ -65,6 +65,11 @@ def _refuse_constant(name: str) -> Any:
 
 
 _JSON_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_no_duplicates, parse_constant=_refuse_constant)
+# The decoder's scanner called directly: on a stripped text, decode() is exactly one scan from index 0
+# that must end at the text's end (no JSON whitespace can be left on either side), minus two Python calls.
+_JSON_SCAN = _JSON_DECODER.scan_once
+# The characters a JSON value can start with; on any other the scanner fails at once.
+_JSON_STARTS = frozenset('"{[-0123456789ntfNI')
 
 # Returned by parse_structured when the text gives nothing.
 NOTHING: Any = object()
@@ -73,13 +78,25 @@ NOTHING: Any = object()
 # A literal may start with a name only for these; any other leading name makes
 # the text an expression literal_eval refuses, so parsing it can be skipped.
 _LITERAL_NAMES = re.compile(r"(?:True|False|None|set)(?![A-Za-z0-9_])|[rRbBuUfF]{1,2}['\"]")
+_BRACKETS = frozenset("([{")
+_ASCII_NAME_STARTS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 
 
 def cannot_be_literal(text: str) -> bool:
-    """True when `text` (as literal_eval sees it) starts with a name no literal starts with."""
+    """True when `text` (as literal_eval sees it) starts with a name no literal starts with.
+
+    Also behind opening brackets (`(B)`, `[x]`), for an ASCII name: NFKC, which the parser
+    applies to names, leaves it as it is, so it is not a literal's name in disguise.
+    """
     s = text.lstrip(" \t")
     c = s[:1]
-    return (c.isalpha() or c == "_") and _LITERAL_NAMES.match(s) is None
+    if c.isalpha() or c == "_":
+        return _LITERAL_NAMES.match(s) is None
+    if c in _BRACKETS:
+        s = s.lstrip(" \t([{")
+        c = s[:1]
+        return c in _ASCII_NAME_STARTS and _LITERAL_NAMES.match(s) is None
+    return False
 
 
 def _literal(text: str) -> Any:
@@ -111,17 +128,56 @@ def _literal(text: str) -> Any:
     return value
 
 
+# A Python literal in JSON's shape but for single quotes: brackets, braces, commas, colons, spaces,
+# tabs, newlines and number characters outside strings, and strings in either quote holding no
+# quote, backslash, control character or lone surrogate (ast.parse cannot encode those). Such a
+# string means the same in both languages, so with its quotes made double the text is the JSON
+# of the same value: where that JSON parses, json gives what literal_eval would, in a fraction of
+# the time, and refuses duplicated keys as the literal check does (keys are all strings here).
+# Where it does not parse, the literal takes the general path.
+_PLAIN_STRING = r"""[^'"\\\x00-\x1f\x7f-\x9f\ud800-\udfff]*+"""
+_QUOTED_LITERAL = re.compile(rf"""(?:[\[\]{{}},: \t\n0-9.eE+\-]++|'{_PLAIN_STRING}'|"{_PLAIN_STRING}")*+""")
+_UNSURE: Any = object()
+
+
+def _quoted_literal(text: str) -> Any:
+    """The literal a single-quoted JSON-shaped text writes, NOTHING when refused, _UNSURE otherwise."""
+    if _QUOTED_LITERAL.fullmatch(text) is None:
+        return _UNSURE
+    try:
+        value, stop = _JSON_SCAN(text.replace("'", '"'), 0)
+    except _Refused:
+        return NOTHING
+    except (StopIteration, ValueError, RecursionError):
+        return _UNSURE
+    return value if stop == len(text) else _UNSURE
+
+
 def parse_structured(text: str) -> tuple[Any, str] | Any:
     """(value, parser) for a text that parses as JSON or a Python literal, else NOTHING."""
     text = text.strip()
     if not text:
         return NOTHING
-    try:
-        return _JSON_DECODER.decode(text), PARSER_JSON  # json.loads with the two refusals
-    except _Refused:
-        return NOTHING
-    except (_NonFinite, ValueError, RecursionError):
-        pass
+    return _parse_stripped(text)
+
+
+def _parse_stripped(text: str) -> tuple[Any, str] | Any:
+    """parse_structured of a non-empty text that has no whitespace to strip."""
+    if "'" in text:
+        # A text in the quoted literal's shape has a quote outside every JSON string, so JSON
+        # fails on it (after refusing, at worst, the same duplicated key the literal refuses).
+        value = _quoted_literal(text)
+        if value is not _UNSURE:
+            return NOTHING if value is NOTHING else (value, PARSER_LITERAL)
+    if text[0] in _JSON_STARTS:
+        try:
+            value, stop = _JSON_SCAN(text, 0)  # json.loads with the two refusals
+            if stop == len(text):
+                return value, PARSER_JSON
+        except _Refused:
+            return NOTHING
+        except (_NonFinite, StopIteration, ValueError, RecursionError):
+            pass
     value = _literal(text)
     if value is NOTHING:
         return NOTHING
@@ -139,6 +195,12 @@ _WRAP_OPEN = re.compile(r"\\(?:text|mathrm|mathbf)\{")
 
 def matching_brace(text: str, open_index: int) -> int:
     """Index of the `}` closing the `{` at open_index, counting braces only; -1 if unclosed."""
+    # Usually nothing opens before the first `}`: then that one closes it.
+    close = text.find("}", open_index + 1)
+    if close < 0:
+        return -1
+    if text.find("{", open_index + 1, close) < 0:
+        return close
     depth = 0
     pos = open_index
     find_open = text.find
@@ -170,14 +232,19 @@ def _whole_wrapped(text: str, opener: re.Pattern[str]) -> str | None:
 def unwrap_text(text: str, answer_type: str) -> Any:
     """The value a text-parser string stands for, before type coercion (CONTRACTS §1 Coercion)."""
     s = text.strip()
-    inner = _whole_wrapped(s, _BOXED_OPEN)
-    if inner is not None:
-        s = inner.strip()
-    inner = _whole_wrapped(s, _WRAP_OPEN)
-    if inner is not None:
-        s = inner
+    if s[:1] == "\\":  # every wrapper but the backticks opens with a backslash
+        inner = _whole_wrapped(s, _BOXED_OPEN)
+        if inner is not None:
+            s = inner.strip()
+        inner = _whole_wrapped(s, _WRAP_OPEN)
+        if inner is not None:
+            s = inner
+        elif len(s) >= 2 and s[0] == "`" and s[-1] == "`":
+            s = s[1:-1]
     elif len(s) >= 2 and s[0] == "`" and s[-1] == "`":
         s = s[1:-1]
+    elif answer_type != "string" and s.isdigit() and s.isascii() and len(s) < 19 and (s[0] != "0" or len(s) == 1):
+        return int(s)  # what JSON reads in a plain unsigned integer (no leading zero, no digit limit near)
     parsed = parse_structured(s)
     if parsed is not NOTHING:
         value = parsed[0]
@@ -198,8 +265,11 @@ class Coerced:
     rejection: str | None = None
 
 
-def _reject(reason: str) -> Coerced:
-    return Coerced(False, rejection=reason)
+# The extraction builds one candidate per raw value and needs only Coerced's four fields: the
+# functions below give them as a plain tuple (accepted, value, canonical, rejection), and the
+# public coerce* functions wrap that tuple.
+def _rejected(reason: str) -> tuple[bool, Any, Any, str]:
+    return (False, None, None, reason)
 
 
 _ZERO = Decimal(0)
@@ -241,60 +311,115 @@ def _decimal_of(raw: Any) -> Decimal | str:
     return f"not a number ({type(raw).__name__})"
 
 
-def coerce_numeric(raw: Any, *, integer: bool) -> Coerced:
+# Ints below this have at most 28 digits, so the 28-digit context normalizes them exactly.
+_FAST_INT_LIMIT = 10**28
+
+
+def _numeric(raw: Any, integer: bool) -> tuple[bool, Any, Any, str | None]:
+    # Plain ints and floats, the values JSON gives, skip the general path's digit counting
+    # (as_tuple) and give the same Decimal: a float's repr has at most 17 digits.
+    kind = type(raw)
+    if kind is int and -_FAST_INT_LIMIT < raw < _FAST_INT_LIMIT:
+        if raw % 10:  # no trailing zero: already in normal form
+            return (True, raw, Decimal(raw), None)
+        if raw == 0:
+            return (True, 0, _ZERO, None)
+        return (True, raw, Decimal(raw).normalize(_CONTEXT_28), None)
+    if kind is float and math.isfinite(raw):
+        if raw == 0.0:
+            return (True, 0, _ZERO, None)
+        canon = Decimal(repr(raw)).normalize(_CONTEXT_28)
+        # A float's shortest repr is integral exactly when the float is (its value is that repr's).
+        if raw.is_integer():
+            return (True, int(canon), canon, None)
+        if integer:
+            return _rejected("not an integer")
+        return (True, raw, canon, None)
     d = _decimal_of(raw)
     if isinstance(d, str):
-        return _reject(d)
+        return _rejected(d)
     if d.is_zero():
-        return Coerced(True, 0, _ZERO)
+        return (True, 0, _ZERO, None)
     canon = _exact_normalize(d)
     if canon.as_tuple().exponent >= 0:  # type: ignore[operator]  # integral
         if canon.adjusted() > MAX_INTEGER_EXPONENT:
-            return _reject("number out of range")
-        return Coerced(True, int(canon), canon)
+            return _rejected("number out of range")
+        return (True, int(canon), canon, None)
     if integer:
-        return _reject("not an integer")
+        return _rejected("not an integer")
     f = float(canon)
     if f == 0.0:
-        return _reject("underflows to 0")
+        return _rejected("underflows to 0")
     if not math.isfinite(f):
-        return _reject("non-finite number")
-    return Coerced(True, f, canon)
+        return _rejected("non-finite number")
+    return (True, f, canon, None)
+
+
+def _not_a_string(raw: Any) -> tuple[bool, Any, Any, str]:
+    return _rejected("boolean" if isinstance(raw, bool) else f"not a string ({type(raw).__name__})")
+
+
+def _option(raw: Any) -> tuple[bool, Any, Any, str | None]:
+    if not isinstance(raw, str):
+        return _not_a_string(raw)
+    m = _OPTION.fullmatch(raw.strip())
+    if m is None:
+        return _rejected("not an option letter")
+    letter = m.group(1).upper()
+    return (True, letter, letter, None)
+
+
+def _string(raw: Any) -> tuple[bool, Any, Any, str | None]:
+    if not isinstance(raw, str):
+        return _not_a_string(raw)
+    s = raw.strip()
+    if not s:
+        return _rejected("empty string")
+    return (True, s, s, None)
+
+
+def coerce_numeric(raw: Any, *, integer: bool) -> Coerced:
+    return Coerced(*_numeric(raw, integer))
 
 
 def coerce_option(raw: Any) -> Coerced:
-    if not isinstance(raw, str):
-        return _reject("boolean" if isinstance(raw, bool) else f"not a string ({type(raw).__name__})")
-    m = _OPTION.fullmatch(raw.strip())
-    if m is None:
-        return _reject("not an option letter")
-    letter = m.group(1).upper()
-    return Coerced(True, letter, letter)
+    return Coerced(*_option(raw))
 
 
 def coerce_string(raw: Any) -> Coerced:
-    if not isinstance(raw, str):
-        return _reject("boolean" if isinstance(raw, bool) else f"not a string ({type(raw).__name__})")
-    s = raw.strip()
-    if not s:
-        return _reject("empty string")
-    return Coerced(True, s, s)
+    return Coerced(*_string(raw))
 
 
 def is_option(text: str) -> bool:
     return _OPTION.fullmatch(text.strip()) is not None
 
 
+def coerce_value(raw: Any, answer_type: str) -> tuple[bool, Any, Any, str | None]:
+    """coerce_parts for a value as JSON or a literal gave it (never unwrapped).
+
+    Booleans need no check of their own: each type rejects them as "boolean".
+    """
+    if answer_type == "integer":
+        return _numeric(raw, True)
+    if answer_type == "number":
+        return _numeric(raw, False)
+    if answer_type == "option_letter":
+        return _option(raw)
+    return _string(raw)
+
+
+def coerce_text(text: str, answer_type: str) -> tuple[bool, Any, Any, str | None]:
+    """coerce_parts for a text-parser string: unwrapped first."""
+    return coerce_value(unwrap_text(text, answer_type), answer_type)
+
+
+def coerce_parts(raw: Any, parser: str, answer_type: str) -> tuple[bool, Any, Any, str | None]:
+    """coerce() as the tuple (accepted, value, canonical, rejection)."""
+    if parser == PARSER_TEXT and isinstance(raw, str):
+        return coerce_text(raw, answer_type)
+    return coerce_value(raw, answer_type)
+
+
 def coerce(raw: Any, parser: str, answer_type: str) -> Coerced:
     """Coerce a raw candidate (from `parser`) to `answer_type` (already normalized)."""
-    if parser == PARSER_TEXT and isinstance(raw, str):
-        raw = unwrap_text(raw, answer_type)
-    if isinstance(raw, bool):
-        return _reject("boolean")
-    if answer_type == "integer":
-        return coerce_numeric(raw, integer=True)
-    if answer_type == "number":
-        return coerce_numeric(raw, integer=False)
-    if answer_type == "option_letter":
-        return coerce_option(raw)
-    return coerce_string(raw)
+    return Coerced(*coerce_parts(raw, parser, answer_type))

@@ -7,13 +7,14 @@ reference. Every candidate it considers is kept for the audit trail.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 from .coercion import (
     NOTHING,
     PARSER_TEXT,
-    coerce,
+    coerce_text,
+    coerce_value,
     is_option,
     matching_brace,
     normalize_answer_type,
@@ -52,8 +53,10 @@ ROUTE_ORDER = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+# Candidate and Extraction are named tuples, not frozen dataclasses: as immutable, and built about
+# five times faster (a frozen dataclass sets each field through object.__setattr__), which matters
+# with a few candidates per response.
+class Candidate(NamedTuple):
     """One candidate answer: where it came from and what coercion made of it."""
 
     route: str
@@ -88,6 +91,11 @@ class Candidate:
         }
 
 
+# Both are built straight from one tuple (tuple.__new__), skipping the Python-level __new__ that
+# NamedTuple adds: a few of them per response.
+_candidate = partial(tuple.__new__, Candidate)
+
+
 def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, bool, int)):
         return value
@@ -96,8 +104,7 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
-@dataclass(frozen=True, slots=True)
-class Extraction:
+class Extraction(NamedTuple):
     """The extraction outcome: status, the typed value (found only), the winning route, all candidates."""
 
     status: str
@@ -127,6 +134,9 @@ class Extraction:
         }
 
 
+_extraction = partial(tuple.__new__, Extraction)
+
+
 # ---------------------------------------------------------------------------
 # Route patterns.
 
@@ -139,15 +149,55 @@ _SECTION = re.compile(
 _SEPARATOR = r"[ \t]*(?:is|=|:|：)[ \t]*([^\n]*)"
 _FINAL_ANSWER = re.compile(r"^[ \t]*(?:the[ \t]+)?final[ \t]+answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE)
 _ANSWER_LINE = re.compile(r"^[ \t]*answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE)
-# The same patterns without `^`, tried only at the starts of lines holding a keyword (speed).
+# Routes 5 and 6 in one pattern, one match per line: a line opens either with `the`/`final` or with
+# `answer`, never both, so group 1 (the `final` prefix) says which route matched; group 2 is the answer.
+_ANSWER_LINES = re.compile(
+    r"^[ \t]*((?:the[ \t]+)?final[ \t]+)?answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE
+)
+# The same patterns without `^`, tried only at the starts of lines where the lower-cased text
+# holds the keyword with what must follow it in a match (speed: one plain search finds those).
 _SECTION_AT = re.compile(_SECTION.pattern[1:], re.IGNORECASE)
-_FINAL_ANSWER_AT = re.compile(_FINAL_ANSWER.pattern[1:], re.IGNORECASE)
-_ANSWER_LINE_AT = re.compile(_ANSWER_LINE.pattern[1:], re.IGNORECASE)
+_SECTION_HITS = re.compile(r"json[ \t]*:")
+_ANSWER_LINES_AT = re.compile(_ANSWER_LINES.pattern[1:], re.IGNORECASE)
+# Lower-casing keeps the dotless ı (which re.IGNORECASE lets stand for i), so `is` can be `ıs` here.
+_ANSWER_LINES_HITS = re.compile(r"answer[ \t]*(?:[iı]s|=|:|：)")
 _BOXED = re.compile(r"\\boxed\s*\{", re.IGNORECASE)
 # Line boundaries as str.splitlines() knows them (all are whitespace to str.strip()).
 _LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _OBJECT_TOKENS = re.compile(r"""[{}"'\\]""")
+# An object that nests no brace and whose strings hold no backslash, matched in one step: the
+# token walk over it ends at the same `}`. Possessive throughout, so a failed match is linear.
+_FLAT_OBJECT = re.compile(r"""\{(?:[^{}"']++|"[^"\\]*+"|'[^'\\]*+')*+\}""")
 _OPENERS = ("{", "[", '"', "'")
+# The declared types as callers usually spell them, looked up before the general normalization.
+_EXACT_TYPES = {"integer": "integer", "number": "number", "option_letter": "option_letter", "string": "string"}
+
+
+def _object_end(text: str, start: int) -> int:
+    """Index after the `}` closing the object opened at start; -1 when it is never closed."""
+    depth = 0
+    quote: str | None = None
+    skip = -1  # index of the character a backslash escaped
+    for m in _OBJECT_TOKENS.finditer(text, start):
+        i = m.start()
+        if i == skip:
+            continue
+        ch = m.group()
+        if quote is not None:
+            if ch == "\\":
+                skip = i + 1
+            elif ch == quote:
+                quote = None
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif ch != "\\":  # a quote opens a string; a backslash outside strings means nothing
+            quote = ch
+    return -1
 
 
 def balanced_objects(text: str) -> list[tuple[int, int]]:
@@ -159,145 +209,158 @@ def balanced_objects(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     pos = text.find("{")
     while pos >= 0:
-        start = pos
-        depth = 0
-        quote: str | None = None
-        skip = -1  # index of the character a backslash escaped
-        closed = False
-        for m in _OBJECT_TOKENS.finditer(text, start):
-            i = m.start()
-            if i == skip:
-                continue
-            ch = m.group()
-            if quote is not None:
-                if ch == "\\":
-                    skip = i + 1
-                elif ch == quote:
-                    quote = None
-                continue
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    spans.append((start, i + 1))
-                    pos = text.find("{", i + 1)
-                    closed = True
-                    break
-            elif ch != "\\":  # a quote opens a string; a backslash outside strings means nothing
-                quote = ch
-        if not closed:
+        m = _FLAT_OBJECT.match(text, pos)
+        stop = m.end() if m is not None else _object_end(text, pos)
+        if stop < 0:
             break
+        spans.append((pos, stop))
+        pos = text.find("{", stop)
     return spans
 
 
-class _Collector:
-    __slots__ = ("answer_type", "end", "out")
+def _line_matches(
+    text: str, lowered: str | None, hits: re.Pattern[str], anchored: re.Pattern[str], multiline: re.Pattern[str]
+) -> list[re.Match[str]]:
+    """Matches of a line-anchored pattern, in order: the same as multiline.finditer(text).
 
-    def __init__(self, answer_type: str, end: int) -> None:
-        self.answer_type = answer_type
-        self.end = end
-        self.out: list[Candidate] = []
-
-    def add(self, route: str, priority: str, raw: Any, span: tuple[int, int], parser: str) -> None:
-        c = coerce(raw, parser, self.answer_type)
-        self.out.append(Candidate(route, priority, raw, span, parser, c.accepted, c.value, c.canonical, c.rejection))
-
-    def structured(
-        self, route: str, priority: str, body: str, span: tuple[int, int], *, scalars: bool, fallback: bool
-    ) -> None:
-        parsed = parse_structured(body)
-        if parsed is NOTHING:
-            if fallback:
-                text = body.strip()
-                if not text or text[0] not in _OPENERS:  # malformed structure is never read as text
-                    self.add(route, priority, text, span, PARSER_TEXT)
-            return
-        value, parser = parsed
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if isinstance(key, str) and key.strip().casefold() == "answer":
-                    self.add(route, priority, item, span, parser)
-        elif isinstance(value, (list, tuple, set, frozenset)):
-            return
-        elif scalars:
-            self.add(route, priority, value, span, parser)
-
-
-def _line_matches(text: str, lowered: str | None, keyword: str, anchored: re.Pattern[str], multiline: re.Pattern[str]):
-    """Matches of a line-anchored pattern, in order: the same as multiline.finditer(text)."""
+    Only lines where hits finds something in lowered (text.lower(), or None when its positions
+    are not text's) are tried, once each: the patterns never cross a line break, and a line that
+    matches holds what hits looks for.
+    """
     if lowered is None:
-        yield from multiline.finditer(text)
-        return
-    last = -1
-    i = lowered.find(keyword)
+        return list(multiline.finditer(text))
+    found = []
+    hit = hits.search(lowered)
+    while hit is not None:
+        i = hit.start()
+        m = anchored.match(text, text.rfind("\n", 0, i) + 1)
+        if m is not None:
+            found.append(m)
+        line_end = text.find("\n", i)
+        if line_end < 0:
+            break
+        hit = hits.search(lowered, line_end)
+    return found
+
+
+def _boxes(text: str, lowered: str | None) -> list[re.Match[str]]:
+    """The matches of _BOXED.finditer(text), found from `\\boxed` in lowered when it can stand for text."""
+    if lowered is None:
+        return list(_BOXED.finditer(text))
+    # A match starts at a `\boxed` and holds no other backslash: those places are the only tries.
+    boxes = []
+    i = lowered.find("\\boxed")
     while i >= 0:
-        start = text.rfind("\n", 0, i) + 1
-        if start != last:
-            last = start
-            m = anchored.match(text, start)
-            if m is not None:
-                yield m
-        i = lowered.find(keyword, i + 1)
+        m = _BOXED.match(text, i)
+        if m is not None:
+            boxes.append(m)
+        i = lowered.find("\\boxed", i + 6)
+    return boxes
 
 
-def _collect(text: str, answer_type: str, end: int) -> list[Candidate]:
-    col = _Collector(answer_type, end)
+def _add_text(out: list[Candidate], kind: str, route: str, raw: str, span: tuple[int, int]) -> None:
+    """An explicit route's candidate (text parser)."""
+    out.append(_candidate((route, EXPLICIT, raw, span, PARSER_TEXT) + coerce_text(raw, kind)))
+
+
+def _structured(out: list[Candidate], kind: str, route: str, priority: str, body: str, span: tuple[int, int],
+                scalars: bool, fallback: bool) -> bool:
+    """Add the candidates of one structured element; True when a mapping gave more than one.
+
+    Every other element has a span of its own, so only such a mapping can give identical
+    candidates: the caller de-duplicates only when one did.
+    """
+    parsed = parse_structured(body)
+    if parsed is NOTHING:
+        if fallback:
+            text = body.strip()
+            if not text or text[0] not in _OPENERS:  # malformed structure is never read as text
+                out.append(_candidate((route, priority, text, span, PARSER_TEXT) + coerce_text(text, kind)))
+        return False
+    value, parser = parsed
+    if isinstance(value, dict):
+        given = 0
+        for key, item in value.items():
+            if isinstance(key, str) and (key == "answer" or key.strip().casefold() == "answer"):
+                out.append(_candidate((route, priority, item, span, parser) + coerce_value(item, kind)))
+                given += 1
+        return given > 1
+    if scalars and not isinstance(value, (list, tuple, set, frozenset)):
+        out.append(_candidate((route, priority, value, span, parser) + coerce_value(value, kind)))
+    return False
+
+
+def _terminal_line_start(head: str) -> int:
+    """Where the last line of head starts (after the last line break str.splitlines() knows)."""
+    start = head.rfind("\n") + 1
+    # Every other line break is unprintable: a printable last line holds none of them.
+    if head[start:].isprintable():
+        return start
+    return max(head.rfind(ch) for ch in _LINE_BREAKS) + 1
+
+
+def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
+    """Every candidate in route order, and whether identical ones may be among them."""
+    out: list[Candidate] = []
+    repeats = False
     lowered: str | None = text.lower()
     # Keyword positions stand for text positions only when lower() keeps every
     # character's length; re.IGNORECASE also folds the long s (ſ) to s.
     if len(lowered) != len(text) or "ſ" in text:
         lowered = None
 
-    def prio(span_end: int) -> str:
-        return TERMINAL_STRUCTURED if span_end == end else STRUCTURED
-
-    # 1. answer tags
-    if "<" in text:
+    # 1. answer tags (a closing tag is needed)
+    if "</" in text:
         for m in _TAG.finditer(text):
-            col.structured(ROUTE_ANSWER_TAG, prio(m.end()), m.group(2), m.span(), scalars=True, fallback=True)
+            stop = m.end()
+            priority = TERMINAL_STRUCTURED if stop == end else STRUCTURED
+            repeats |= _structured(out, kind, ROUTE_ANSWER_TAG, priority, m.group(2), m.span(), True, True)
     # 2. code fences: scalars and plain text only for the fence that closes the response
     if "```" in text:
         for m in _FENCE.finditer(text):
             at_end = m.end() == end
-            col.structured(ROUTE_CODE_FENCE, prio(m.end()), m.group(1), m.span(), scalars=at_end, fallback=at_end)
+            priority = TERMINAL_STRUCTURED if at_end else STRUCTURED
+            repeats |= _structured(out, kind, ROUTE_CODE_FENCE, priority, m.group(1), m.span(), at_end, at_end)
     # 3. structured sections: the body runs to the end, so a parsed one is always terminal
-    for m in _line_matches(text, lowered, "json", _SECTION_AT, _SECTION):
-        col.structured(
-            ROUTE_STRUCTURED_SECTION, TERMINAL_STRUCTURED, text[m.end() : end], (m.start(), end),
-            scalars=True, fallback=False,
-        )
-    # 4. balanced objects
+    for m in _line_matches(text, lowered, _SECTION_HITS, _SECTION_AT, _SECTION):
+        body = text[m.end() : end]
+        span = (m.start(), end)
+        repeats |= _structured(out, kind, ROUTE_STRUCTURED_SECTION, TERMINAL_STRUCTURED, body, span, True, False)
+    # 4. balanced objects: only a mapping with a string key gives candidates here, and an object
+    # without a colon or a quote cannot be one, so its parse (mostly a failing literal) is skipped.
     if "{" in text:
         for start, stop in balanced_objects(text):
-            col.structured(
-                ROUTE_BALANCED_OBJECT, prio(stop), text[start:stop], (start, stop), scalars=False, fallback=False
-            )
-    # 5./6. final answer and answer lines
-    for route, anchored, multiline in (
-        (ROUTE_FINAL_ANSWER, _FINAL_ANSWER_AT, _FINAL_ANSWER),
-        (ROUTE_ANSWER_LINE, _ANSWER_LINE_AT, _ANSWER_LINE),
-    ):
-        for m in _line_matches(text, lowered, "answer", anchored, multiline):
-            raw = m.group(1).rstrip()
-            if raw:
-                col.add(route, EXPLICIT, raw, (m.start(), m.start(1) + len(raw)), PARSER_TEXT)
+            body = text[start:stop]
+            if ":" in body and ('"' in body or "'" in body):
+                priority = TERMINAL_STRUCTURED if stop == end else STRUCTURED
+                repeats |= _structured(out, kind, ROUTE_BALANCED_OBJECT, priority, body, (start, stop), False, False)
+    # 5./6. final answer and answer lines, found in one pass; every final answer comes first
+    answer_lines = []
+    for m in _line_matches(text, lowered, _ANSWER_LINES_HITS, _ANSWER_LINES_AT, _ANSWER_LINES):
+        raw = m.group(2).rstrip()
+        if raw:
+            span = (m.start(), m.start(2) + len(raw))
+            if m.start(1) >= 0:
+                _add_text(out, kind, ROUTE_FINAL_ANSWER, raw, span)
+            else:
+                answer_lines.append((raw, span))
+    for raw, span in answer_lines:
+        _add_text(out, kind, ROUTE_ANSWER_LINE, raw, span)
     # 7. boxed, nested boxes included
-    if "\\" in text:
-        for m in _BOXED.finditer(text):
-            close = matching_brace(text, m.end() - 1)
-            if close >= 0:
-                col.add(ROUTE_BOXED, EXPLICIT, text[m.end() : close], (m.start(), close + 1), PARSER_TEXT)
+    for m in _boxes(text, lowered):
+        close = matching_brace(text, m.end() - 1)
+        if close >= 0:
+            _add_text(out, kind, ROUTE_BOXED, text[m.end() : close], (m.start(), close + 1))
     # 8. terminal option letter
-    if answer_type == "option_letter":
+    if kind == "option_letter":
         head = text[:end]
-        line_start = max(head.rfind(ch) for ch in _LINE_BREAKS) + 1
+        line_start = _terminal_line_start(head)
         line = head[line_start:]
         stripped = line.strip()
         if is_option(stripped):
             offset = line_start + (len(line) - len(line.lstrip()))
-            col.add(ROUTE_TERMINAL_OPTION, EXPLICIT, stripped, (offset, end), PARSER_TEXT)
-    return col.out
+            _add_text(out, kind, ROUTE_TERMINAL_OPTION, stripped, (offset, end))
+    return out, repeats
 
 
 def _dedupe(candidates: list[Candidate]) -> tuple[Candidate, ...]:
@@ -317,23 +380,27 @@ def extract_answer(response: str | None, answer_type: str) -> Extraction:
     answer_type is one of integer, number, option_letter, string (trimmed,
     case-insensitive); anything else raises ValueError.
     """
-    kind = normalize_answer_type(answer_type)
+    kind = _EXACT_TYPES.get(answer_type) if type(answer_type) is str else None
+    if kind is None:
+        kind = normalize_answer_type(answer_type)
     if response is None:
         response = ""
     if not isinstance(response, str):
         raise TypeError(f"response must be a string or None, got {type(response).__name__}")
     end = len(response.rstrip())
     if end == 0:
-        return Extraction(MISSING, None, None, None, (), kind)
-    candidates = _dedupe(_collect(response, kind, end))
-    if any(c.terminal for c in candidates):
-        # A terminal structured answer shadows everything before it, even when rejected.
-        pool = [c for c in candidates if c.terminal and c.accepted]
-    else:
-        pool = [c for c in candidates if c.accepted]
+        return _extraction((MISSING, None, None, None, (), kind))
+    collected, repeats = _collect(response, kind, end)
+    candidates = _dedupe(collected) if repeats else tuple(collected)
+    terminal = [c for c in candidates if c.priority == TERMINAL_STRUCTURED]
+    # A terminal structured answer shadows everything before it, even when rejected.
+    pool = [c for c in (terminal or candidates) if c.accepted]
     if not pool:
-        return Extraction(MISSING, None, None, None, candidates, kind)
+        return _extraction((MISSING, None, None, None, candidates, kind))
+    if len(pool) == 1:
+        best = pool[0]
+        return _extraction((FOUND, best.value, best.route, best, candidates, kind))
     if len({c.canonical for c in pool}) > 1:
-        return Extraction(AMBIGUOUS, None, None, None, candidates, kind)
+        return _extraction((AMBIGUOUS, None, None, None, candidates, kind))
     best = min(pool, key=lambda c: (not c.terminal, ROUTE_ORDER[c.route], -c.span[1]))
-    return Extraction(FOUND, best.value, best.route, best, candidates, kind)
+    return _extraction((FOUND, best.value, best.route, best, candidates, kind))

@@ -41,6 +41,11 @@ def _canonical_number(value: float | int | Decimal | Fraction) -> int | float | 
 
 def canonical(value: Any) -> Any:
     """The canonical form §2 compares (bools stay bools; integral numbers become int)."""
+    kind = type(value)  # the usual answers first, by exact type (a subclass takes the general path)
+    if kind is str:
+        return value.strip().lower()
+    if kind is int or kind is bool:
+        return value
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float, Decimal, Fraction)):
@@ -73,7 +78,7 @@ def answers_match(value: Any, answer_gt: Mapping[str, Any]) -> bool:
 
     answer_gt is the dataset's typed target, e.g. {"type": "integer", "value": 7}.
     """
-    if not isinstance(answer_gt, Mapping) or "value" not in answer_gt:
+    if (type(answer_gt) is not dict and not isinstance(answer_gt, Mapping)) or "value" not in answer_gt:
         raise ValueError(
             f"answer_gt must be a mapping with a 'value' key, like {{'type': 'integer', 'value': 7}}; got {answer_gt!r}"
         )
