@@ -49,6 +49,21 @@ class Request:
     template_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
+def render_prompt(request: Request, processor: Any, tokenizer: Any) -> str:
+    """The prompt text through the checkpoint's own chat template, the same for every backend.
+
+    An image prompt goes through the processor's template; a text one (the judge) through the
+    tokenizer's, which takes extra variables such as enable_thinking.
+    """
+    if request.images:
+        if processor is None:
+            raise ValueError("a text-only checkpoint cannot take images")
+        return processor.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True,
+                                             **request.template_kwargs)
+    return tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True,
+                                         **request.template_kwargs)
+
+
 class GenerationBackend(Protocol):
     name: str
 

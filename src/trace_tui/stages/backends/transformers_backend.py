@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trace_tui.stages.backends import Request
+from trace_tui.stages.backends import Request, render_prompt
 
 
 TINY_PARAMETERS = 50_000_000
@@ -53,15 +53,7 @@ class TransformersBackend:
             torch.set_num_threads(1)
 
     def render(self, request: Request) -> str:
-        """The prompt text through the checkpoint's own chat template."""
-        if request.images:
-            if self.processor is None:
-                raise ValueError("a text-only checkpoint cannot take images")
-            return self.processor.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True,
-                                                      **request.template_kwargs)
-        # Text only (the judge): the tokenizer's template takes extra variables such as enable_thinking.
-        return self.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True,
-                                                  **request.template_kwargs)
+        return render_prompt(request, self.processor, self.tokenizer)
 
     def generate(self, requests: list[Request]) -> list[str]:
         return [self._one(r) for r in requests]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trace_tui.stages.backends import Request
+from trace_tui.stages.backends import Request, render_prompt
 
 
 class VllmBackend:
@@ -59,15 +59,7 @@ class VllmBackend:
         self.llm = LLM(**kwargs)
 
     def render(self, request: Request) -> str:
-        """As the transformers backend renders it: an image prompt through the processor's template, a text
-        one (the judge) through the tokenizer's, which takes extra variables such as enable_thinking."""
-        if request.images:
-            if self.processor is None:
-                raise ValueError("a text-only checkpoint cannot take images")
-            return self.processor.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True,
-                                                      **request.template_kwargs)
-        return self.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True,
-                                                  **request.template_kwargs)
+        return render_prompt(request, self.processor, self.tokenizer)
 
     def generate(self, requests: list[Request]) -> list[str]:
         from vllm import SamplingParams
