@@ -158,10 +158,10 @@ def parse_structured(text: str) -> tuple[Any, str] | Any:
     text = text.strip()
     if not text:
         return NOTHING
-    return _parse_stripped(text)
+    return parse_trimmed(text)
 
 
-def _parse_stripped(text: str) -> tuple[Any, str] | Any:
+def parse_trimmed(text: str) -> tuple[Any, str] | Any:
     """parse_structured of a non-empty text that has no whitespace to strip."""
     if "'" in text:
         # A text in the quoted literal's shape has a quote outside every JSON string, so JSON

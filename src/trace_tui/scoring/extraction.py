@@ -19,6 +19,7 @@ from .coercion import (
     matching_brace,
     normalize_answer_type,
     parse_structured,
+    parse_trimmed,
 )
 
 CONTRACT_ID = "trace-validation-answer-extraction-v1"
@@ -279,15 +280,29 @@ def _structured(out: list[Candidate], kind: str, route: str, priority: str, body
         return False
     value, parser = parsed
     if isinstance(value, dict):
-        given = 0
-        for key, item in value.items():
-            if isinstance(key, str) and (key == "answer" or key.strip().casefold() == "answer"):
-                out.append(_candidate((route, priority, item, span, parser) + coerce_value(item, kind)))
-                given += 1
-        return given > 1
+        return _answers(out, kind, route, priority, value, span, parser)
     if scalars and not isinstance(value, (list, tuple, set, frozenset)):
         out.append(_candidate((route, priority, value, span, parser) + coerce_value(value, kind)))
     return False
+
+
+def _object(out: list[Candidate], kind: str, priority: str, body: str, span: tuple[int, int]) -> bool:
+    """_structured for a balanced object (already trimmed; only a mapping gives candidates)."""
+    parsed = parse_trimmed(body)
+    if parsed is NOTHING or not isinstance(parsed[0], dict):
+        return False
+    return _answers(out, kind, ROUTE_BALANCED_OBJECT, priority, parsed[0], span, parsed[1])
+
+
+def _answers(out: list[Candidate], kind: str, route: str, priority: str, mapping: dict[Any, Any],
+             span: tuple[int, int], parser: str) -> bool:
+    """One candidate per answer key of a parsed mapping; True when there is more than one."""
+    given = 0
+    for key, item in mapping.items():
+        if isinstance(key, str) and (key == "answer" or key.strip().casefold() == "answer"):
+            out.append(_candidate((route, priority, item, span, parser) + coerce_value(item, kind)))
+            given += 1
+    return given > 1
 
 
 def _terminal_line_start(head: str) -> int:
@@ -333,7 +348,7 @@ def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
             body = text[start:stop]
             if ":" in body and ('"' in body or "'" in body):
                 priority = TERMINAL_STRUCTURED if stop == end else STRUCTURED
-                repeats |= _structured(out, kind, ROUTE_BALANCED_OBJECT, priority, body, (start, stop), False, False)
+                repeats |= _object(out, kind, priority, body, (start, stop))
     # 5./6. final answer and answer lines, found in one pass; every final answer comes first
     answer_lines = []
     for m in _line_matches(text, lowered, _ANSWER_LINES_HITS, _ANSWER_LINES_AT, _ANSWER_LINES):
@@ -347,7 +362,7 @@ def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
     for raw, span in answer_lines:
         _add_text(out, kind, ROUTE_ANSWER_LINE, raw, span)
     # 7. boxed, nested boxes included
-    for m in _boxes(text, lowered):
+    for m in _boxes(text, lowered) if "\\" in text else ():
         close = matching_brace(text, m.end() - 1)
         if close >= 0:
             _add_text(out, kind, ROUTE_BOXED, text[m.end() : close], (m.start(), close + 1))
@@ -392,9 +407,19 @@ def extract_answer(response: str | None, answer_type: str) -> Extraction:
         return _extraction((MISSING, None, None, None, (), kind))
     collected, repeats = _collect(response, kind, end)
     candidates = _dedupe(collected) if repeats else tuple(collected)
-    terminal = [c for c in candidates if c.priority == TERMINAL_STRUCTURED]
-    # A terminal structured answer shadows everything before it, even when rejected.
-    pool = [c for c in (terminal or candidates) if c.accepted]
+    # The accepted candidates, in order; a terminal structured one, even rejected, shadows every
+    # candidate that is not terminal structured.
+    pool = []
+    shadowed = False
+    for c in candidates:
+        if c.priority == TERMINAL_STRUCTURED:
+            if not shadowed:
+                shadowed = True
+                pool = []
+            if c.accepted:
+                pool.append(c)
+        elif c.accepted and not shadowed:
+            pool.append(c)
     if not pool:
         return _extraction((MISSING, None, None, None, candidates, kind))
     if len(pool) == 1:
