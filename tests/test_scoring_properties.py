@@ -140,8 +140,7 @@ def test_judge_accepts_verbatim_evidence_with_the_answer(before: str, n: int, af
 
 from trace_tui.scoring.extraction import (  # noqa: E402
     _ANSWER_LINE, _ANSWER_LINES, _ANSWER_LINES_AT, _ANSWER_LINES_HITS, _FINAL_ANSWER, _SECTION, _SECTION_AT,
-    _SECTION_HITS, _line_matches,
-    balanced_objects,
+    _SECTION_HITS, _line_matches, _objects,
 )
 from trace_tui.scoring.reward import scan_objects  # noqa: E402
 
@@ -204,8 +203,27 @@ def reference_scan(text: str) -> list[tuple[int, int]]:
 @PROPS
 @given(scanner_texts)
 def test_scanners_match_their_plain_definitions(text: str) -> None:
-    assert balanced_objects(text) == reference_balanced(text)
+    assert [(start, stop) for start, stop, _ in _objects(text)] == reference_balanced(text)
     assert scan_objects(text) == reference_scan(text)
+
+
+object_texts = st.lists(
+    st.sampled_from(['{', '}', '"', "'", "\\", " ", "\n", ":", ",", '"a"', '"answer"', "'answer'", "1", "[", "]", "NaN",
+                     '{"answer": 7}', '{"a": 1, "a": 2}', "x"]),
+    max_size=14,
+).map("".join)
+
+
+@PROPS
+@given(object_texts)
+def test_objects_read_in_place_equal_the_scanner_and_the_parse(text: str) -> None:
+    from trace_tui.scoring.coercion import parse_trimmed
+
+    found = _objects(text)
+    assert [(start, stop) for start, stop, _ in found] == reference_balanced(text)
+    for start, stop, parsed in found:
+        if parsed is not None:
+            assert parsed == parse_trimmed(text[start:stop]) and parsed[1] == "json"
 
 
 @PROPS

@@ -153,6 +153,14 @@ def _quoted_literal(text: str) -> Any:
     return value if stop == len(text) else _UNSURE
 
 
+def json_value_at(text: str, start: int) -> tuple[Any, int] | None:
+    """(value, end) when JSON reads a value at text[start:end] (refusals as above), else None."""
+    try:
+        return _JSON_SCAN(text, start)
+    except (_Refused, _NonFinite, StopIteration, ValueError, RecursionError):
+        return None
+
+
 def parse_structured(text: str) -> tuple[Any, str] | Any:
     """(value, parser) for a text that parses as JSON or a Python literal, else NOTHING."""
     text = text.strip()

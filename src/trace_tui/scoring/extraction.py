@@ -12,10 +12,12 @@ from typing import Any, NamedTuple
 
 from .coercion import (
     NOTHING,
+    PARSER_JSON,
     PARSER_TEXT,
     coerce_text,
     coerce_value,
     is_option,
+    json_value_at,
     matching_brace,
     normalize_answer_type,
     parse_structured,
@@ -201,22 +203,35 @@ def _object_end(text: str, start: int) -> int:
     return -1
 
 
-def balanced_objects(text: str) -> list[tuple[int, int]]:
-    """Spans of every outermost `{…}` (§1 route 4).
+# What can follow the `{` of a JSON object: a key's quote, the closing brace or JSON whitespace.
+_JSON_OBJECT_SECOND = frozenset('"} \t\n\r')
+
+
+def _objects(text: str) -> list[tuple[int, int, tuple[Any, str] | None]]:
+    """(start, stop, parsed) for every outermost `{…}` (§1 route 4).
 
     Quotes count only inside an object; an opening brace never closed swallows
     the rest of the text, so no later object is outermost.
+
+    Where JSON reads an object whole in place, its span is the balanced one (JSON's strings are
+    the scanner's strings) and parsed is what parse_trimmed gives its text, read once; otherwise
+    parsed is None and the object's text is parsed on its own.
     """
-    spans: list[tuple[int, int]] = []
+    found: list[tuple[int, int, tuple[Any, str] | None]] = []
     pos = text.find("{")
     while pos >= 0:
-        m = _FLAT_OBJECT.match(text, pos)
-        stop = m.end() if m is not None else _object_end(text, pos)
-        if stop < 0:
-            break
-        spans.append((pos, stop))
+        read = json_value_at(text, pos) if text[pos + 1 : pos + 2] in _JSON_OBJECT_SECOND else None
+        if read is not None:
+            stop = read[1]
+            found.append((pos, stop, (read[0], PARSER_JSON)))
+        else:
+            m = _FLAT_OBJECT.match(text, pos)
+            stop = m.end() if m is not None else _object_end(text, pos)
+            if stop < 0:
+                break
+            found.append((pos, stop, None))
         pos = text.find("{", stop)
-    return spans
+    return found
 
 
 def _line_matches(
@@ -344,10 +359,13 @@ def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
     # 4. balanced objects: only a mapping with a string key gives candidates here, and an object
     # without a colon or a quote cannot be one, so its parse (mostly a failing literal) is skipped.
     if "{" in text:
-        for start, stop in balanced_objects(text):
+        for start, stop, parsed in _objects(text):
+            priority = TERMINAL_STRUCTURED if stop == end else STRUCTURED
+            if parsed is not None:
+                repeats |= _answers(out, kind, ROUTE_BALANCED_OBJECT, priority, parsed[0], (start, stop), parsed[1])
+                continue
             body = text[start:stop]
             if ":" in body and ('"' in body or "'" in body):
-                priority = TERMINAL_STRUCTURED if stop == end else STRUCTURED
                 repeats |= _object(out, kind, priority, body, (start, stop))
     # 5./6. final answer and answer lines, found in one pass; every final answer comes first
     answer_lines = []
