@@ -209,7 +209,7 @@ def test_scanners_match_their_plain_definitions(text: str) -> None:
 
 object_texts = st.lists(
     st.sampled_from(['{', '}', '"', "'", "\\", " ", "\n", ":", ",", '"a"', '"answer"', "'answer'", "1", "[", "]", "NaN",
-                     '{"answer": 7}', '{"a": 1, "a": 2}', "x"]),
+                     '{"answer": 7}', '{"a": 1, "a": 2}', '"a\'"', "'b'", "x"]),
     max_size=14,
 ).map("".join)
 
@@ -222,7 +222,9 @@ def test_objects_read_in_place_equal_the_scanner_and_the_parse(text: str) -> Non
     found = _objects(text)
     assert [(start, stop) for start, stop, _ in found] == reference_balanced(text)
     for start, stop, parsed in found:
-        if parsed is not None:
+        if parsed is NOTHING:
+            assert parse_trimmed(text[start:stop]) is NOTHING
+        elif parsed is not None:
             assert parsed == parse_trimmed(text[start:stop]) and parsed[1] == "json"
 
 

@@ -154,10 +154,13 @@ def _quoted_literal(text: str) -> Any:
 
 
 def json_value_at(text: str, start: int) -> tuple[Any, int] | None:
-    """(value, end) when JSON reads a value at text[start:end] (refusals as above), else None."""
+    """(value, end) when JSON reads a value at text[start:end]; (NOTHING, -1) when it refuses a
+    duplicated key on the way; None when it reads nothing there (NaN and the like included)."""
     try:
         return _JSON_SCAN(text, start)
-    except (_Refused, _NonFinite, StopIteration, ValueError, RecursionError):
+    except _Refused:
+        return (NOTHING, -1)
+    except (_NonFinite, StopIteration, ValueError, RecursionError):
         return None
 
 

@@ -214,14 +214,19 @@ def _objects(text: str) -> list[tuple[int, int, tuple[Any, str] | None]]:
     the rest of the text, so no later object is outermost.
 
     Where JSON reads an object whole in place, its span is the balanced one (JSON's strings are
-    the scanner's strings) and parsed is what parse_trimmed gives its text, read once; otherwise
-    parsed is None and the object's text is parsed on its own.
+    the scanner's strings) and parsed is what parse_trimmed gives its text, read once; where JSON
+    refuses a duplicated key on the way, parsed is NOTHING, as parse_trimmed would find (the text
+    up to there, a `'` included, reads alike); otherwise parsed is None and the object's text is
+    parsed on its own. JSON is not tried where it must fail (raising its error costs more than a
+    parse): where no `}` follows, or where the `{` is followed by what no JSON object holds there.
     """
     found: list[tuple[int, int, tuple[Any, str] | None]] = []
     pos = text.find("{")
     while pos >= 0:
+        if text.find("}", pos) < 0:
+            break  # nothing closes: this object swallows the rest
         read = json_value_at(text, pos) if text[pos + 1 : pos + 2] in _JSON_OBJECT_SECOND else None
-        if read is not None:
+        if read is not None and read[1] > 0:
             stop = read[1]
             found.append((pos, stop, (read[0], PARSER_JSON)))
         else:
@@ -229,7 +234,7 @@ def _objects(text: str) -> list[tuple[int, int, tuple[Any, str] | None]]:
             stop = m.end() if m is not None else _object_end(text, pos)
             if stop < 0:
                 break
-            found.append((pos, stop, None))
+            found.append((pos, stop, None if read is None else NOTHING))
         pos = text.find("{", stop)
     return found
 
@@ -361,6 +366,8 @@ def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
     if "{" in text:
         for start, stop, parsed in _objects(text):
             priority = TERMINAL_STRUCTURED if stop == end else STRUCTURED
+            if parsed is NOTHING:
+                continue
             if parsed is not None:
                 repeats |= _answers(out, kind, ROUTE_BALANCED_OBJECT, priority, parsed[0], (start, stop), parsed[1])
                 continue
