@@ -256,6 +256,8 @@ def unwrap_text(text: str, answer_type: str) -> Any:
         s = s[1:-1]
     elif answer_type != "string" and s.isdigit() and s.isascii() and len(s) < 19 and (s[0] != "0" or len(s) == 1):
         return int(s)  # what JSON reads in a plain unsigned integer (no leading zero, no digit limit near)
+    elif s[:1].isalpha() and s[0] not in _JSON_STARTS and _LITERAL_NAMES.match(s) is None:
+        return s  # a word no JSON value or literal starts with (cannot_be_literal): plain text
     parsed = parse_structured(s)
     if parsed is not NOTHING:
         value = parsed[0]
