@@ -94,11 +94,6 @@ class Candidate(NamedTuple):
         }
 
 
-# Both are built straight from one tuple (tuple.__new__), skipping the Python-level __new__ that
-# NamedTuple adds: a few of them per response.
-_candidate = partial(tuple.__new__, Candidate)
-
-
 def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, bool, int)):
         return value
@@ -137,6 +132,9 @@ class Extraction(NamedTuple):
         }
 
 
+# Both are built straight from one tuple (tuple.__new__), skipping the Python-level __new__ that
+# NamedTuple adds: a few of them per response.
+_candidate = partial(tuple.__new__, Candidate)
 _extraction = partial(tuple.__new__, Extraction)
 
 
