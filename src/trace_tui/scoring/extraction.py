@@ -6,22 +6,24 @@ reference. Every candidate it considers is kept for the audit trail.
 
 from __future__ import annotations
 
-import re
 from functools import partial
 from typing import Any, NamedTuple
 
-from .coercion import (
-    NOTHING,
-    PARSER_JSON,
-    PARSER_TEXT,
-    coerce_text,
-    coerce_value,
-    is_option,
-    json_value_at,
-    matching_brace,
-    normalize_answer_type,
-    parse_structured,
-    parse_trimmed,
+from .coercion import coerce_text, coerce_value, is_option, matching_brace, normalize_answer_type
+from .parsing import NOTHING, PARSER_TEXT, parse_structured, parse_trimmed
+from .routes import (
+    ANSWER_LINES,
+    ANSWER_LINES_AT,
+    ANSWER_LINES_HITS,
+    FENCE,
+    SECTION,
+    SECTION_AT,
+    SECTION_HITS,
+    TAG,
+    boxes,
+    line_matches,
+    objects,
+    terminal_line_start,
 )
 
 CONTRACT_ID = "trace-validation-answer-extraction-v1"
@@ -138,143 +140,9 @@ _candidate = partial(tuple.__new__, Candidate)
 _extraction = partial(tuple.__new__, Extraction)
 
 
-# ---------------------------------------------------------------------------
-# Route patterns.
-
-_TAG = re.compile(r"<(answer|final_answer|final-answer|finalanswer)>(.*?)</\1>", re.IGNORECASE | re.DOTALL)
-_FENCE = re.compile(r"```[ \t]*(?:json|python|py)?[ \t]*\r?\n(.*?)```", re.IGNORECASE | re.DOTALL)
-_SECTION = re.compile(
-    r"^[ \t]*(?:final[ _-]*json|final[ _-]*answer[ _-]*json|answer[ _-]*json)[ \t]*:",
-    re.IGNORECASE | re.MULTILINE,
-)
-_SEPARATOR = r"[ \t]*(?:is|=|:|：)[ \t]*([^\n]*)"
-_FINAL_ANSWER = re.compile(r"^[ \t]*(?:the[ \t]+)?final[ \t]+answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE)
-_ANSWER_LINE = re.compile(r"^[ \t]*answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE)
-# Routes 5 and 6 in one pattern, one match per line: a line opens either with `the`/`final` or with
-# `answer`, never both, so group 1 (the `final` prefix) says which route matched; group 2 is the answer.
-_ANSWER_LINES = re.compile(
-    r"^[ \t]*((?:the[ \t]+)?final[ \t]+)?answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE
-)
-# The same patterns without `^`, tried only at the starts of lines where the lower-cased text
-# holds the keyword with what must follow it in a match (speed: one plain search finds those).
-_SECTION_AT = re.compile(_SECTION.pattern[1:], re.IGNORECASE)
-_SECTION_HITS = re.compile(r"json[ \t]*:")
-_ANSWER_LINES_AT = re.compile(_ANSWER_LINES.pattern[1:], re.IGNORECASE)
-# Lower-casing keeps the dotless ı (which re.IGNORECASE lets stand for i), so `is` can be `ıs` here.
-_ANSWER_LINES_HITS = re.compile(r"answer[ \t]*(?:[iı]s|=|:|：)")
-_BOXED = re.compile(r"\\boxed\s*\{", re.IGNORECASE)
-# Line boundaries as str.splitlines() knows them (all are whitespace to str.strip()).
-_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-_OBJECT_TOKENS = re.compile(r"""[{}"'\\]""")
-# An object that nests no brace and whose strings hold no backslash, matched in one step: the
-# token walk over it ends at the same `}`. Possessive throughout, so a failed match is linear.
-_FLAT_OBJECT = re.compile(r"""\{(?:[^{}"']++|"[^"\\]*+"|'[^'\\]*+')*+\}""")
 _OPENERS = ("{", "[", '"', "'")
 # The declared types as callers usually spell them, looked up before the general normalization.
 _EXACT_TYPES = {"integer": "integer", "number": "number", "option_letter": "option_letter", "string": "string"}
-
-
-def _object_end(text: str, start: int) -> int:
-    """Index after the `}` closing the object opened at start; -1 when it is never closed."""
-    depth = 0
-    quote: str | None = None
-    skip = -1  # index of the character a backslash escaped
-    for m in _OBJECT_TOKENS.finditer(text, start):
-        i = m.start()
-        if i == skip:
-            continue
-        ch = m.group()
-        if quote is not None:
-            if ch == "\\":
-                skip = i + 1
-            elif ch == quote:
-                quote = None
-            continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        elif ch != "\\":  # a quote opens a string; a backslash outside strings means nothing
-            quote = ch
-    return -1
-
-
-# What can follow the `{` of a JSON object: a key's quote, the closing brace or JSON whitespace.
-_JSON_OBJECT_SECOND = frozenset('"} \t\n\r')
-
-
-def _objects(text: str) -> list[tuple[int, int, tuple[Any, str] | None]]:
-    """(start, stop, parsed) for every outermost `{…}` (§1 route 4).
-
-    Quotes count only inside an object; an opening brace never closed swallows
-    the rest of the text, so no later object is outermost.
-
-    Where JSON reads an object whole in place, its span is the balanced one (JSON's strings are
-    the scanner's strings) and parsed is what parse_trimmed gives its text, read once; where JSON
-    refuses a duplicated key on the way, parsed is NOTHING, as parse_trimmed would find (the text
-    up to there, a `'` included, reads alike); otherwise parsed is None and the object's text is
-    parsed on its own. JSON is not tried where it must fail (raising its error costs more than a
-    parse): where no `}` follows, or where the `{` is followed by what no JSON object holds there.
-    """
-    found: list[tuple[int, int, tuple[Any, str] | None]] = []
-    pos = text.find("{")
-    while pos >= 0:
-        if text.find("}", pos) < 0:
-            break  # nothing closes: this object swallows the rest
-        read = json_value_at(text, pos) if text[pos + 1 : pos + 2] in _JSON_OBJECT_SECOND else None
-        if read is not None and read[1] > 0:
-            stop = read[1]
-            found.append((pos, stop, (read[0], PARSER_JSON)))
-        else:
-            m = _FLAT_OBJECT.match(text, pos)
-            stop = m.end() if m is not None else _object_end(text, pos)
-            if stop < 0:
-                break
-            found.append((pos, stop, None if read is None else NOTHING))
-        pos = text.find("{", stop)
-    return found
-
-
-def _line_matches(
-    text: str, lowered: str | None, hits: re.Pattern[str], anchored: re.Pattern[str], multiline: re.Pattern[str]
-) -> list[re.Match[str]]:
-    """Matches of a line-anchored pattern, in order: the same as multiline.finditer(text).
-
-    Only lines where hits finds something in lowered (text.lower(), or None when its positions
-    are not text's) are tried, once each: the patterns never cross a line break, and a line that
-    matches holds what hits looks for.
-    """
-    if lowered is None:
-        return list(multiline.finditer(text))
-    found = []
-    hit = hits.search(lowered)
-    while hit is not None:
-        i = hit.start()
-        m = anchored.match(text, text.rfind("\n", 0, i) + 1)
-        if m is not None:
-            found.append(m)
-        line_end = text.find("\n", i)
-        if line_end < 0:
-            break
-        hit = hits.search(lowered, line_end)
-    return found
-
-
-def _boxes(text: str, lowered: str | None) -> list[re.Match[str]]:
-    """The matches of _BOXED.finditer(text), found from `\\boxed` in lowered when it can stand for text."""
-    if lowered is None:
-        return list(_BOXED.finditer(text))
-    # A match starts at a `\boxed` and holds no other backslash: those places are the only tries.
-    boxes = []
-    i = lowered.find("\\boxed")
-    while i >= 0:
-        m = _BOXED.match(text, i)
-        if m is not None:
-            boxes.append(m)
-        i = lowered.find("\\boxed", i + 6)
-    return boxes
 
 
 def _add_text(out: list[Candidate], kind: str, route: str, raw: str, span: tuple[int, int]) -> None:
@@ -323,15 +191,6 @@ def _answers(out: list[Candidate], kind: str, route: str, priority: str, mapping
     return given > 1
 
 
-def _terminal_line_start(head: str) -> int:
-    """Where the last line of head starts (after the last line break str.splitlines() knows)."""
-    start = head.rfind("\n") + 1
-    # Every other line break is unprintable: a printable last line holds none of them.
-    if head[start:].isprintable():
-        return start
-    return max(head.rfind(ch) for ch in _LINE_BREAKS) + 1
-
-
 def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
     """Every candidate in route order, and whether identical ones may be among them."""
     out: list[Candidate] = []
@@ -344,25 +203,25 @@ def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
 
     # 1. answer tags (a closing tag is needed)
     if "</" in text:
-        for m in _TAG.finditer(text):
+        for m in TAG.finditer(text):
             stop = m.end()
             priority = TERMINAL_STRUCTURED if stop == end else STRUCTURED
             repeats |= _structured(out, kind, ROUTE_ANSWER_TAG, priority, m.group(2), m.span(), True, True)
     # 2. code fences: scalars and plain text only for the fence that closes the response
     if "```" in text:
-        for m in _FENCE.finditer(text):
+        for m in FENCE.finditer(text):
             at_end = m.end() == end
             priority = TERMINAL_STRUCTURED if at_end else STRUCTURED
             repeats |= _structured(out, kind, ROUTE_CODE_FENCE, priority, m.group(1), m.span(), at_end, at_end)
     # 3. structured sections: the body runs to the end, so a parsed one is always terminal
-    for m in _line_matches(text, lowered, _SECTION_HITS, _SECTION_AT, _SECTION):
+    for m in line_matches(text, lowered, SECTION_HITS, SECTION_AT, SECTION):
         body = text[m.end() : end]
         span = (m.start(), end)
         repeats |= _structured(out, kind, ROUTE_STRUCTURED_SECTION, TERMINAL_STRUCTURED, body, span, True, False)
     # 4. balanced objects: only a mapping with a string key gives candidates here, and an object
     # without a colon or a quote cannot be one, so its parse (mostly a failing literal) is skipped.
     if "{" in text:
-        for start, stop, parsed in _objects(text):
+        for start, stop, parsed in objects(text):
             priority = TERMINAL_STRUCTURED if stop == end else STRUCTURED
             if parsed is NOTHING:
                 continue
@@ -374,7 +233,7 @@ def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
                 repeats |= _object(out, kind, priority, body, (start, stop))
     # 5./6. final answer and answer lines, found in one pass; every final answer comes first
     answer_lines = []
-    for m in _line_matches(text, lowered, _ANSWER_LINES_HITS, _ANSWER_LINES_AT, _ANSWER_LINES):
+    for m in line_matches(text, lowered, ANSWER_LINES_HITS, ANSWER_LINES_AT, ANSWER_LINES):
         raw = m.group(2).rstrip()
         if raw:
             span = (m.start(), m.start(2) + len(raw))
@@ -385,14 +244,14 @@ def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
     for raw, span in answer_lines:
         _add_text(out, kind, ROUTE_ANSWER_LINE, raw, span)
     # 7. boxed, nested boxes included
-    for m in _boxes(text, lowered) if "\\" in text else ():
+    for m in boxes(text, lowered) if "\\" in text else ():
         close = matching_brace(text, m.end() - 1)
         if close >= 0:
             _add_text(out, kind, ROUTE_BOXED, text[m.end() : close], (m.start(), close + 1))
     # 8. terminal option letter
     if kind == "option_letter":
         head = text[:end]
-        line_start = _terminal_line_start(head)
+        line_start = terminal_line_start(head)
         line = head[line_start:]
         stripped = line.strip()
         if is_option(stripped):
