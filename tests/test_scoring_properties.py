@@ -138,10 +138,9 @@ def test_judge_accepts_verbatim_evidence_with_the_answer(before: str, n: int, af
 
 # --- the fast paths agree with the plain definitions
 
-from trace_tui.scoring.extraction import (  # noqa: E402
-    _ANSWER_LINE, _ANSWER_LINES, _ANSWER_LINES_AT, _ANSWER_LINES_HITS, _FINAL_ANSWER, _SECTION, _SECTION_AT,
-    _SECTION_HITS, _line_matches,
-    balanced_objects,
+from trace_tui.scoring.routes import (  # noqa: E402
+    ANSWER_LINE, ANSWER_LINES, ANSWER_LINES_AT, ANSWER_LINES_HITS, FINAL_ANSWER, SECTION, SECTION_AT, SECTION_HITS,
+    line_matches, objects,
 )
 from trace_tui.scoring.reward import scan_objects  # noqa: E402
 
@@ -204,8 +203,29 @@ def reference_scan(text: str) -> list[tuple[int, int]]:
 @PROPS
 @given(scanner_texts)
 def test_scanners_match_their_plain_definitions(text: str) -> None:
-    assert balanced_objects(text) == reference_balanced(text)
+    assert [(start, stop) for start, stop, _ in objects(text)] == reference_balanced(text)
     assert scan_objects(text) == reference_scan(text)
+
+
+object_texts = st.lists(
+    st.sampled_from(['{', '}', '"', "'", "\\", " ", "\n", ":", ",", '"a"', '"answer"', "'answer'", "1", "[", "]", "NaN",
+                     '{"answer": 7}', '{"a": 1, "a": 2}', '"a\'"', "'b'", "x"]),
+    max_size=14,
+).map("".join)
+
+
+@PROPS
+@given(object_texts)
+def test_objects_read_in_place_equal_the_scanner_and_the_parse(text: str) -> None:
+    from trace_tui.scoring.parsing import parse_trimmed
+
+    found = objects(text)
+    assert [(start, stop) for start, stop, _ in found] == reference_balanced(text)
+    for start, stop, parsed in found:
+        if parsed is NOTHING:
+            assert parse_trimmed(text[start:stop]) is NOTHING
+        elif parsed is not None:
+            assert parsed == parse_trimmed(text[start:stop]) and parsed[1] == "json"
 
 
 @PROPS
@@ -214,9 +234,9 @@ def test_keyword_anchored_line_routes_equal_multiline_search(text: str) -> None:
     lowered = text.lower()
     usable = lowered if len(lowered) == len(text) and "ſ" not in text else None
     for hits, anchored, multiline in (
-        (_SECTION_HITS, _SECTION_AT, _SECTION), (_ANSWER_LINES_HITS, _ANSWER_LINES_AT, _ANSWER_LINES),
+        (SECTION_HITS, SECTION_AT, SECTION), (ANSWER_LINES_HITS, ANSWER_LINES_AT, ANSWER_LINES),
     ):
-        fast = [m.span() for m in _line_matches(text, usable, hits, anchored, multiline)]
+        fast = [m.span() for m in line_matches(text, usable, hits, anchored, multiline)]
         assert fast == [m.span() for m in multiline.finditer(text)]
 
 
@@ -226,11 +246,11 @@ def test_one_pass_answer_lines_equal_the_two_route_patterns(text: str) -> None:
     def found(pattern, group):
         return [(m.span(), m.span(group)) for m in pattern.finditer(text)]
 
-    combined = list(_ANSWER_LINES.finditer(text))
+    combined = list(ANSWER_LINES.finditer(text))
     final = [(m.span(), m.span(2)) for m in combined if m.start(1) >= 0]
     plain = [(m.span(), m.span(2)) for m in combined if m.start(1) < 0]
-    assert final == found(_FINAL_ANSWER, 1)
-    assert plain == found(_ANSWER_LINE, 1)
+    assert final == found(FINAL_ANSWER, 1)
+    assert plain == found(ANSWER_LINE, 1)
 
 
 box_texts = st.lists(st.sampled_from(["\\boxed", "\\BOXED", "\\boxeD", "\\", "box", " ", "\n", "{", "}", "7", "ſ", "İ"]),
@@ -240,11 +260,11 @@ box_texts = st.lists(st.sampled_from(["\\boxed", "\\BOXED", "\\boxeD", "\\", "bo
 @PROPS
 @given(box_texts)
 def test_boxes_found_from_the_keyword_equal_the_search(text: str) -> None:
-    from trace_tui.scoring.extraction import _BOXED, _boxes
+    from trace_tui.scoring.routes import BOXED, boxes
 
     lowered = text.lower()
     usable = lowered if len(lowered) == len(text) and "ſ" not in text else None
-    assert [m.span() for m in _boxes(text, usable)] == [m.span() for m in _BOXED.finditer(text)]
+    assert [m.span() for m in boxes(text, usable)] == [m.span() for m in BOXED.finditer(text)]
 
 
 fence_texts = st.lists(st.sampled_from(["```", "`", "json", "JSON", " ", "\n", "x", "{}", "\t"]), max_size=12).map("".join)
@@ -262,7 +282,7 @@ def test_final_fence_equals_leftmost_search(text: str) -> None:
 
 # --- the JSON-shaped literal path gives what literal_eval gives
 
-from trace_tui.scoring.coercion import NOTHING, _UNSURE, _literal, _quoted_literal  # noqa: E402
+from trace_tui.scoring.parsing import NOTHING, _UNSURE, _literal, _quoted_literal  # noqa: E402
 
 ODD_CHARS = ["\ud800", "\udfff", "\x00", "\x1f", "\x7f", "\x85", "\u2028", "\ufeff", "\uffff", "\r", "\x0c", "\\", "'", '"']
 literal_strings = st.builds(
@@ -321,7 +341,7 @@ def test_bracketed_name_is_never_a_literal(text: str) -> None:
     import ast
     import warnings
 
-    from trace_tui.scoring.coercion import cannot_be_literal
+    from trace_tui.scoring.parsing import cannot_be_literal
 
     # Behind brackets only: at the very start any letter counts as a name (so "ｓet()", which NFKC
     # makes set(), is skipped there; that is the extraction's behaviour, kept as it is).

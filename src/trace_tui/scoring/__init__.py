@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from .coercion import ANSWER_TYPES, normalize_answer_type, parse_structured
+from .coercion import ANSWER_TYPES, normalize_answer_type
 from .extraction import (
     AMBIGUOUS,
     CONTRACT_ID as EXTRACTION_CONTRACT_ID,
@@ -38,6 +38,7 @@ from .judge import (
     score_validation_row,
 )
 from .match import CONTRACT_ID as MATCH_CONTRACT_ID, answers_match, canonical
+from .parsing import parse_structured
 from .reward import reward_answer, reward_components, trace_reward
 
 __all__ = [

@@ -6,19 +6,24 @@ reference. Every candidate it considers is kept for the audit trail.
 
 from __future__ import annotations
 
-import re
 from functools import partial
 from typing import Any, NamedTuple
 
-from .coercion import (
-    NOTHING,
-    PARSER_TEXT,
-    coerce_text,
-    coerce_value,
-    is_option,
-    matching_brace,
-    normalize_answer_type,
-    parse_structured,
+from .coercion import coerce_text, coerce_value, is_option, matching_brace, normalize_answer_type
+from .parsing import NOTHING, PARSER_TEXT, parse_structured, parse_trimmed
+from .routes import (
+    ANSWER_LINES,
+    ANSWER_LINES_AT,
+    ANSWER_LINES_HITS,
+    FENCE,
+    SECTION,
+    SECTION_AT,
+    SECTION_HITS,
+    TAG,
+    boxes,
+    line_matches,
+    objects,
+    terminal_line_start,
 )
 
 CONTRACT_ID = "trace-validation-answer-extraction-v1"
@@ -91,11 +96,6 @@ class Candidate(NamedTuple):
         }
 
 
-# Both are built straight from one tuple (tuple.__new__), skipping the Python-level __new__ that
-# NamedTuple adds: a few of them per response.
-_candidate = partial(tuple.__new__, Candidate)
-
-
 def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, bool, int)):
         return value
@@ -134,128 +134,15 @@ class Extraction(NamedTuple):
         }
 
 
+# Both are built straight from one tuple (tuple.__new__), skipping the Python-level __new__ that
+# NamedTuple adds: a few of them per response.
+_candidate = partial(tuple.__new__, Candidate)
 _extraction = partial(tuple.__new__, Extraction)
 
 
-# ---------------------------------------------------------------------------
-# Route patterns.
-
-_TAG = re.compile(r"<(answer|final_answer|final-answer|finalanswer)>(.*?)</\1>", re.IGNORECASE | re.DOTALL)
-_FENCE = re.compile(r"```[ \t]*(?:json|python|py)?[ \t]*\r?\n(.*?)```", re.IGNORECASE | re.DOTALL)
-_SECTION = re.compile(
-    r"^[ \t]*(?:final[ _-]*json|final[ _-]*answer[ _-]*json|answer[ _-]*json)[ \t]*:",
-    re.IGNORECASE | re.MULTILINE,
-)
-_SEPARATOR = r"[ \t]*(?:is|=|:|：)[ \t]*([^\n]*)"
-_FINAL_ANSWER = re.compile(r"^[ \t]*(?:the[ \t]+)?final[ \t]+answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE)
-_ANSWER_LINE = re.compile(r"^[ \t]*answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE)
-# Routes 5 and 6 in one pattern, one match per line: a line opens either with `the`/`final` or with
-# `answer`, never both, so group 1 (the `final` prefix) says which route matched; group 2 is the answer.
-_ANSWER_LINES = re.compile(
-    r"^[ \t]*((?:the[ \t]+)?final[ \t]+)?answer" + _SEPARATOR, re.IGNORECASE | re.MULTILINE
-)
-# The same patterns without `^`, tried only at the starts of lines where the lower-cased text
-# holds the keyword with what must follow it in a match (speed: one plain search finds those).
-_SECTION_AT = re.compile(_SECTION.pattern[1:], re.IGNORECASE)
-_SECTION_HITS = re.compile(r"json[ \t]*:")
-_ANSWER_LINES_AT = re.compile(_ANSWER_LINES.pattern[1:], re.IGNORECASE)
-# Lower-casing keeps the dotless ı (which re.IGNORECASE lets stand for i), so `is` can be `ıs` here.
-_ANSWER_LINES_HITS = re.compile(r"answer[ \t]*(?:[iı]s|=|:|：)")
-_BOXED = re.compile(r"\\boxed\s*\{", re.IGNORECASE)
-# Line boundaries as str.splitlines() knows them (all are whitespace to str.strip()).
-_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-_OBJECT_TOKENS = re.compile(r"""[{}"'\\]""")
-# An object that nests no brace and whose strings hold no backslash, matched in one step: the
-# token walk over it ends at the same `}`. Possessive throughout, so a failed match is linear.
-_FLAT_OBJECT = re.compile(r"""\{(?:[^{}"']++|"[^"\\]*+"|'[^'\\]*+')*+\}""")
 _OPENERS = ("{", "[", '"', "'")
 # The declared types as callers usually spell them, looked up before the general normalization.
 _EXACT_TYPES = {"integer": "integer", "number": "number", "option_letter": "option_letter", "string": "string"}
-
-
-def _object_end(text: str, start: int) -> int:
-    """Index after the `}` closing the object opened at start; -1 when it is never closed."""
-    depth = 0
-    quote: str | None = None
-    skip = -1  # index of the character a backslash escaped
-    for m in _OBJECT_TOKENS.finditer(text, start):
-        i = m.start()
-        if i == skip:
-            continue
-        ch = m.group()
-        if quote is not None:
-            if ch == "\\":
-                skip = i + 1
-            elif ch == quote:
-                quote = None
-            continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        elif ch != "\\":  # a quote opens a string; a backslash outside strings means nothing
-            quote = ch
-    return -1
-
-
-def balanced_objects(text: str) -> list[tuple[int, int]]:
-    """Spans of every outermost `{…}` (§1 route 4).
-
-    Quotes count only inside an object; an opening brace never closed swallows
-    the rest of the text, so no later object is outermost.
-    """
-    spans: list[tuple[int, int]] = []
-    pos = text.find("{")
-    while pos >= 0:
-        m = _FLAT_OBJECT.match(text, pos)
-        stop = m.end() if m is not None else _object_end(text, pos)
-        if stop < 0:
-            break
-        spans.append((pos, stop))
-        pos = text.find("{", stop)
-    return spans
-
-
-def _line_matches(
-    text: str, lowered: str | None, hits: re.Pattern[str], anchored: re.Pattern[str], multiline: re.Pattern[str]
-) -> list[re.Match[str]]:
-    """Matches of a line-anchored pattern, in order: the same as multiline.finditer(text).
-
-    Only lines where hits finds something in lowered (text.lower(), or None when its positions
-    are not text's) are tried, once each: the patterns never cross a line break, and a line that
-    matches holds what hits looks for.
-    """
-    if lowered is None:
-        return list(multiline.finditer(text))
-    found = []
-    hit = hits.search(lowered)
-    while hit is not None:
-        i = hit.start()
-        m = anchored.match(text, text.rfind("\n", 0, i) + 1)
-        if m is not None:
-            found.append(m)
-        line_end = text.find("\n", i)
-        if line_end < 0:
-            break
-        hit = hits.search(lowered, line_end)
-    return found
-
-
-def _boxes(text: str, lowered: str | None) -> list[re.Match[str]]:
-    """The matches of _BOXED.finditer(text), found from `\\boxed` in lowered when it can stand for text."""
-    if lowered is None:
-        return list(_BOXED.finditer(text))
-    # A match starts at a `\boxed` and holds no other backslash: those places are the only tries.
-    boxes = []
-    i = lowered.find("\\boxed")
-    while i >= 0:
-        m = _BOXED.match(text, i)
-        if m is not None:
-            boxes.append(m)
-        i = lowered.find("\\boxed", i + 6)
-    return boxes
 
 
 def _add_text(out: list[Candidate], kind: str, route: str, raw: str, span: tuple[int, int]) -> None:
@@ -279,24 +166,29 @@ def _structured(out: list[Candidate], kind: str, route: str, priority: str, body
         return False
     value, parser = parsed
     if isinstance(value, dict):
-        given = 0
-        for key, item in value.items():
-            if isinstance(key, str) and (key == "answer" or key.strip().casefold() == "answer"):
-                out.append(_candidate((route, priority, item, span, parser) + coerce_value(item, kind)))
-                given += 1
-        return given > 1
+        return _answers(out, kind, route, priority, value, span, parser)
     if scalars and not isinstance(value, (list, tuple, set, frozenset)):
         out.append(_candidate((route, priority, value, span, parser) + coerce_value(value, kind)))
     return False
 
 
-def _terminal_line_start(head: str) -> int:
-    """Where the last line of head starts (after the last line break str.splitlines() knows)."""
-    start = head.rfind("\n") + 1
-    # Every other line break is unprintable: a printable last line holds none of them.
-    if head[start:].isprintable():
-        return start
-    return max(head.rfind(ch) for ch in _LINE_BREAKS) + 1
+def _object(out: list[Candidate], kind: str, priority: str, body: str, span: tuple[int, int]) -> bool:
+    """_structured for a balanced object (already trimmed; only a mapping gives candidates)."""
+    parsed = parse_trimmed(body)
+    if parsed is NOTHING or not isinstance(parsed[0], dict):
+        return False
+    return _answers(out, kind, ROUTE_BALANCED_OBJECT, priority, parsed[0], span, parsed[1])
+
+
+def _answers(out: list[Candidate], kind: str, route: str, priority: str, mapping: dict[Any, Any],
+             span: tuple[int, int], parser: str) -> bool:
+    """One candidate per answer key of a parsed mapping; True when there is more than one."""
+    given = 0
+    for key, item in mapping.items():
+        if isinstance(key, str) and (key == "answer" or key.strip().casefold() == "answer"):
+            out.append(_candidate((route, priority, item, span, parser) + coerce_value(item, kind)))
+            given += 1
+    return given > 1
 
 
 def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
@@ -311,32 +203,37 @@ def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
 
     # 1. answer tags (a closing tag is needed)
     if "</" in text:
-        for m in _TAG.finditer(text):
+        for m in TAG.finditer(text):
             stop = m.end()
             priority = TERMINAL_STRUCTURED if stop == end else STRUCTURED
             repeats |= _structured(out, kind, ROUTE_ANSWER_TAG, priority, m.group(2), m.span(), True, True)
     # 2. code fences: scalars and plain text only for the fence that closes the response
     if "```" in text:
-        for m in _FENCE.finditer(text):
+        for m in FENCE.finditer(text):
             at_end = m.end() == end
             priority = TERMINAL_STRUCTURED if at_end else STRUCTURED
             repeats |= _structured(out, kind, ROUTE_CODE_FENCE, priority, m.group(1), m.span(), at_end, at_end)
     # 3. structured sections: the body runs to the end, so a parsed one is always terminal
-    for m in _line_matches(text, lowered, _SECTION_HITS, _SECTION_AT, _SECTION):
+    for m in line_matches(text, lowered, SECTION_HITS, SECTION_AT, SECTION):
         body = text[m.end() : end]
         span = (m.start(), end)
         repeats |= _structured(out, kind, ROUTE_STRUCTURED_SECTION, TERMINAL_STRUCTURED, body, span, True, False)
     # 4. balanced objects: only a mapping with a string key gives candidates here, and an object
     # without a colon or a quote cannot be one, so its parse (mostly a failing literal) is skipped.
     if "{" in text:
-        for start, stop in balanced_objects(text):
+        for start, stop, parsed in objects(text):
+            priority = TERMINAL_STRUCTURED if stop == end else STRUCTURED
+            if parsed is NOTHING:
+                continue
+            if parsed is not None:
+                repeats |= _answers(out, kind, ROUTE_BALANCED_OBJECT, priority, parsed[0], (start, stop), parsed[1])
+                continue
             body = text[start:stop]
             if ":" in body and ('"' in body or "'" in body):
-                priority = TERMINAL_STRUCTURED if stop == end else STRUCTURED
-                repeats |= _structured(out, kind, ROUTE_BALANCED_OBJECT, priority, body, (start, stop), False, False)
+                repeats |= _object(out, kind, priority, body, (start, stop))
     # 5./6. final answer and answer lines, found in one pass; every final answer comes first
     answer_lines = []
-    for m in _line_matches(text, lowered, _ANSWER_LINES_HITS, _ANSWER_LINES_AT, _ANSWER_LINES):
+    for m in line_matches(text, lowered, ANSWER_LINES_HITS, ANSWER_LINES_AT, ANSWER_LINES):
         raw = m.group(2).rstrip()
         if raw:
             span = (m.start(), m.start(2) + len(raw))
@@ -347,14 +244,14 @@ def _collect(text: str, kind: str, end: int) -> tuple[list[Candidate], bool]:
     for raw, span in answer_lines:
         _add_text(out, kind, ROUTE_ANSWER_LINE, raw, span)
     # 7. boxed, nested boxes included
-    for m in _boxes(text, lowered):
+    for m in boxes(text, lowered) if "\\" in text else ():
         close = matching_brace(text, m.end() - 1)
         if close >= 0:
             _add_text(out, kind, ROUTE_BOXED, text[m.end() : close], (m.start(), close + 1))
     # 8. terminal option letter
     if kind == "option_letter":
         head = text[:end]
-        line_start = _terminal_line_start(head)
+        line_start = terminal_line_start(head)
         line = head[line_start:]
         stripped = line.strip()
         if is_option(stripped):
@@ -392,9 +289,19 @@ def extract_answer(response: str | None, answer_type: str) -> Extraction:
         return _extraction((MISSING, None, None, None, (), kind))
     collected, repeats = _collect(response, kind, end)
     candidates = _dedupe(collected) if repeats else tuple(collected)
-    terminal = [c for c in candidates if c.priority == TERMINAL_STRUCTURED]
-    # A terminal structured answer shadows everything before it, even when rejected.
-    pool = [c for c in (terminal or candidates) if c.accepted]
+    # The accepted candidates, in order; a terminal structured one, even rejected, shadows every
+    # candidate that is not terminal structured.
+    pool = []
+    shadowed = False
+    for c in candidates:
+        if c.priority == TERMINAL_STRUCTURED:
+            if not shadowed:
+                shadowed = True
+                pool = []
+            if c.accepted:
+                pool.append(c)
+        elif c.accepted and not shadowed:
+            pool.append(c)
     if not pool:
         return _extraction((MISSING, None, None, None, candidates, kind))
     if len(pool) == 1:

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from .coercion import cannot_be_literal
+from .parsing import cannot_be_literal
 from .match import answers_match
 
 _NOTHING: Any = object()
