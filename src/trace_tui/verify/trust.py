@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from trace_tui.common.digest import sha256_bytes
 from trace_tui.verify import documents as d
 from trace_tui.verify.checklist import Check
-from trace_tui.verify.yaml_docs import TOO_DEEP, BackgroundParse
+from trace_tui.verify import yaml_docs
+from trace_tui.verify.yaml_docs import TOO_DEEP, BackgroundParse, is_yaml
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
@@ -102,8 +103,8 @@ class ReleaseFiles:
             data = self.data(path)
             if data is None:
                 self._raw[path] = (None, "absent")
-            elif path.endswith((".yaml", ".yml")):
-                self._raw[path] = (self._yaml or BackgroundParse(self.root, [])).take(path, data)
+            elif is_yaml(path):
+                self._raw[path] = self._yaml.take(path, data) if self._yaml else yaml_docs.parse(data)
             else:
                 try:
                     self._raw[path] = (json.loads(data), None)
@@ -249,8 +250,7 @@ class TrustChain:
     def __init__(self, root: Path, lock: ReleaseLock, yaml_ahead: BackgroundParse | None = None) -> None:
         self.declarers = declarers(lock)
         if yaml_ahead is None:
-            yaml_ahead = BackgroundParse(root, [dec.path for dec in self.declarers
-                                                if dec.path.endswith((".yaml", ".yml"))])
+            yaml_ahead = BackgroundParse(root, [dec.path for dec in self.declarers if is_yaml(dec.path)])
         self.rel = ReleaseFiles(root, yaml_ahead)
         self.lock = lock
         self.checks: list[Check] = []
@@ -264,7 +264,7 @@ class TrustChain:
     def collect(self) -> None:
         # The YAML declarers are read last: they are being parsed in the background meanwhile.
         docs = {dec.path: self.rel.doc(dec.path, dec.schema)
-                for dec in sorted(self.declarers, key=lambda dec: dec.path.endswith((".yaml", ".yml")))}
+                for dec in sorted(self.declarers, key=lambda dec: is_yaml(dec.path))}
         for dec in self.declarers:
             doc, err = docs[dec.path]
             if doc is not None:

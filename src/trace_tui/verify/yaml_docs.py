@@ -24,6 +24,10 @@ TOO_DEEP = "nested too deeply to be a release document"
 Parsed = tuple[Any, "str | None"]  # (value, error line)
 
 
+def is_yaml(path: str) -> bool:
+    return path.endswith((".yaml", ".yml"))
+
+
 def parse(data: bytes) -> Parsed:
     """(value, None), or (None, the one-line reason the bytes are not a YAML document)."""
     import yaml
@@ -103,7 +107,7 @@ def parse_configs_ahead(root: Path) -> BackgroundParse:
 
     try:
         lock = json.loads(release_lock_path().read_text(encoding="utf-8"))
-        paths = sorted(p for p in lock["training"]["configs"].values() if p.endswith((".yaml", ".yml")))
+        paths = sorted(p for p in lock["training"]["configs"].values() if is_yaml(p))
     except (OSError, ValueError, KeyError, AttributeError, TypeError):
         paths = []
     return BackgroundParse(root, paths)

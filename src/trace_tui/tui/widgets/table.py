@@ -143,13 +143,13 @@ class LiteralTable(DataTable):
     def update_cell(self, row_key: Any, column_key: Any, value: Any, *, update_width: bool = False) -> None:
         value = literal(value)
         # The row as added is updated too: the filter, the sort, wrapping and row_text re-show rows from it.
+        column = self.get_column_index(column_key)
         index = self._index.get(getattr(row_key, "value", row_key))
         if index is not None:
-            column = self.get_column_index(column_key)
             cells, key = self.source[index]
             if column < len(cells):
                 self.source[index] = ((*cells[:column], value, *cells[column + 1:]), key)
-        if self.wrap_column is not None and self.get_column_index(column_key) == self.wrap_column:
+        if column == self.wrap_column:
             self._schedule_arrange()
         elif row_key in self.rows:  # a row the filter hides now shows its new value when it comes back
             super().update_cell(row_key, column_key, value, update_width=update_width)
