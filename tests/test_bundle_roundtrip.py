@@ -47,7 +47,7 @@ def _import(dest: Path, tmp_path: Path, docker_client) -> Store:
 
 def test_round_trip_restores_images_and_store(tmp_path, docker_client, exported, filled_store):
     dest, manifest, lock = exported
-    assert set(manifest.files) >= {"images.lock.json", "images/train.tar", "images/infer.tar", "images/score.tar"}
+    assert set(manifest.files) >= {"images.lock.json", "images/stages.tar"}
     for img in lock.images.values():  # the site has none of the images
         docker_client.images.remove(img.id, force=True)
     fresh = _import(dest, tmp_path, docker_client)
@@ -61,12 +61,81 @@ def test_round_trip_restores_images_and_store(tmp_path, docker_client, exported,
 
 def test_a_flipped_byte_in_an_image_tar_is_refused_by_name(tmp_path, docker_client, exported):
     dest, _, _ = exported
-    tar = dest / "images" / "infer.tar"
+    tar = dest / "images" / "stages.tar"
     data = bytearray(tar.read_bytes())
     data[len(data) // 2] ^= 0x01
     tar.write_bytes(bytes(data))
-    with pytest.raises(CheckFailed, match=r"images/infer\.tar: sha256 .* differs"):
+    with pytest.raises(CheckFailed, match=r"images/stages\.tar: sha256 .* differs"):
         _import(dest, tmp_path, docker_client)
+
+
+def test_layers_the_images_share_are_carried_once(tmp_path, docker_client, tiny_lock, filled_store):
+    """infer and score share nearly every layer (the same wheelhouse); the bundle holds them once, and
+    both come back with their own ids."""
+    import io
+    import os
+    import tarfile
+    import uuid
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        blob = os.urandom(4 << 20)  # incompressible, so sizes compare plainly
+        info = tarfile.TarInfo("shared.bin")
+        info.size = len(blob)
+        tar.addfile(info, io.BytesIO(blob))
+    repo = f"trace-tui-test/shared-{uuid.uuid4().hex[:8]}"
+    docker_client.api.import_image_from_data(buf.getvalue(), repository=repo, tag="infer")
+    infer = docker_client.images.get(f"{repo}:infer")
+    context = tmp_path / "ctx"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {repo}:infer\nLABEL stage=score\n")
+    score, _ = docker_client.images.build(path=str(context), tag=f"{repo}:score", rm=True)
+    assert score.id != infer.id
+    lock = tiny_lock.model_copy(deep=True)
+    for name, img in (("infer", infer), ("score", score)):
+        lock.images[name] = lock.images[name].model_copy(update={"tag": img.tags[0], "id": img.id})
+    store, entries = filled_store
+    dest = tmp_path / "bundle"
+    try:
+        manifest = bundle.export_bundle(dest, recipe="demo", entries=entries, store=store, images_lock=lock,
+                                        client=docker_client, say=lambda _m: None, wheelhouse=False)
+        assert [f for f in manifest.files if f.startswith("images/")] == ["images/stages.tar"]
+        assert (4 << 20) < manifest.files["images/stages.tar"].bytes < (5 << 20)
+        for img in (score, infer):
+            docker_client.images.remove(img.id, force=True)
+        _import(dest, tmp_path, docker_client)
+        assert docker_client.images.get(f"{repo}:infer").id == infer.id
+        assert docker_client.images.get(f"{repo}:score").id == score.id
+    finally:
+        for tag in ("score", "infer"):
+            try:
+                docker_client.images.remove(f"{repo}:{tag}", force=True)
+            except Exception:  # noqa: BLE001 - not there
+                pass
+
+
+def test_a_bundle_with_one_archive_per_image_still_imports(tmp_path, docker_client, tiny_lock, filled_store):
+    """Bundles exported before the shared archive hold images/<name>.tar each; they import the same."""
+    from trace_tui.common.digest import sha256_file
+
+    store, entries = filled_store
+    dest = tmp_path / "bundle"
+    manifest = bundle.export_bundle(dest, recipe="demo", entries=entries, store=store, images_lock=tiny_lock,
+                                    client=docker_client, say=lambda _m: None, wheelhouse=False)
+    (dest / "images" / "stages.tar").unlink()
+    files = {k: v for k, v in manifest.files.items() if k != "images/stages.tar"}
+    for name, img in tiny_lock.images.items():
+        tar = dest / "images" / f"{name}.tar"
+        with open(tar, "wb") as out:
+            for chunk in docker_client.images.get(img.id).save(named=True):
+                out.write(chunk)
+        files[f"images/{name}.tar"] = bundle.BundleFile(sha256=sha256_file(tar), bytes=tar.stat().st_size)
+    (dest / bundle.MANIFEST).write_text(manifest.model_copy(update={"files": files}).model_dump_json())
+    for img in tiny_lock.images.values():
+        docker_client.images.remove(img.id, force=True)
+    _import(dest, tmp_path, docker_client)
+    for img in tiny_lock.images.values():
+        assert docker_client.images.get(img.tag).id == img.id
 
 
 def test_a_missing_store_file_is_refused_by_name(tmp_path, docker_client, exported):

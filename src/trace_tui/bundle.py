@@ -4,12 +4,14 @@ Layout::
 
     DIR/manifest.json        sha256 and size of every other file (written last)
     DIR/images.lock.json     the image lock the images were built under
-    DIR/images/<name>.tar    `docker save` of each stage image, by id
+    DIR/images/stages.tar    one `docker save` of every stage image: layers the
+                             images share (infer and score share nearly all) once
     DIR/store/<kind>/<dir>/  the store entries the recipe needs (record + files)
     DIR/wheelhouse/          trace-tui's own wheel and its host dependencies
 
 Import checks the manifest before anything else (a missing, extra or altered
-file is refused by name), then loads the images and checks their ids against
+file is refused by name), then loads the image archives (bundles from before
+the shared archive hold one per image; both load) and checks their ids against
 the lock (a registry digest does not survive save/load; the id does), then
 fills the store through its verifying staging.
 """
@@ -50,15 +52,25 @@ class BundleManifest(BaseModel):
     files: dict[str, BundleFile]
 
 
+IMAGES_TAR = "images/stages.tar"
+UNSIZED_STEP = 512 << 20
+
+
 class _Progress:
-    """One line per ~10% of a large file; large files are what a user waits on."""
+    """One line per ~10% of a large file (per 512 MiB when its size is not known ahead);
+    large files are what a user waits on."""
 
     def __init__(self, label: str, total: int | None, say: Say) -> None:
-        self.label, self.total, self.say, self.done, self.next_mark = label, total, say, 0, 0.1
+        self.label, self.total, self.say, self.done = label, total, say, 0
+        self.next_mark = 0.1 if total else UNSIZED_STEP
 
     def add(self, n: int) -> None:
         self.done += n
-        if self.total and self.total > (64 << 20) and self.done / self.total >= self.next_mark:
+        if not self.total:
+            if self.done >= self.next_mark:
+                self.say(f"  {self.label}: {self.done >> 20} MiB")
+                self.next_mark += UNSIZED_STEP
+        elif self.total > (64 << 20) and self.done / self.total >= self.next_mark:
             self.say(f"  {self.label}: {self.done >> 20} / {self.total >> 20} MiB")
             self.next_mark += 0.1
 
@@ -102,12 +114,13 @@ def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Any, im
     (dest / "images.lock.json").write_text(lock_text, encoding="utf-8")
     files["images.lock.json"] = BundleFile(sha256=sha256_text(lock_text),
                                            bytes=len(lock_text.encode()))
+    names = []
     for name, img in sorted(images_lock.images.items()):
         image = client.images.get(img.id)
         say(f"saving image {name} ({img.id[:19]}, {image.attrs.get('Size', 0) >> 20} MiB)")
-        rel = f"images/{name}.tar"
-        files[rel] = _write_stream(image.save(chunk_size=CHUNK, named=True), dest / rel, rel, say,
-                                   image.attrs.get("Size"))
+        # by tag where the tag still names the locked image, so the archive carries it; else by id
+        names.append(img.tag if img.tag in image.tags else img.id)
+    files[IMAGES_TAR] = _write_stream(_save_images(client, names), dest / IMAGES_TAR, IMAGES_TAR, say)
 
     for entry in entries:
         src = store.entry_dir(entry)
@@ -128,6 +141,15 @@ def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Any, im
     (dest / MANIFEST).write_text(manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")
     say(f"bundle written: {len(files)} files, {sum(f.bytes for f in files.values()) >> 20} MiB")
     return manifest
+
+
+def _save_images(client: Any, names: list[str]) -> Iterable[bytes]:
+    """`docker save NAME...` through the Engine API: docker-py's Image.save takes one image, and
+    saving them one by one would write every shared layer once per image."""
+    api = client.api
+    res = api._get(api._url("/images/get"), params={"names": names}, stream=True)
+    api._raise_for_status(res)
+    return api._stream_raw_result(res, CHUNK, False)
 
 
 def _sha256(path: Path) -> str:
@@ -193,13 +215,15 @@ def import_bundle(src: Path, *, store: Any, client: Any, images_lock_path: Path,
         raise CheckFailed(f"bundle refused: {problems[0]}"
                           + (f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""))
     lock = ImagesLock.model_validate_json((src / "images.lock.json").read_text(encoding="utf-8"))
+    loaded: dict[str, str] = {}  # image id -> the archive it came from
+    for rel in sorted(f for f in manifest.files if f.startswith("images/") and f.endswith(".tar")):
+        say(f"loading {rel}")
+        with open(src / rel, "rb") as fh:
+            loaded |= {i.id: rel for i in client.images.load(fh)}
     for name, img in sorted(lock.images.items()):
-        say(f"loading image {name}")
-        with open(src / "images" / f"{name}.tar", "rb") as fh:
-            loaded = client.images.load(fh)
-        ids = {i.id for i in loaded}
-        if img.id not in ids:
-            raise CheckFailed(f"images/{name}.tar loaded as {sorted(ids)}, the lock says {img.id}")
+        if img.id not in loaded:
+            raise CheckFailed(f"the bundle's images hold no image {img.id} for {name} (they loaded as "
+                              f"{sorted(loaded) or 'nothing'}); export the bundle again from the built appliance")
         client.images.get(img.id).tag(*img.tag.split(":", 1))
     write_images_lock(lock, images_lock_path)
     # benchmarks last: they are checked against the provenance matrix of the release imported before them
