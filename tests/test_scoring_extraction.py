@@ -309,3 +309,19 @@ def test_to_dict_is_json_serialisable() -> None:
     ex = extract_answer('{"answer": [1, 2]}\nAnswer: 7\n{"answer": NaN}', "number")
     json.dumps(ex.to_dict())
     assert ex.to_dict()["contract"] == "trace-validation-answer-extraction-v1"
+
+
+@pytest.mark.parametrize("response", [
+    "Answer:\n{'answer': 1if 1 else 2}",  # "invalid decimal literal"
+    "<answer>[1and 2]</answer>",
+    "<answer>{'answer': '\\d'}</answer>",  # an invalid escape
+])
+def test_parsing_a_response_never_prints_a_python_warning(response):
+    """A response is data: Python's parser warns about some texts on stderr (once per process, in
+    the middle of a run's output), and the extraction keeps those warnings to itself."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        extract_answer(response, "integer")
+    assert [str(w.message) for w in caught] == []

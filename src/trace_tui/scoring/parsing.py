@@ -78,12 +78,10 @@ def _literal(text: str) -> Any:
     if cannot_be_literal(text):
         return NOTHING
     try:
-        if "\\" in text:
-            with warnings.catch_warnings():
-                # Invalid escapes in string literals warn at parse time; the text is data, not code.
-                warnings.simplefilter("ignore")
-                tree = ast.parse(text, mode="eval")
-        else:
+        with warnings.catch_warnings():
+            # The parser warns about the text (invalid escapes, `1if`: "invalid decimal literal"),
+            # once per process on stderr, in the middle of a run's output; the text is data, not code.
+            warnings.simplefilter("ignore")
             tree = ast.parse(text, mode="eval")
     except Exception:  # noqa: BLE001 - SyntaxError, ValueError (NUL), RecursionError, MemoryError
         return NOTHING
