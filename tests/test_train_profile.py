@@ -72,8 +72,14 @@ def test_trl_settings_follow_the_profile(trace_release_dir: Path) -> None:
 def test_trl_settings_are_real_grpo_config_fields(trace_release_dir: Path, tmp_path: Path) -> None:
     from trl import GRPOConfig
 
+    import dataclasses
+
+    from trace_tui.stages.train_trl import fit_to_trl
+
     resolved = resolve_training(_profile(trace_release_dir, "7b"), Hardware(device="cpu"))
-    cfg = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, **resolved.trl)
+    fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    assert set(resolved.trl) <= fields, set(resolved.trl) - fields
+    cfg = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, **fit_to_trl(resolved.trl, fields)[0])
     assert cfg.delta == 3.0 and cfg.epsilon_high == 0.3 and cfg.generation_batch_size == 2 * 8
     assert cfg.steps_per_generation == cfg.gradient_accumulation_steps == 16
 
@@ -196,10 +202,34 @@ def test_older_trl_gets_only_inert_settings_dropped_and_each_recorded(trace_rele
     assert set(kwargs) <= fields and kwargs["max_prompt_length"] is None
     assert (kwargs["warmup_steps"], kwargs["warmup_ratio"]) == (0, 0.1)
     assert {"sapo_temperature_pos", "trust_remote_code", "max_prompt_length", "warmup_steps"} <= set(adapted)
+    assert kwargs["gradient_checkpointing"] is True and "activation_checkpointing" not in kwargs
     with pytest.raises(RequirementsError, match="'delta'"):
         fit_to_trl(trl, fields - {"delta"})
     with pytest.raises(RequirementsError, match="trust_remote_code"):
         fit_to_trl({**trl, "trust_remote_code": True}, fields)
+
+
+def test_newer_transformers_gets_activation_checkpointing_without_a_deprecation_warning(
+        trace_release_dir: Path, tmp_path: Path) -> None:
+    """transformers 5 renamed gradient_checkpointing; the old name warns (FutureWarning) on every run."""
+    import dataclasses
+    import warnings
+
+    from trl import GRPOConfig
+
+    from trace_tui.stages.train_trl import fit_to_trl
+
+    trl = resolve_training(_profile(trace_release_dir, "3b"), Hardware(device="cpu")).trl
+    fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    if "activation_checkpointing" not in fields:
+        pytest.skip("this transformers has no activation_checkpointing (4.x: gradient_checkpointing is current)")
+    kwargs, adapted = fit_to_trl(trl, fields)
+    assert kwargs["activation_checkpointing"] is trl["gradient_checkpointing"] is True
+    assert "gradient_checkpointing" not in kwargs and "gradient_checkpointing" in adapted
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        cfg = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, **kwargs)
+    assert cfg.activation_checkpointing is cfg.gradient_checkpointing is True
 
 
 def test_builtin_demo_profile_agrees_with_the_release_profile(trace_release_dir: Path) -> None:

@@ -96,6 +96,10 @@ def fit_to_trl(trl_kwargs: dict[str, Any], fields: set[str]) -> tuple[dict[str, 
         # transformers 4.x takes a warmup ratio under its own name.
         kwargs["warmup_steps"], kwargs["warmup_ratio"] = 0, warmup
         adapted["warmup_steps"] = f"passed as warmup_ratio={warmup} (transformers 4.x)"
+    if "activation_checkpointing" in fields and "gradient_checkpointing" in kwargs:
+        # transformers 5 renamed it (the old name is a deprecated alias that warns on every run).
+        kwargs["activation_checkpointing"] = kwargs.pop("gradient_checkpointing")
+        adapted["gradient_checkpointing"] = "passed as activation_checkpointing (transformers 5)"
     if "max_prompt_length" in fields:
         # Older TRL truncates prompts to this length (default 512), which would cut
         # image tokens; the stage keeps prompts whole and counts overlong ones.
