@@ -197,3 +197,30 @@ def test_cli_import_of_a_tampered_bundle_exits_1_with_one_line(tmp_path, exporte
     assert done.stderr.strip().count("\n") <= 2 and "Traceback" not in done.stderr
     assert "images/surprise.tar: extra file" in done.stderr
     assert json.loads((dest / "manifest.json").read_text())["recipe"] == "demo"
+
+
+def test_a_full_disk_stops_the_export_in_one_line_and_gives_the_space_back(tmp_path, docker_client, tiny_lock,
+                                                                          filled_store):
+    """A real 1 MiB tmpfs (root mounts it; skipped where mounting is not permitted): the bundle's store
+    files do not fit. The error names the file and the fix, and nothing of the partial bundle stays."""
+    import subprocess
+
+    from trace_tui.errors import CheckFailed
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs is not permitted here")
+    try:
+        store, entries = filled_store
+        dest = mnt / "bundle"
+        with pytest.raises(CheckFailed) as err:
+            bundle.export_bundle(dest, recipe="demo", entries=entries, store=store, images_lock=tiny_lock,
+                                 client=docker_client, say=lambda _m: None, wheelhouse=False)
+        line = err.value.line()
+        assert "no space left on device writing " + str(dest) in line and "\n" not in line
+        assert "export to a larger disk" in line
+        assert not dest.exists()
+        assert sum(p.stat().st_size for p in mnt.rglob("*") if p.is_file()) == 0
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

@@ -18,8 +18,10 @@ fills the store through its verifying staging.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -75,17 +77,28 @@ class _Progress:
             self.next_mark += 0.1
 
 
+class _DiskFull(Exception):
+    def __init__(self, path: Path, written: int) -> None:
+        super().__init__(str(path))
+        self.path, self.written = path, written
+
+
 def _write_stream(chunks: Iterable[bytes], dest: Path, label: str, say: Say, total: int | None = None) -> BundleFile:
-    dest.parent.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
     size = 0
     progress = _Progress(label, total, say)
-    with open(dest, "wb") as out:
-        for chunk in chunks:
-            out.write(chunk)
-            h.update(chunk)
-            size += len(chunk)
-            progress.add(len(chunk))
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(dest, "wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+                h.update(chunk)
+                size += len(chunk)
+                progress.add(len(chunk))
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _DiskFull(dest, size) from None
+        raise
     return BundleFile(sha256=h.hexdigest(), bytes=size)
 
 
@@ -103,12 +116,35 @@ def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Any, im
     """Write the bundle for ``recipe`` into ``dest`` (created; must be empty or absent)."""
     if dest.exists() and any(dest.iterdir()):
         raise UsageError(f"{dest} is not empty", hint="export into a new directory")
-    dest.mkdir(parents=True, exist_ok=True)
-    files: dict[str, BundleFile] = {}
     missing = [e for e in entries if not store.has(e)]
     if missing:
         raise UsageError(f"the store lacks {', '.join(missing)}",
                          hint=f"run `trace-tui store fetch --recipe {recipe}` before exporting")
+    existed = dest.exists()
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        return _export(dest, recipe, entries, store, images_lock, client, say, wheelhouse)
+    except (_DiskFull, OSError) as exc:
+        if isinstance(exc, _DiskFull):
+            where: Any = exc.path
+        elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = exc.filename or dest
+        else:
+            raise
+        # A bundle without its manifest is refused on import anyway; what was written goes, so the
+        # disk has its space back (the directory was empty or absent before).
+        written = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
+        shutil.rmtree(dest, ignore_errors=True)
+        if existed:
+            dest.mkdir(exist_ok=True)
+        raise CheckFailed(f"bundle export: no space left on device writing {where} "
+                          f"(after {written >> 20} MiB of the bundle; the partial bundle was removed)",
+                          hint=f"free space under {dest} or export to a larger disk") from None
+
+
+def _export(dest: Path, recipe: str, entries: list[str], store: Any, images_lock: Any, client: Any, say: Say,
+            wheelhouse: bool) -> BundleManifest:
+    files: dict[str, BundleFile] = {}
 
     lock_text = images_lock.model_dump_json(indent=2) + "\n"
     (dest / "images.lock.json").write_text(lock_text, encoding="utf-8")
