@@ -315,13 +315,18 @@ def test_to_dict_is_json_serialisable() -> None:
     "Answer:\n{'answer': 1if 1 else 2}",  # "invalid decimal literal"
     "<answer>[1and 2]</answer>",
     "<answer>{'answer': '\\d'}</answer>",  # an invalid escape
+    "<answer>1if 1 else 2</answer>",
+    "```\n[1and 2]\n```",
 ])
 def test_parsing_a_response_never_prints_a_python_warning(response):
     """A response is data: Python's parser warns about some texts on stderr (once per process, in
     the middle of a run's output), and the extraction keeps those warnings to itself."""
     import warnings
 
+    from trace_tui.scoring import trace_reward
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         extract_answer(response, "integer")
+        trace_reward(response, {"type": "integer", "value": 1})  # §3 has a parser of its own
     assert [str(w.message) for w in caught] == []

@@ -37,9 +37,8 @@ def plain_parse(text: str) -> Any:
     if cannot_be_literal(text):  # prose: skip a parse that can only fail
         return _NOTHING
     try:
-        if "\\" not in text:
-            return ast.literal_eval(text)
         with warnings.catch_warnings():
+            # The parser warns about the text (invalid escapes, `1if`); it is data, not code.
             warnings.simplefilter("ignore")
             return ast.literal_eval(text)
     except Exception:  # noqa: BLE001 - SyntaxError, ValueError, TypeError, RecursionError, MemoryError
