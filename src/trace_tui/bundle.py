@@ -18,7 +18,6 @@ fills the store through its verifying staging.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import shutil
@@ -31,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from trace_tui import __version__
 from trace_tui.common.digest import sha256_text
-from trace_tui.errors import CheckFailed, UsageError
+from trace_tui.errors import CheckFailed, UsageError, out_of_space
 
 MANIFEST = "manifest.json"
 CHUNK = 8 << 20
@@ -77,12 +76,6 @@ class _Progress:
             self.next_mark += 0.1
 
 
-class _DiskFull(Exception):
-    def __init__(self, path: Path, written: int) -> None:
-        super().__init__(str(path))
-        self.path, self.written = path, written
-
-
 def _write_stream(chunks: Iterable[bytes], dest: Path, label: str, say: Say, total: int | None = None) -> BundleFile:
     h = hashlib.sha256()
     size = 0
@@ -96,8 +89,7 @@ def _write_stream(chunks: Iterable[bytes], dest: Path, label: str, say: Say, tot
                 size += len(chunk)
                 progress.add(len(chunk))
     except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise _DiskFull(dest, size) from None
+        exc.filename = exc.filename or str(dest)  # a failed write() names no file; this is the one
         raise
     return BundleFile(sha256=h.hexdigest(), bytes=size)
 
@@ -124,12 +116,8 @@ def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Any, im
     dest.mkdir(parents=True, exist_ok=True)
     try:
         return _export(dest, recipe, entries, store, images_lock, client, say, wheelhouse)
-    except (_DiskFull, OSError) as exc:
-        if isinstance(exc, _DiskFull):
-            where: Any = exc.path
-        elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            where = exc.filename or dest
-        else:
+    except OSError as exc:
+        if not out_of_space(exc):
             raise
         # A bundle without its manifest is refused on import anyway; what was written goes, so the
         # disk has its space back (the directory was empty or absent before).
@@ -137,7 +125,7 @@ def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Any, im
         shutil.rmtree(dest, ignore_errors=True)
         if existed:
             dest.mkdir(exist_ok=True)
-        raise CheckFailed(f"bundle export: no space left on device writing {where} "
+        raise CheckFailed(f"bundle export: no space left on device writing {exc.filename or dest} "
                           f"(after {written >> 20} MiB of the bundle; the partial bundle was removed)",
                           hint=f"free space under {dest} or export to a larger disk") from None
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class ExitCode:
     OK = 0
@@ -35,3 +37,8 @@ class RequirementsError(TraceTuiError):
 
 class CheckFailed(TraceTuiError):
     exit_code = ExitCode.FAILED
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """A write that failed for want of space: the disk is full (ENOSPC) or the quota spent (EDQUOT)."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)

@@ -316,11 +316,11 @@ class Runner:
 
 def disk_full_path(exc: BaseException, campaign: Path) -> str | None:
     """Where a write failed for want of space (ENOSPC, EDQUOT, SQLite's "disk is full"), else None."""
-    import errno
+    from trace_tui.errors import out_of_space
 
     if isinstance(exc, sqlite3.OperationalError):
         return str(campaign / "state.sqlite") if "disk is full" in str(exc) else None
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return str(exc.filename or campaign)
+    if out_of_space(exc):
+        return str(exc.filename or campaign)  # type: ignore[attr-defined]  # an OSError
     return None
 
