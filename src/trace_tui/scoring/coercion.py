@@ -81,15 +81,14 @@ def _whole_wrapped(text: str, opener: re.Pattern[str]) -> str | None:
 def unwrap_text(text: str, answer_type: str) -> Any:
     """The value a text-parser string stands for, before type coercion (CONTRACTS §1 Coercion)."""
     s = text.strip()
+    wrapped = None
     if s[:1] == "\\":  # every wrapper but the backticks opens with a backslash
         inner = _whole_wrapped(s, _BOXED_OPEN)
         if inner is not None:
             s = inner.strip()
-        inner = _whole_wrapped(s, _WRAP_OPEN)
-        if inner is not None:
-            s = inner
-        elif len(s) >= 2 and s[0] == "`" and s[-1] == "`":
-            s = s[1:-1]
+        wrapped = _whole_wrapped(s, _WRAP_OPEN)
+    if wrapped is not None:
+        s = wrapped
     elif len(s) >= 2 and s[0] == "`" and s[-1] == "`":
         s = s[1:-1]
     elif answer_type != "string" and s.isdigit() and s.isascii() and len(s) < 19 and (s[0] != "0" or len(s) == 1):

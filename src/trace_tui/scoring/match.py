@@ -44,9 +44,7 @@ def canonical(value: Any) -> Any:
     kind = type(value)  # the usual answers first, by exact type (a subclass takes the general path)
     if kind is str:
         return value.strip().lower()
-    if kind is int or kind is bool:
-        return value
-    if isinstance(value, bool):
+    if kind is int or kind is bool:  # bool has no subclasses: every bool ends here
         return value
     if isinstance(value, (int, float, Decimal, Fraction)):
         return _canonical_number(value)

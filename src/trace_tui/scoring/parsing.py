@@ -74,15 +74,22 @@ def cannot_be_literal(text: str) -> bool:
     return False
 
 
+def parse_expression(text: str) -> ast.Expression:
+    """ast.parse of a response's text in eval mode, the parser's warnings kept inside.
+
+    The parser warns about the text (invalid escapes, `1if`: "invalid decimal literal"), once per
+    process on stderr, in the middle of a run's output; the text is data, not code.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text, mode="eval")
+
+
 def _literal(text: str) -> Any:
     if cannot_be_literal(text):
         return NOTHING
     try:
-        with warnings.catch_warnings():
-            # The parser warns about the text (invalid escapes, `1if`: "invalid decimal literal"),
-            # once per process on stderr, in the middle of a run's output; the text is data, not code.
-            warnings.simplefilter("ignore")
-            tree = ast.parse(text, mode="eval")
+        tree = parse_expression(text)
     except Exception:  # noqa: BLE001 - SyntaxError, ValueError (NUL), RecursionError, MemoryError
         return NOTHING
     dicts = [node for node in ast.walk(tree) if isinstance(node, ast.Dict)]

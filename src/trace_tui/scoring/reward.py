@@ -10,11 +10,10 @@ from __future__ import annotations
 import ast
 import json
 import re
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from .parsing import cannot_be_literal
+from .parsing import cannot_be_literal, parse_expression
 from .match import answers_match
 
 _NOTHING: Any = object()
@@ -37,10 +36,8 @@ def plain_parse(text: str) -> Any:
     if cannot_be_literal(text):  # prose: skip a parse that can only fail
         return _NOTHING
     try:
-        with warnings.catch_warnings():
-            # The parser warns about the text (invalid escapes, `1if`); it is data, not code.
-            warnings.simplefilter("ignore")
-            return ast.literal_eval(text)
+        # what ast.literal_eval(text) does, its parse through the shared quiet one
+        return ast.literal_eval(parse_expression(text.lstrip(" \t")))
     except Exception:  # noqa: BLE001 - SyntaxError, ValueError, TypeError, RecursionError, MemoryError
         return _NOTHING
 
