@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from trace_tui.common.digest import sha256_bytes
 from trace_tui.verify import documents as d
 from trace_tui.verify.checklist import Check
-from trace_tui.verify import yaml_docs
-from trace_tui.verify.yaml_docs import TOO_DEEP, BackgroundParse, is_yaml
+from trace_tui.verify.yaml_docs import TOO_DEEP, BackgroundParse, is_yaml, parse as parse_yaml
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
@@ -104,7 +103,7 @@ class ReleaseFiles:
             if data is None:
                 self._raw[path] = (None, "absent")
             elif is_yaml(path):
-                self._raw[path] = self._yaml.take(path, data) if self._yaml else yaml_docs.parse(data)
+                self._raw[path] = self._yaml.take(path, data) if self._yaml else parse_yaml(data)
             else:
                 try:
                     self._raw[path] = (json.loads(data), None)
