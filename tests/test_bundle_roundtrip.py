@@ -203,15 +203,13 @@ def test_a_full_disk_stops_the_export_in_one_line_and_gives_the_space_back(tmp_p
                                                                           filled_store):
     """A real 1 MiB tmpfs (root mounts it; skipped where mounting is not permitted): the bundle's store
     files do not fit. The error names the file and the fix, and nothing of the partial bundle stays."""
-    import subprocess
-
+    from tests.tmpfs import tmpfs
     from trace_tui.errors import CheckFailed
 
     mnt = tmp_path / "small"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode:
-        pytest.skip("mounting a tmpfs is not permitted here")
-    try:
+    with tmpfs(mnt, "size=1m") as mounted:
+        if not mounted:
+            pytest.skip("mounting a tmpfs is not permitted here")
         store, entries = filled_store
         dest = mnt / "bundle"
         with pytest.raises(CheckFailed) as err:
@@ -222,5 +220,3 @@ def test_a_full_disk_stops_the_export_in_one_line_and_gives_the_space_back(tmp_p
         assert "export to a larger disk" in line
         assert not dest.exists()
         assert sum(p.stat().st_size for p in mnt.rglob("*") if p.is_file()) == 0
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

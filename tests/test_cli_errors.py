@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tmpfs import tmpfs
+
 REPO = Path(__file__).resolve().parents[1]
 
 RECIPE = """name: enginetest
@@ -110,15 +112,12 @@ def test_a_campaign_that_is_a_file_a_fifo_or_unwritable_is_one_line(tmp_path: Pa
     os.mkfifo(fifo)
     one_line(cli(*base, str(fifo)), 2, str(fifo), "FIFO")
     ro = tmp_path / "ro"
-    ro.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(ro)], capture_output=True).returncode:
-        ro.chmod(0o555)  # not root: an unwritable directory by its mode
-        if os.access(ro, os.W_OK):
-            pytest.skip("neither a read-only mount nor a read-only mode is possible here")
-    try:
+    with tmpfs(ro, "ro,size=1m") as mounted:
+        if not mounted:
+            ro.chmod(0o555)  # not root: an unwritable directory by its mode
+            if os.access(ro, os.W_OK):
+                pytest.skip("neither a read-only mount nor a read-only mode is possible here")
         one_line(cli(*base, str(ro)), 2, str(ro), "not writable")
-    finally:
-        subprocess.run(["umount", "-l", str(ro)], capture_output=True)
 
 
 def test_bundle_export_to_a_file_is_one_line(tmp_path: Path) -> None:

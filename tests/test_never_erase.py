@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from test_engine_support import REPO, content_of, make_recipe, resolved_for, selftest_step
+from tests.tmpfs import tmpfs
 
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.planner import diff_inputs
@@ -126,12 +127,6 @@ def test_a_corrupt_state_database_is_one_line_saying_how(tmp_path: Path) -> None
     assert str(db) in err.value.line() and "mv" in err.value.line()
 
 
-def _mount_tmpfs(where: Path, size: str) -> bool:
-    where.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                          capture_output=True).returncode == 0
-
-
 def _fill(path: Path) -> None:
     with open(path, "wb") as fh:
         try:
@@ -145,9 +140,9 @@ def _fill(path: Path) -> None:
 def test_disk_full_on_a_real_tmpfs_is_one_line_and_resumes_after_space_is_freed(tmp_path: Path) -> None:
     """A 2 MiB tmpfs holds the campaign's outputs; a filler file takes the space the rows need."""
     mnt = tmp_path / "outputs-fs"
-    if not _mount_tmpfs(mnt, "2m"):
-        pytest.skip("mounting a tmpfs is not permitted here; the injected-ENOSPC test covers the runner")
-    try:
+    with tmpfs(mnt, "size=2m") as mounted:
+        if not mounted:
+            pytest.skip("mounting a tmpfs is not permitted here; the injected-ENOSPC test covers the runner")
         resolved = resolved_for(two_step(), benchmarks={"t1": 2000})
         campaign = tmp_path / "c"
         (campaign / "outputs").parent.mkdir(parents=True)
@@ -167,8 +162,6 @@ def test_disk_full_on_a_real_tmpfs_is_one_line_and_resumes_after_space_is_freed(
         assert result.exit_code == 0, result.message
         clean, _ = run(tmp_path, resolved, name="clean")
         assert content_of(campaign) == content_of(tmp_path / "clean")
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 def test_disk_full_in_the_runner_marks_the_job_failed_and_stops_with_one_line(tmp_path: Path, monkeypatch) -> None:
@@ -199,9 +192,9 @@ def test_disk_full_in_the_runner_marks_the_job_failed_and_stops_with_one_line(tm
 def test_disk_full_through_the_cli_is_one_line_without_traceback(tmp_path: Path) -> None:
     """The whole campaign on a real 1 MiB tmpfs, filled: the CLI prints one line naming where, exit 1."""
     mnt = tmp_path / "fs"
-    if not _mount_tmpfs(mnt, "1m"):
-        pytest.skip("mounting a tmpfs is not permitted here")
-    try:
+    with tmpfs(mnt, "size=1m") as mounted:
+        if not mounted:
+            pytest.skip("mounting a tmpfs is not permitted here")
         recipe = tmp_path / "r.yaml"
         recipe.write_text("""name: enginetest
 title: engine test
@@ -231,5 +224,3 @@ steps:
         (mnt / "filler").unlink()
         again = subprocess.run(args, capture_output=True, text=True, cwd=REPO, timeout=120)
         assert again.returncode == 0, again.stderr + again.stdout
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
