@@ -141,7 +141,9 @@ def test_the_environment_we_set_is_what_the_launcher_reads(release_evaluator):
 
 _RECORDER = """#!/bin/sh
 # stands in for the vLLM server process only (it needs GPUs): records what the pool started it with
-printf '%s\\n' "$CUDA_VISIBLE_DEVICES" "$*" > "$POOL_RECORD/$VLLM_PORT"
+# written beside the folder and moved in, so the test never reads a file the shell has created but not yet filled
+printf '%s\\n' "$CUDA_VISIBLE_DEVICES" "$*" > "$POOL_RECORD.$VLLM_PORT.part"
+mv "$POOL_RECORD.$VLLM_PORT.part" "$POOL_RECORD/$VLLM_PORT"
 """
 
 
