@@ -64,6 +64,7 @@ class ReleaseFiles:
     def __init__(self, root: Path, yaml_ahead: BackgroundParse | None = None) -> None:
         self.root = root
         self._bytes: dict[str, bytes | None] = {}
+        self._sha: dict[str, str | None] = {}  # each file is asked for its hash by several checks
         self._raw: dict[str, tuple[Any, str | None]] = {}
         self._docs: dict[tuple[str, type], tuple[Any, str | None]] = {}
         self.unreadable: dict[str, str] = {}
@@ -93,8 +94,10 @@ class ReleaseFiles:
         return self.data(path) is not None
 
     def sha(self, path: str) -> str | None:
-        b = self.data(path)
-        return None if b is None else sha256_bytes(b)
+        if path not in self._sha:
+            b = self.data(path)
+            self._sha[path] = None if b is None else sha256_bytes(b)
+        return self._sha[path]
 
     def raw(self, path: str) -> tuple[Any, str | None]:
         """(parsed value, error line); error when the file is not valid JSON/YAML."""
