@@ -101,6 +101,35 @@ def test_an_unreadable_receipt_is_a_failed_check_not_a_crash(campaign) -> None:
     assert out.returncode == 1 and "Traceback" not in out.stderr and "internal error" not in out.stderr
 
 
+@pytest.mark.parametrize("damage", [b"{not json", b"[1, 2, 3]", b"\xff\xfe", None])
+def test_a_damaged_recipe_json_is_one_line_for_every_reader(campaign, damage: bytes | None) -> None:
+    """recipe.json cut, not an object, not UTF-8 or gone: `verify --campaign` fails its completeness check
+    naming the file, `report --campaign` and the TUI's reader give the same one line, never a traceback
+    (a JSON list once reached `.get` in two of them: an internal error)."""
+    from trace_tui.errors import CheckFailed, UsageError
+    from trace_tui.tui.backends import read_campaign
+
+    c, _ = campaign
+    recipe_json = c / "recipe.json"
+    if damage is None:
+        recipe_json.unlink()
+    else:
+        recipe_json.write_bytes(damage)
+    out = cli("verify", "--campaign", str(c))
+    assert out.returncode == 1 and "Traceback" not in out.stderr and "internal error" not in out.stderr, out.stderr
+    failed = [line for line in out.stdout.splitlines() if "FAIL" in line and "recipe.json" in line]
+    assert failed, out.stdout
+    report = one_line(cli("report", "--campaign", str(c)), 2 if damage is None else 1, "recipe.json")
+    if damage is None:
+        assert "not a campaign directory" in report
+        with pytest.raises(UsageError, match="no recipe.json"):
+            read_campaign(c)
+    else:
+        assert str(recipe_json) in report
+        with pytest.raises(CheckFailed, match="recipe.json: not"):
+            read_campaign(c)
+
+
 def test_a_campaign_that_is_a_file_a_fifo_or_unwritable_is_one_line(tmp_path: Path) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text(RECIPE)

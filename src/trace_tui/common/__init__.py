@@ -1,8 +1,8 @@
 """The bottom layer: what the host, the engine, the verifier and every stage image share.
 
 Standard library only (it is imported inside every stage image, before any
-heavy dependency), and it imports nothing else of trace_tui except
-``trace_tui.errors``. One definition of each thing:
+heavy dependency), and it imports nothing else of trace_tui (the layers
+contract keeps it apart from ``trace_tui.errors``). One definition of each thing:
 
 - ``digest``: sha256 of files, bytes and text; canonical JSON; ``sha256set:``.
 - ``atomic``: all-or-nothing file writes (temp, fsync, rename, directory fsync).

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_tui.common.atomic import atomic_write_json
+from trace_tui.campaign_files.recipe_file import RECIPE_FILE, read_campaign_recipe
 from trace_tui.campaign_files.shard_files import MERGED_FILE, is_sharded, read_plan
 from trace_tui.campaign_files.shards import PLAN_FILE, Shard, ShardPlan, coverage_problems, plan_shards, shard_arguments
 from trace_tui.engine.cluster_status import (
@@ -76,10 +77,7 @@ def merge_campaign(parent: Path | str) -> dict[str, Any]:
             what = f"{unfinished[0].step} {unfinished[0].slice} is {unfinished[0].state}" if unfinished else "no jobs"
             raise CheckFailed(f"shard {shard.id} is not complete ({what})",
                               hint="run the same `--scheduler slurm` command again to finish it")
-        try:
-            resolved = json.loads((where / "recipe.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise CheckFailed(f"{where / 'recipe.json'}: unreadable ({exc})") from None
+        resolved = read_campaign_recipe(where)
         got = sorted(f"{x['model']}/{x['seed']}/{x['benchmark']}" for x in resolved.get("slices", []))
         if got != sorted(shard.slices):
             raise CheckFailed(f"shard {shard.id} ran other slices than its plan ({len(got)} vs {len(shard.slices)})",
@@ -173,7 +171,7 @@ def prepare_parent(parent: Path, resolved: Any, plan: ShardPlan) -> None:
                              hint=f"use --shard-by {old.shard_by} and the same selection, or a new --campaign DIR")
     parent.mkdir(parents=True, exist_ok=True)
     _write_json(parent / PLAN_FILE, plan.model_dump(mode="json", by_alias=True))
-    _write_json(parent / "recipe.json", resolved.model_dump(mode="json"))
+    _write_json(parent / RECIPE_FILE, resolved.model_dump(mode="json"))
 
 
 def _dependency(array_job: str | None, tasks: list[int], still_running: list[str]) -> str | None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trace_tui.common.atomic import atomic_write_json
+from trace_tui.campaign_files.recipe_file import RECIPE_FILE
 from trace_tui.campaign_files.state import slice_path
 from trace_tui.engine.batch import run_batch
 from trace_tui.engine.campaign import Campaign
@@ -207,7 +208,7 @@ class Runner:
                       "warning")
         stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
         c.sweep_temporaries()
-        atomic_write_json(c.path / "recipe.json", dump(self.resolved))
+        atomic_write_json(c.path / RECIPE_FILE, dump(self.resolved))
         c.set_meta(run_tag=str(get_field(self.resolved, "run_tag", "")), recipe=self.recipe.name,
                    config_sha256=str(get_field(self.resolved, "config_sha256", "")), runtime=self.runtime.name,
                    rows_total=str(get_field(self.resolved, "rows_total", 0) or 0),

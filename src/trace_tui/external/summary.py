@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from trace_tui.campaign_files.recipe_file import read_campaign_recipe
 from trace_tui.errors import CheckFailed, UsageError
 
 SCORE_STEP_RUN = ["trace_tui.stages.release_eval", "--phase", "score"]
@@ -102,12 +103,7 @@ def recorded_scores(campaign: Path) -> tuple[dict[str, Any], dict[str, Any], str
     """(resolved recipe, the score step's scores.json, its path relative to the campaign)."""
     from trace_tui.campaign_files.state import STEP_SLICE, slice_path
 
-    try:
-        resolved = json.loads((campaign / "recipe.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"--campaign {campaign}: not a campaign directory (no recipe.json)") from None
-    except ValueError as exc:
-        raise CheckFailed(f"{campaign / 'recipe.json'}: not valid JSON ({exc})") from None
+    resolved = read_campaign_recipe(campaign)
     step = score_step(resolved)
     name = (resolved.get("recipe") or {}).get("name")
     if step is None:
@@ -161,10 +157,7 @@ def _sharded_slices(campaign: Path) -> tuple[dict[str, Any], list[Any], list[str
     if not (campaign / MERGED_FILE).is_file():
         raise CheckFailed(f"{campaign}: the shards are not merged yet",
                           hint="wait for the campaign's merge job, or run `trace-tui merge --campaign DIR`")
-    try:
-        resolved = json.loads((campaign / "recipe.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CheckFailed(f"{campaign / 'recipe.json'}: unreadable ({exc})") from None
+    resolved = read_campaign_recipe(campaign)
     slices: list[Any] = []
     problems: list[str] = []
     for shard in plan.shards:

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from trace_tui.campaign_files.recipe_file import read_campaign_recipe
 from trace_tui.common.digest import sha256_file, sha256set
 from trace_tui.errors import TraceTuiError, UsageError
 from trace_tui.stages import protocol
@@ -271,8 +272,8 @@ def described_models(job: dict[str, Any], campaign: Path | None) -> list[Any]:
         return list(models)
     if campaign is not None:
         try:
-            resolved = json.loads((campaign / "recipe.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            resolved = read_campaign_recipe(campaign)
+        except TraceTuiError:
             return []
         return list(resolved.get("models") or [])
     return []

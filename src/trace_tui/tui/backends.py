@@ -213,19 +213,13 @@ def campaign_is_live(path: Path) -> bool:
 
 def read_campaign(path: Path) -> OpenedCampaign:
     """The campaign's state from its SQLite database and recipe.json, read-only."""
-    import json
-
     from trace_tui.campaign_files import state as cmod
+    from trace_tui.campaign_files.recipe_file import read_campaign_recipe
     from trace_tui.engine.events import SliceState
-    from trace_tui.errors import UsageError
     from trace_tui.recipe_schema import ResolvedRecipe
 
     path = Path(path).expanduser().resolve()
-    recipe_json = path / "recipe.json"
-    if not recipe_json.is_file():
-        raise UsageError(f"{path} is not a campaign (no recipe.json)",
-                         hint="give a directory that `trace-tui --recipe NAME` created")
-    resolved = ResolvedRecipe.model_validate(json.loads(recipe_json.read_text(encoding="utf-8")))
+    resolved = ResolvedRecipe.model_validate(read_campaign_recipe(path))
     # Expected jobs, and the slices that whole-step jobs report (the release evaluator's one generate job).
     meta, steps, jobs, subs = cmod.read_snapshot(path)
     known = ("pending", "skipped", "running", "resumed", "completed", "failed", "cancelled", "invalidated")

@@ -35,7 +35,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from trace_tui.errors import UsageError
+from trace_tui.campaign_files.recipe_file import RECIPE_FILE, read_campaign_recipe
+from trace_tui.errors import TraceTuiError, UsageError
 
 ScoreRecomputer = Callable[[Path, dict[str, Any]], float | None]
 SCORE_TOLERANCE = 1e-9
@@ -219,9 +220,9 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                                published_source=published_source)
     add = res.checks.append
     try:
-        resolved = json.loads((root / "recipe.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        add(Check(id="complete", status="failed", subject="recipe.json", message=f"unreadable: {exc}"))
+        resolved = read_campaign_recipe(root)
+    except TraceTuiError as exc:
+        add(Check(id="complete", status="failed", subject=RECIPE_FILE, message=exc.line()))
         return res
     recipe_steps = {s["id"]: s for s in resolved.get("recipe", {}).get("steps", [])}
 
@@ -353,11 +354,11 @@ def verify_sharded(root: Path, *, lock: Any = None,
                                published_source=published_source)
     add = res.checks.append
     try:
-        resolved = json.loads((root / "recipe.json").read_text(encoding="utf-8"))
-        want = sorted(f"{s['model']}/{s['seed']}/{s['benchmark']}" for s in resolved.get("slices", []))
-    except (OSError, ValueError) as exc:
-        add(Check(id="complete", status="failed", subject="recipe.json", message=f"unreadable: {exc}"))
+        resolved = read_campaign_recipe(root)
+    except TraceTuiError as exc:
+        add(Check(id="complete", status="failed", subject=RECIPE_FILE, message=exc.line()))
         return res
+    want = sorted(f"{s['model']}/{s['seed']}/{s['benchmark']}" for s in resolved.get("slices", []))
     problems = coverage_problems(plan)
     if want != sorted(plan.slices):
         problems.append("the shard plan's slices are not the recipe's")
