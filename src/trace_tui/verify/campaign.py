@@ -204,6 +204,15 @@ def _is_self_verify(run: list[str]) -> bool:
     return bool(run) and run[0] == "trace_tui" and "verify" in run[1:]
 
 
+def _resolved_recipe(root: Path, add: Callable[[Check], None]) -> dict[str, Any] | None:
+    """The campaign's resolved recipe; None, with the completeness check failed on recipe.json, when unreadable."""
+    try:
+        return read_campaign_recipe(root)
+    except TraceTuiError as exc:
+        add(Check(id="complete", status="failed", subject=RECIPE_FILE, message=exc.line()))
+        return None
+
+
 def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                     published: dict[tuple[str, int | None, str], tuple[float, float]] | None = None,
                     published_source: str | None = None) -> CampaignVerification:
@@ -219,10 +228,8 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
     res = CampaignVerification(campaign=str(root), recipe=meta.get("recipe"), run_tag=meta.get("run_tag"),
                                published_source=published_source)
     add = res.checks.append
-    try:
-        resolved = read_campaign_recipe(root)
-    except TraceTuiError as exc:
-        add(Check(id="complete", status="failed", subject=RECIPE_FILE, message=exc.line()))
+    resolved = _resolved_recipe(root, add)
+    if resolved is None:
         return res
     recipe_steps = {s["id"]: s for s in resolved.get("recipe", {}).get("steps", [])}
 
@@ -353,10 +360,8 @@ def verify_sharded(root: Path, *, lock: Any = None,
     res = CampaignVerification(campaign=str(root), recipe=plan.recipe, run_tag=plan.run_tag,
                                published_source=published_source)
     add = res.checks.append
-    try:
-        resolved = read_campaign_recipe(root)
-    except TraceTuiError as exc:
-        add(Check(id="complete", status="failed", subject=RECIPE_FILE, message=exc.line()))
+    resolved = _resolved_recipe(root, add)
+    if resolved is None:
         return res
     want = sorted(f"{s['model']}/{s['seed']}/{s['benchmark']}" for s in resolved.get("slices", []))
     problems = coverage_problems(plan)
