@@ -82,3 +82,24 @@ async def test_step_states_drawn_before_the_list_is_mounted_still_size_its_colum
         await pilot.pause()
         assert steps.row_text(0) == ["generate", "✓ already complete"]
         assert steps.ordered_columns[1].get_render_width(steps) >= len("✓ already complete")
+
+
+async def test_a_cell_drawn_before_its_column_widens_is_drawn_again_in_full() -> None:
+    """DataTable widens a column on its next idle, after the cell that needs it was updated; a frame drawn
+    in between (the screen refreshing first, as under load) cached the cell cut to the old width, and the
+    cache outlived the widening: a resumed run's step state showed "✓ alre" for "✓ already complete"."""
+    app = TableApp()
+    async with app.run_test(size=(80, 12)) as pilot:
+        table = app.query_one(LiteralTable)
+        await pilot.pause()
+        state = table.ordered_columns[1].key
+        for value, how in (("✓ already complete", "update"), ("COMPLETED after a long wait", "rebuild")):
+            if how == "update":
+                table.update_cell("seed-7", state, value, update_width=True)
+            else:
+                table.clear()
+                table.add_row("seed-7", value, "[queued]", key="seed-7")
+            table.render_line(1)  # a frame drawn before the table's idle: the cell at the old width
+            await pilot.pause()
+            await pilot.pause()
+            assert value in table.render_line(1).text, (how, table.render_line(1).text)

@@ -110,6 +110,7 @@ class LiteralTable(DataTable):
         self.sort_column: int | None = None
         self.filter_box: TableFilter | None = None
         self._wrap_width = 0
+        self._widths_may_grow = False
 
     # -- rows ----------------------------------------------------------------------
     def add_row(self, *cells: Any, **kwargs: Any) -> Any:
@@ -124,6 +125,7 @@ class LiteralTable(DataTable):
             self._schedule_arrange()
         if not matches(cells, self.filter_text):
             return key
+        self._widths_may_grow = True
         return super().add_row(*cells, key=key, **kwargs)
 
     def clear(self, columns: bool = False) -> Any:
@@ -152,7 +154,25 @@ class LiteralTable(DataTable):
         if column == self.wrap_column:
             self._schedule_arrange()
         elif row_key in self.rows:  # a row the filter hides now shows its new value when it comes back
+            self._widths_may_grow |= update_width
             super().update_cell(row_key, column_key, value, update_width=update_width)
+
+    # -- column widths -------------------------------------------------------------------
+    def on_idle(self) -> None:
+        """DataTable widens a column on its idle, after the cells that need it; a frame drawn before
+        that kept those cells cut to the old width in its render cache, and the widening did not drop
+        it ("✓ alre" for "✓ already complete"). This handler runs just before DataTable's own: the
+        widths now are compared with the widths after it, and a change redraws every cell."""
+        if not self._widths_may_grow:
+            return
+        self._widths_may_grow = False
+        before = [c.get_render_width(self) for c in self.columns.values()]
+
+        def redraw_if_widened() -> None:
+            if [c.get_render_width(self) for c in self.columns.values()] != before:
+                self.notify_style_update()  # drops the cached cells and refreshes
+
+        self.call_later(redraw_if_widened)
 
     # -- filter and sort ---------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
