@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_engine_support import REPO, content_of, make_recipe, resolved_for, selftest_step
+from test_engine_support import REPO, content_of, make_recipe, resolved_for, selftest_step, stop_a_worker_holding_scratch
 
 from trace_tui.campaign_files.state import JobRecord
 from trace_tui.engine.campaign import Campaign
@@ -226,6 +226,13 @@ def test_cancel_from_another_thread_saves_state_and_returns_130(tmp_path: Path) 
     assert result.exit_code == 130 and "resume" in result.message
     st = campaign_status(tmp_path / "c")
     assert not st["complete"] and st["slices"][0]["state"] == "cancelled" and 5 <= st["slices"][0]["done"] < 400
+
+
+def test_a_stopped_host_worker_cleans_up_before_it_exits(tmp_path: Path) -> None:
+    """The local runtime stops a worker with SIGTERM to its process group; the worker treats it as Ctrl-C, so
+    its temporary files go (Python's default for SIGTERM ended it on the spot, leaving them behind)."""
+    result, held, left = stop_a_worker_holding_scratch(tmp_path, LocalRuntime(), image=None)
+    assert result.exit_code == 130 and held and left == []
 
 
 def test_torn_event_log_line_is_cut_on_reopen(tmp_path: Path) -> None:

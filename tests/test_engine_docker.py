@@ -24,6 +24,7 @@ from test_engine_support import (
     make_recipe,
     resolved_for,
     selftest_step,
+    stop_a_worker_holding_scratch,
 )
 
 from trace_tui.engine.campaign import Campaign
@@ -230,6 +231,14 @@ def test_ctrl_c_stops_containers_saves_state_and_exits_130(docker_image: str, tm
     st = campaign_status(campaign)
     assert not st["complete"] and not st["running"]
     assert st["slices"][0]["state"] == "cancelled" and 0 < st["slices"][0]["done"] < 600
+
+
+def test_a_stopped_container_worker_cleans_up_instead_of_being_killed(docker_image: str, tmp_path: Path) -> None:
+    """`docker stop` sends SIGTERM to the worker, PID 1 of its container, and the kernel drops a signal PID 1 has
+    no handler for: the stop waited out the grace period, SIGKILL followed, and the scratch directory the worker
+    held in the (bind-mounted) campaign stayed. The worker now handles SIGTERM as Ctrl-C."""
+    result, held, left = stop_a_worker_holding_scratch(tmp_path, DockerRuntime(images=IMAGES), image="train")
+    assert result.exit_code == 130 and held and left == []
 
 
 def test_kill_9_then_rerun_gives_identical_content(docker_image: str, tmp_path: Path) -> None:

@@ -70,3 +70,32 @@ def build_test_image() -> str:
     subprocess.run(["docker", "build", "-q", "-t", TEST_IMAGE, "-f", str(REPO / "tests/docker_image/Dockerfile"),
                     str(REPO / "src")], check=True, capture_output=True, timeout=600)
     return TEST_IMAGE
+
+
+def stop_a_worker_holding_scratch(tmp: Path, runtime: Any, image: str | None) -> tuple[Any, bool, list[Path]]:
+    """A selftest `sleep` step (it holds a scratch directory in its output directory for a minute), cancelled
+    through the runner once it reports progress, as `c` in the TUI or Ctrl-C headless does.
+
+    Returns (the run's result, whether the scratch directory existed when the cancel was asked for,
+    the scratch directories left in the campaign afterwards).
+    """
+    import threading
+
+    from trace_tui.engine.campaign import Campaign
+    from trace_tui.engine.events import Progress
+    from trace_tui.engine.runner import Runner
+
+    resolved = resolved_for(make_recipe([selftest_step("hold", "sleep", "--delay", "60", per_slice=False,
+                                                       image=image)]))
+    campaign = tmp / "c"
+    held: list[bool] = []
+    with Campaign(campaign) as c:
+        runner = Runner(resolved, c, runtime, store=tmp / "store")
+
+        def watch(ev: Any) -> None:
+            if isinstance(ev, Progress) and not held:
+                held.append(any(campaign.rglob("scratch-*")))
+                threading.Thread(target=runner.cancel).start()
+
+        result = runner.run(watch)
+    return result, bool(held and held[0]), sorted(campaign.rglob("scratch-*"))

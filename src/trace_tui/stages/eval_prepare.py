@@ -383,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     argparse.ArgumentParser(prog="eval_prepare").parse_args(argv)
+    protocol.stop_on_sigterm()
     job = protocol.load_job()
     campaign = Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
     store = Path(os.environ.get("TRACE_TUI_STORE", "/store"))
@@ -398,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     except TraceTuiError as exc:  # a store entry missing, a bad manifest: one line, not a traceback
         protocol.status("failed", exc.line(), exit_code=exc.exit_code)
         return exc.exit_code
+    except KeyboardInterrupt:
+        protocol.status("failed", "interrupted", exit_code=130)
+        return 130
 
 
 if __name__ == "__main__":

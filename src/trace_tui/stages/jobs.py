@@ -201,6 +201,7 @@ def quiet_libraries() -> None:
 
 def run_worker(fn: Callable[[dict[str, Any]], Any], job_path: str | None = None) -> int:
     """Load the job, run ``fn(job)``, print the final status; return the exit code."""
+    protocol.stop_on_sigterm()
     quiet_libraries()
     try:
         job = protocol.load_job(job_path)

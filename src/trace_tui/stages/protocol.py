@@ -185,6 +185,22 @@ def status(state: str, message: str = "", exit_code: int = 0, *, model: str | No
     _emit(obj)
 
 
+def stop_on_sigterm() -> None:
+    """Make a stop interrupt the worker as Ctrl-C does: its cleanup runs and it reports "interrupted".
+
+    Runtimes stop a worker with SIGTERM (`docker stop`, the local runtime's process-group kill).
+    Python's default for it ends the process on the spot, so no `finally` or temporary directory
+    cleanup ran; and in a container the worker is PID 1, for which the kernel drops a signal that
+    has no handler: every stop waited out the runtime's grace period and ended in SIGKILL.
+    """
+    import signal
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def load_job(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     job_path = Path(path or os.environ.get("TRACE_TUI_JOB", "/job/job.json"))
     return json.loads(job_path.read_text(encoding="utf-8"))

@@ -336,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="release_eval")
     parser.add_argument("--phase", choices=("generate", "score"), required=True)
     args = parser.parse_args(argv)
+    protocol.stop_on_sigterm()  # a stop terminates run_trace_eval.sh too (run's KeyboardInterrupt handler)
     job = protocol.load_job()
     campaign = Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
     store = Path(os.environ.get("TRACE_TUI_STORE", "/store"))
@@ -351,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     except TraceTuiError as exc:  # e.g. a model missing from the store: one line, not a traceback
         protocol.status("failed", exc.line(), exit_code=exc.exit_code)
         return exc.exit_code
+    except KeyboardInterrupt:
+        protocol.status("failed", "interrupted", exit_code=130)
+        return 130
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ Modes:
   store-write   try to write into the store (read-only in containers)
   whoami        report uid/gid and what the campaign directory looks like
   events        print N progress events as fast as possible (throughput benchmark)
-  sleep         sleep --delay seconds, printing progress (for interrupt tests)
+  sleep         sleep --delay seconds holding a scratch directory, printing progress (stop tests)
   noisy         mix plain text, malformed JSON and events on stdout, then succeed
 
 SELFTEST_FAIL_AT=N in the environment makes `rows` exit at row N (as a crash would),
@@ -276,10 +276,21 @@ def mode_events(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
 
 
 def mode_sleep(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+    """Sleep holding a scratch directory in the output directory, as a worker holds its temporary files:
+    a stop (SIGTERM) must interrupt it so that the directory goes, and it says it was interrupted."""
+    import tempfile
+
+    out = campaign / job["output_dir"]
+    out.mkdir(parents=True, exist_ok=True)
     steps = max(1, int(opts.delay * 10))
-    for i in range(steps):
-        time.sleep(0.1)
-        protocol.progress(phase="sleep", done=i + 1, total=steps)
+    try:
+        with tempfile.TemporaryDirectory(prefix="scratch-", dir=out):
+            for i in range(steps):
+                time.sleep(0.1)
+                protocol.progress(phase="sleep", done=i + 1, total=steps)
+    except KeyboardInterrupt:
+        protocol.status("failed", "interrupted", 130)
+        return 130
     protocol.status("completed")
     return 0
 
@@ -318,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default="172.17.0.1")
     p.add_argument("--port", type=int, default=2375)
     opts = p.parse_args(argv)
+    protocol.stop_on_sigterm()
     job = protocol.load_job()
     campaign = Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
     try:

@@ -339,6 +339,7 @@ def _offline_env() -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    protocol.stop_on_sigterm()
     hf_home = _offline_env()
     try:
         return _main()
