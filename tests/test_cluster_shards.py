@@ -254,3 +254,23 @@ def test_a_shard_whose_database_has_no_tables_yet_is_starting(tmp_path):
     sqlite3.connect(tmp_path / plan.shards[0].dir / "state.sqlite").close()
     st = cluster_status(tmp_path)
     assert [s["campaign_state"] for s in st["shards"]] == ["starting", "not started"]
+
+
+def test_array_tasks_slurm_lists_under_the_array_record_take_its_state() -> None:
+    """squeue lists an array cancelled before its tasks were split as one record, `5` (or `5_[0-1%2]` while
+    pending): the shards read UNKNOWN forever (seen on the real cluster: `5|CANCELLED|None|`, the TUI waiting
+    for CANCELLED). A task listed on its own keeps its own state."""
+    from trace_tui.engine.cluster_status import fill_array_tasks
+
+    states = {"5": slurm.TaskState(job_id="5", state="CANCELLED"), "6": slurm.TaskState(job_id="6", state="CANCELLED")}
+    fill_array_tasks(states, "5", ["0", "1"])
+    assert {k: (v.job_id, v.state) for k, v in states.items() if k.startswith("5_")} == \
+        {"5_0": ("5_0", "CANCELLED"), "5_1": ("5_1", "CANCELLED")}
+    states = {"8_0": slurm.TaskState(job_id="8_0", state="RUNNING", node="vm"),
+              "8_[1-3%2]": slurm.TaskState(job_id="8_[1-3%2]", state="PENDING", reason="JobArrayTaskLimit")}
+    fill_array_tasks(states, "8", ["0", "1", "2", "3"])
+    assert states["8_0"].state == "RUNNING"
+    assert [states[f"8_{i}"].state for i in (1, 2, 3)] == ["PENDING"] * 3
+    assert states["8_3"].reason == "JobArrayTaskLimit"
+    fill_array_tasks(states, "9", ["0"])  # an array Slurm no longer lists: nothing is made up
+    assert "9_0" not in states

@@ -252,9 +252,17 @@ async def wait_until(pilot, predicate, timeout: float = 120.0, what: str = "cond
     while not predicate():
         if time.monotonic() > deadline:
             said = [str(w.render()) for w in pilot.app.screen.query("#cluster-status")]
+            shards = [shard_rows(pilot.app.screen)] if pilot.app.screen.query("#cluster-table") else []
             raise AssertionError(f"timed out waiting for {what} (screens: "
-                                 f"{[type(s).__name__ for s in pilot.app.screen_stack]}; status line {said})")
+                                 f"{[type(s).__name__ for s in pilot.app.screen_stack]}; status line {said}; "
+                                 f"shards {shards}; squeue {slurm_queue_now()!r})")
         await pilot.pause(0.1)
+
+
+def slurm_queue_now() -> str:
+    """Every job slurmctld holds, as squeue lists them: what a failed wait saw."""
+    return subprocess.run(["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%r|%N"], capture_output=True,
+                          text=True).stdout
 
 
 def shard_rows(screen) -> dict[str, list[str]]:

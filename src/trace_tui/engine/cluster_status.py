@@ -82,6 +82,19 @@ def _state_from_record(rec: dict[str, Any] | None) -> slurm.TaskState | None:
                            exit_code=f"{rc}:0")
 
 
+def fill_array_tasks(states: dict[str, slurm.TaskState], array: str, indices: list[str]) -> None:
+    """Give each task of array job ARRAY that Slurm does not list on its own the state of the array's record.
+
+    Slurm lists the tasks it has not yet split off under one record: ``123`` or ``123_[0-1%2]`` (cancelled
+    while pending, every task of an array stays there). Without this such tasks read as UNKNOWN forever.
+    """
+    whole = states.get(array) or next((v for k, v in states.items() if k.startswith(f"{array}_[")), None)
+    if whole is None:
+        return
+    for i in indices:
+        states.setdefault(f"{array}_{i}", dataclasses.replace(whole, job_id=f"{array}_{i}"))
+
+
 def slurm_states(parent: Path, subs: list[dict[str, Any]]) -> dict[str, slurm.TaskState]:
     """Every job and array task of the campaign's submissions: squeue (live and recent), then sacct, then the
     exit records the batch scripts wrote (for clusters without accounting)."""
@@ -91,6 +104,8 @@ def slurm_states(parent: Path, subs: list[dict[str, Any]]) -> dict[str, slurm.Ta
     out = slurm.accounting(ids)
     out.update(slurm.queue(ids))
     for s in subs:
+        if s.get("array_job"):
+            fill_array_tasks(out, str(s["array_job"]), list(s.get("tasks", {})))
         keys = [f"{s['array_job']}_{i}" for i in s.get("tasks", {})] + \
                [str(s[k]) for k in ("merge_job", "verify_job") if s.get(k)]
         for key in keys:
