@@ -21,7 +21,6 @@ trace_tui.engine.cluster_status.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shlex
 import sys
 import time
