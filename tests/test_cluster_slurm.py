@@ -327,7 +327,7 @@ async def test_tui_chooses_slurm_submits_follows_and_cancels_then_reopens_and_re
         assert sub["tasks"] == {"0": "seed-7", "1": "seed-8"}
         array = sub["array_job"]
         # live: running on the node, with its log, once the shard's campaign has begun
-        await wait_until(pilot, lambda: (rows := shard_rows(screen)).get("seed-7", [""] * 8)[1] == "RUNNING"
+        await wait_until(pilot, lambda: shard_rows(screen).get("seed-7", [""] * 8)[1] == "RUNNING"
                          and (camp / "shards" / "seed-7" / "state.sqlite").is_file(), timeout=300,
                          what="seed-7 running")
         await pilot.pause(3)

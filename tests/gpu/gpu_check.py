@@ -190,7 +190,8 @@ def part_plan(args: argparse.Namespace) -> dict[str, Any]:
     from trace_tui.plan import run_plan
     from trace_tui.recipes import resolve_recipe
 
-    report = hardware_report(Path(tempfile.mkdtemp(prefix="gpu-check-home-")))
+    with tempfile.TemporaryDirectory(prefix="gpu-check-home-") as home:
+        report = hardware_report(Path(home))
     plans = {name: run_plan(resolve_recipe(name), report).lines() for name in PLAN_RECIPES}
     return {"ok": report.gpu.status == "ok", "gpus": report.gpu.message, "plans": plans,
             **({} if report.gpu.status == "ok" else {"error": report.gpu.message})}

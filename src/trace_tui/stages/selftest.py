@@ -220,8 +220,6 @@ def mode_whoami(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
     except OSError as exc:
         job_write = f"error {exc.errno}"
     try:
-        import ctypes  # noqa: F401
-
         caps = next((ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("CapEff:")), "")
     except OSError:
         caps = ""
