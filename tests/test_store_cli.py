@@ -43,6 +43,7 @@ def test_import_list_verify(tmp_path, capsys, trace_release_dir, trace_sample_di
     data = bytearray(stored.read_bytes())
     data[500] ^= 0xFF
     stored.write_bytes(bytes(data))
+    stored.chmod(0o444)  # read-only again, as the store left it
     assert main(["store", "verify", "--home", home]) == 0  # same size: only a rehash sees it
     capsys.readouterr()
     assert main(["store", "verify", "--deep", "--home", home]) == 1

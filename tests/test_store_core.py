@@ -204,6 +204,10 @@ def test_tampering_in_the_store_is_found_by_deep_verify(tmp_path, trace_release_
         b = fh.read(1)
         fh.seek(1000)
         fh.write(bytes([b[0] ^ 0xFF]))
+    # left writable, the file is flagged without a rehash
+    writable = store.check("local:dataset/trace-sample")
+    assert not writable.ok and "writable (mode 0644)" in writable.problems[0]
+    os.chmod(stored, 0o444)  # read-only again: same size, same mode, other bytes
     shallow = {c.name: c for c in store.verify()}
     assert shallow["local:dataset/trace-sample"].ok
     deep = {c.name: c for c in store.verify(deep=True)}
@@ -250,7 +254,7 @@ def test_local_model_folder_import_and_reimport(tmp_path):
     assert rec2.sha256set != rec.sha256set
     assert (store.path_of("local:model/tiny") / "config.json").read_text() == '{"a": 2}'
     assert all(c.ok for c in store.verify(deep=True))
-    with pytest.raises(CheckFailed, match="no such file"):
+    with pytest.raises(UsageError, match="no such file"):  # bad input (exit 2), as for `store import DIR`
         store.import_local("local:model/none", tmp_path / "nope")
 
 

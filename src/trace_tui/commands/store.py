@@ -58,9 +58,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _store(args: argparse.Namespace) -> Any:
     from trace_tui import paths
+    from trace_tui.errors import UsageError
     from trace_tui.store import Store
 
-    return Store(paths.store_dir(paths.home(args.home)))
+    store = Store(paths.store_dir(paths.home(args.home)))
+    for folder in (store.root, store.entries_dir, store.blobs_dir.parent, store.tmp_dir):
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{folder}: a file where the store keeps a folder",
+                             hint=f"move it away, or give another --home (the store lives in {store.root})")
+    return store
 
 
 def recipe_entries(recipe: str, *, models: list[str] | None = None, seeds: list[int] | None = None,
@@ -204,6 +210,7 @@ def _list(args: argparse.Namespace) -> int:
 
     store = _store(args)
     records = store.records()
+    broken = store.broken()
     state = {c.name: c for c in store.verify([r.name for r in records])}  # sizes and manifest, no rehash
     try:
         users = entries_by_recipe()
@@ -215,9 +222,13 @@ def _list(args: argparse.Namespace) -> int:
                 "source": r.source.model_dump(exclude_none=True), "path": store.relpath_of(r.name),
                 "recipes": users.get(r.name, []), "added_at": r.added_at, "ok": state[r.name].ok,
                 "problems": state[r.name].problems} for r in records]
+        out += [{"name": None, "path": f"entries/{folder}", "ok": False, "problems": [reason]}
+                for folder, reason in broken.items()]
         print(json.dumps(out, indent=2))
         return 0
-    if not records:
+    for folder, reason in broken.items():
+        print(f"entries/{folder}\n    unreadable entry; FAILED: {reason}")
+    if not records and not broken:
         print(f"the store at {store.root} is empty (trace-tui store fetch --recipe NAME, or store import DIR)")
         return 0
     for r in records:
@@ -255,4 +266,17 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    return {"fetch": _fetch, "import": _import, "list": _list, "verify": _verify}[args.store_command](args)
+    from trace_tui.errors import CheckFailed, out_of_space
+
+    try:
+        return {"fetch": _fetch, "import": _import, "list": _list, "verify": _verify}[args.store_command](args)
+    except OSError as exc:
+        # What the store could not read or write (permissions, a read-only or full disk) is one line
+        # naming the path; a refused file's own errors are already CheckFailed with their reasons.
+        where = exc.filename or "the store"
+        if out_of_space(exc):
+            raise CheckFailed(f"{where}: no space left on device", hint="free space and run the same command again; "
+                              "nothing half-written enters the store") from None
+        raise CheckFailed(f"{where}: {exc.strerror or exc}",
+                          hint="check that the store's folders are yours and writable (--home, $TRACE_TUI_HOME)"
+                          ) from None

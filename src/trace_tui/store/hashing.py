@@ -63,12 +63,30 @@ def default_workers() -> int:
 
 
 def sha256_files(paths: list[Path], *, workers: int | None = None,
-                 on_file: Callable[[Path, str], None] | None = None) -> dict[Path, str]:
-    """sha256 of many files, in parallel; biggest first so the pool ends together."""
+                 on_file: Callable[[Path, str], None] | None = None,
+                 errors: dict[Path, OSError] | None = None) -> dict[Path, str]:
+    """sha256 of many files, in parallel; biggest first so the pool ends together.
+
+    ``errors``: where a file that cannot be read is noted (and left out of the result) instead of
+    stopping the whole run; without it, the first such file raises.
+    """
     order = sorted(paths, key=lambda p: -p.stat().st_size)
     out: dict[Path, str] = {}
+
+    def one(path: Path) -> str | OSError:
+        try:
+            return sha256_file(path)
+        except OSError as exc:
+            if errors is None:
+                raise
+            return exc
+
     with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
-        for path, digest in zip(order, pool.map(sha256_file, order)):
+        for path, digest in zip(order, pool.map(one, order)):
+            if isinstance(digest, OSError):
+                assert errors is not None
+                errors[path] = digest
+                continue
             out[path] = digest
             if on_file is not None:
                 on_file(path, digest)

@@ -27,7 +27,7 @@ from trace_tui.errors import CheckFailed, UsageError
 from trace_tui.store import names as N
 from trace_tui.store import sources as S
 from trace_tui.store.manifest import EntryRecord, Expected, Source
-from trace_tui.store.store import Store
+from trace_tui.store.store import Staging, Store, tree_files
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
@@ -178,13 +178,17 @@ def find_snapshots(root: Path) -> list[Snapshot]:
     return out
 
 
-def import_snapshot(store: Store, name: str, snap: Snapshot) -> EntryRecord:
-    """A hub cache snapshot: each file links to ``blobs/<etag>``, the hash the hub stated at download."""
+def import_snapshot(store: Store, name: str, snap: Snapshot, published: set[str] = frozenset()) -> EntryRecord:
+    """A hub cache snapshot: each file links to ``blobs/<etag>``, the hash the hub stated at download.
+
+    ``published``: the sha256sets the release lock publishes for this repo@revision; when there
+    are any, the snapshot must be one of them (see _check_published_set).
+    """
     entry = N.parse(name)
     if snap.revision != entry.revision:
         raise CheckFailed(f"{snap.path}: revision {snap.revision}, the pin is {entry.revision}")
     with store.staging(name) as st:
-        for link in sorted(p for p in snap.path.rglob("*") if p.is_file()):
+        for link in tree_files(snap.path):
             rel = link.relative_to(snap.path).as_posix()
             if not link.is_symlink():
                 raise CheckFailed(f"{link}: not a link to a hub blob, so nothing states its hash",
@@ -194,21 +198,25 @@ def import_snapshot(store: Store, name: str, snap: Snapshot) -> EntryRecord:
             # the hub cache's own blobs/ (beside snapshots/), never a link out of the cache
             st.add(rel, blob, expected=[exp], display=str(link), within=snap.path.parent.parent)
         _check_weight_index(st.files_dir, snap.path)
+        _check_published_set(st, published, str(snap.path))
         return st.commit(revision=snap.revision,
                          source=Source(type="import", repo_id=snap.repo_id, repo_type=snap.repo_type,
                                        revision=snap.revision, imported_from=str(snap.path)),
                          notes={"verified_against": "hub metadata recorded in the Hugging Face cache (blob names)"})
 
 
-def import_local_dir(store: Store, name: str, root: Path) -> EntryRecord:
-    """A ``--local-dir`` download: ``.cache/huggingface/download/<file>.metadata`` = commit, etag, time."""
+def import_local_dir(store: Store, name: str, root: Path, published: set[str] = frozenset()) -> EntryRecord:
+    """A ``--local-dir`` download: ``.cache/huggingface/download/<file>.metadata`` = commit, etag, time.
+
+    ``published`` as for import_snapshot.
+    """
     entry = N.parse(name)
     meta_root = root / ".cache" / "huggingface" / "download"
     if not meta_root.is_dir():
         raise CheckFailed(f"{root}: no .cache/huggingface/download metadata, so nothing states the files' hashes",
                           hint="fetch the entry, or import a Hugging Face cache snapshot")
     with store.staging(name) as st:
-        for path in sorted(p for p in root.rglob("*") if p.is_file() or p.is_symlink()):
+        for path in tree_files(root):
             rel = path.relative_to(root).as_posix()
             if rel.startswith(".cache/"):
                 continue
@@ -222,11 +230,25 @@ def import_local_dir(store: Store, name: str, root: Path) -> EntryRecord:
             st.add(rel, path, expected=[_expected_from_etag(lines[1].strip(), str(meta))], display=str(path),
                    within=root)
         _check_weight_index(st.files_dir, root)
+        _check_published_set(st, published, str(root))
         return st.commit(revision=entry.revision,
                          source=Source(type="import", repo_id=entry.repo_id,
                                        repo_type="dataset" if entry.kind == "dataset" else "model",
                                        revision=entry.revision, imported_from=str(root.resolve())),
                          notes={"verified_against": "hub metadata recorded by the download (.cache/huggingface)"})
+
+
+def _check_published_set(st: "Staging", published: set[str], src: str) -> None:
+    """A cache's hashes are the cache's own say (a blob is named by whoever wrote it): where the
+    release lock publishes sha256sets for the model, only a snapshot that is one of them is the model."""
+    if not published:
+        return
+    got = sha256set({f.path: f.sha256 for f in st.files.values()})
+    if got not in published:
+        raise CheckFailed(f"{src}: its files have sha256set {got}, which the release lock does not publish for "
+                          f"{st.entry.name} ({', '.join(sorted(published))})",
+                          hint=f"fetch it from the hub (`trace-tui store fetch --entry {st.entry.name}`), "
+                               "whose metadata is checked over HTTPS; nothing was stored")
 
 
 def _check_weight_index(files_dir: Path, src: Path) -> None:
@@ -257,25 +279,31 @@ def import_entry_dir(store: Store, entry_dir: Path, lock: "ReleaseLock | None" =
 
         lock = release_lock()
     manifest = entry_dir / "manifest.json"
+    files = entry_dir / "files"
+    for path in (entry_dir, manifest, files):
+        if path.is_symlink():  # the entry must be in the folder given, not wherever a link points
+            raise CheckFailed(f"{path}: a symbolic link; an entry folder is read only as it lies in the folder given",
+                              hint="copy the entry itself into the bundle or folder")
     try:
         rec = EntryRecord.model_validate_json(manifest.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise CheckFailed(f"{manifest}: not a readable store manifest ({type(exc).__name__})") from None
-    files = entry_dir / "files"
-    if rec.pinned:
         e = N.parse(rec.name)
+    except (OSError, ValueError, RecursionError, UsageError) as exc:
+        raise CheckFailed(f"{manifest}: not a readable store manifest ({type(exc).__name__})") from None
+    # Pinned or not, and what kind, is the name's to say: the record's own `pinned` and `kind`
+    # fields are the sender's claims, and the entry is committed under its name.
+    if e.pinned:
         if rec.name not in N.pinned_entries(lock):
             raise CheckFailed(f"{manifest}: {rec.name} is not pinned by this release lock, so nothing can vouch "
                               "for its files", hint="fetch it, or import it as a local: entry")
-        if rec.kind == "release":
+        if e.kind == "release":
             return import_release(store, lock, files)
-        if rec.kind == "paper":
+        if e.kind == "paper":
             return import_paper(store, lock, files / lock.published_hash("paper").path, files)
-        if rec.kind == "dataset":
+        if e.kind == "dataset":
             return import_dataset(store, lock, files, e.split or "")
-        if rec.kind == "benchmark":
+        if e.kind == "benchmark":
             return _import_bundled_benchmark(store, lock, rec, files)
-        if rec.kind == "model":
+        if e.kind == "model":
             published = _published_sets(lock, e.repo_id or "", e.revision or "")
             if rec.sha256set not in published:
                 raise CheckFailed(
@@ -294,6 +322,11 @@ def import_entry_dir(store: Store, entry_dir: Path, lock: "ReleaseLock | None" =
                               hint="nothing was stored")
         src = rec.source.model_copy(update={"imported_from": str(entry_dir.resolve())})
         return st.commit(revision=rec.revision, source=src, absent=rec.absent, notes=rec.notes)
+
+
+def _model_sets(lock: "ReleaseLock", name: str) -> set[str]:
+    e = N.parse(name)
+    return _published_sets(lock, e.repo_id or "", e.revision or "") if e.kind == "model" else set()
 
 
 def _published_sets(lock: "ReleaseLock", repo_id: str, revision: str) -> set[str]:
@@ -336,6 +369,26 @@ def import_benchmark(store: Store, src: S.BenchmarkSource, path: Path, within: P
 
 # -- the command ----------------------------------------------------------------------------
 
+def _linked_part(root: Path, path: Path) -> Path | None:
+    """The first symbolic link on the way from ``root`` down to ``path`` (itself included), if any."""
+    at = root
+    for part in path.relative_to(root).parts:
+        at = at / part
+        if at.is_symlink():
+            return at
+    return None
+
+
+def _is_bundle_manifest(path: Path) -> bool:
+    import json
+
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and data.get("schema_version") == "trace-tui-bundle-v1"
+
+
 def import_dir(store: Store, lock: "ReleaseLock", root: Path, *, only: list[str] | None = None,
                report: Report = lambda _line: None) -> ImportResult:
     """Import every entry recognised in ``root`` (or only the named ones)."""
@@ -356,9 +409,18 @@ def import_dir(store: Store, lock: "ReleaseLock", root: Path, *, only: list[str]
     manifests = [m for pattern in ("manifest.json", "entries/*/*/manifest.json", "store/*/*/manifest.json",
                                    "*/*/manifest.json") for m in root.glob(pattern)]
     for manifest in sorted(set(manifests)):
+        link = _linked_part(root, manifest)
+        if link is not None:
+            result.refused.append((str(manifest), f"{link}: a symbolic link; entries are read only from inside "
+                                                  f"{root}, never through a link"))
+            continue
+        if manifest.parent == root and _is_bundle_manifest(manifest):
+            report(f"{root} is a bundle: importing its store entries (`trace-tui bundle import {root}` also "
+                   "loads its images)")
+            continue
         try:
             rec_name = EntryRecord.model_validate_json(manifest.read_bytes()).name
-        except ValueError:
+        except (OSError, ValueError, RecursionError):
             result.refused.append((str(manifest), f"{manifest}: not a store manifest"))
             continue
         if wanted(rec_name):
@@ -392,7 +454,7 @@ def import_dir(store: Store, lock: "ReleaseLock", root: Path, *, only: list[str]
             continue
         if wanted(name):
             report(f"importing {name} from {snap.path}")
-            result.add(lambda n=name, s=snap: import_snapshot(store, n, s), name)
+            result.add(lambda n=name, s=snap: import_snapshot(store, n, s, _model_sets(lock, n)), name)
 
     if want:
         handled = {r.name for r in result.imported} | {n for n, _ in result.refused}
@@ -400,7 +462,7 @@ def import_dir(store: Store, lock: "ReleaseLock", root: Path, *, only: list[str]
             e = N.parse(name)
             if e.kind == "model" and (root / ".cache" / "huggingface" / "download").is_dir():
                 report(f"importing {name} from {root} (a --local-dir download)")
-                result.add(lambda n=name: import_local_dir(store, n, root), name)
+                result.add(lambda n=name: import_local_dir(store, n, root, _model_sets(lock, n)), name)
 
     # Benchmarks last: they are checked against the release entry imported above.
     bench_files = {p.name: p for p in root.rglob("*.tsv")} if any(root.rglob("*.tsv")) else {}

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from trace_tui.common.digest import sha256set
-from trace_tui.errors import CheckFailed, RequirementsError
+from trace_tui.errors import CheckFailed, RequirementsError, UsageError, out_of_space
 from trace_tui.store import hashing
 from trace_tui.store.manifest import EntryRecord, Expected, FileRecord, Source
 from trace_tui.store.names import EntryName, parse
@@ -73,9 +73,29 @@ def readable_source(src: Path, within: Path | None, display: str) -> int:
         st = os.stat(real)
     except OSError as exc:
         raise CheckFailed(f"{display}: cannot be read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise CheckFailed(f"{display}: a link to a folder; imports follow links to files only",
+                          hint="copy the folder itself into the folder you import")
     if not stat.S_ISREG(st.st_mode):
         raise CheckFailed(f"{display}: not a regular file", hint="imports copy regular files only")
     return st.st_mode
+
+
+def tree_files(root: Path) -> list[Path]:
+    """Every file, link and special file below ``root``, sorted; links to folders are listed, not entered.
+
+    A folder that cannot be read stops the walk with its name: skipping it would store an entry
+    without its files and call it complete.
+    """
+    def unreadable(exc: OSError) -> None:
+        raise CheckFailed(f"{exc.filename}: cannot be read ({exc.strerror or exc})",
+                          hint="make the folder readable, or leave it out of the folder you import")
+
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
+        out += [Path(dirpath, n) for n in filenames]
+        out += [Path(dirpath, n) for n in dirnames if os.path.islink(os.path.join(dirpath, n))]
+    return sorted(out)
 
 
 @dataclass
@@ -95,6 +115,8 @@ class Staging:
         rel_path = Path(rel)
         if rel_path.is_absolute() or ".." in rel_path.parts:
             raise CheckFailed(f"{rel}: a path outside its entry")
+        if "\x00" in rel:
+            raise CheckFailed(f"{rel!r}: a file name with a NUL character, which no file system stores")
         return self.files_dir / rel_path
 
     def add(self, rel: str, src: Path, *, expected: list[Expected] = (), expected_size: int | None = None,
@@ -120,6 +142,9 @@ class Staging:
             try:
                 digests = hashing.copy_digest(src, dst, algorithms)
             except OSError as exc:
+                if out_of_space(exc):
+                    raise CheckFailed(f"{dst}: no space left on device while storing {display or src}",
+                                      hint=f"free space under {self.store.root}; nothing was stored") from None
                 raise CheckFailed(f"{display or src}: cannot be read ({exc.strerror or exc})") from None
             # never wider than the source: a file only its owner could read stays so in the store
             os.chmod(dst, stat.S_IMODE(source_mode) & 0o644)
@@ -191,7 +216,11 @@ class Store:
             return EntryRecord.model_validate_json(path.read_bytes())
         except FileNotFoundError:
             return None
-        except ValueError as exc:
+        except OSError as exc:
+            raise CheckFailed(f"{path}: cannot be read ({exc.strerror or exc})",
+                              hint=f"restore its permissions, or remove {path.parent} and fetch or import the entry again"
+                              ) from None
+        except (ValueError, RecursionError) as exc:
             raise CheckFailed(f"{path}: not a valid store manifest ({exc.__class__.__name__})",
                               hint=f"remove {path.parent} and fetch or import the entry again") from None
 
@@ -203,12 +232,28 @@ class Store:
             return False
 
     def records(self) -> list[EntryRecord]:
-        out = []
-        for manifest in sorted(self.entries_dir.glob(f"*/*/{MANIFEST}")):
+        """The readable entries; ``broken()`` lists the others."""
+        return [rec for rec in self._scan().values() if isinstance(rec, EntryRecord)]
+
+    def broken(self) -> dict[str, str]:
+        """Entry folders whose record cannot be read: {folder relative to entries/: the one-line reason}."""
+        return {k: v for k, v in self._scan().items() if isinstance(v, str)}
+
+    def _scan(self) -> dict[str, EntryRecord | str]:
+        out: dict[str, EntryRecord | str] = {}
+        if not self.entries_dir.is_dir():
+            return out
+        for folder in sorted(p for p in self.entries_dir.glob("*/*") if p.is_dir() or p.is_symlink()):
+            key = folder.relative_to(self.entries_dir).as_posix()
+            manifest = folder / MANIFEST
             try:
-                out.append(EntryRecord.model_validate_json(manifest.read_bytes()))
-            except ValueError:
-                continue  # listed by verify as a broken entry
+                out[key] = EntryRecord.model_validate_json(manifest.read_bytes())
+            except FileNotFoundError:
+                out[key] = f"{manifest}: missing"
+            except OSError as exc:
+                out[key] = f"{manifest}: cannot be read ({exc.strerror or exc})"
+            except (ValueError, RecursionError) as exc:
+                out[key] = f"{manifest}: not a valid store manifest ({exc.__class__.__name__})"
         return out
 
     def root_of(self, name: str) -> Path:
@@ -289,16 +334,19 @@ class Store:
             for f in files:
                 staged = st.files_dir / f.path
                 blob = self.blob_path(f.sha256)
-                if blob.exists() and blob.stat().st_size == f.size:
+                # read-only, and never wider than the staged file (which kept its source's bits)
+                mode = stat.S_IMODE(os.stat(staged).st_mode) & 0o444
+                if self._blob_holds(blob, f):
+                    # one copy of identical bytes; shared, it is as readable as its narrowest source
+                    os.chmod(blob, stat.S_IMODE(os.stat(blob).st_mode) & mode)
                     staged.unlink()
                     os.link(blob, staged)
                 else:
                     blob.parent.mkdir(parents=True, exist_ok=True)
-                    # read-only, and never wider than the staged file (which kept its source's bits)
-                    os.chmod(staged, stat.S_IMODE(os.stat(staged).st_mode) & 0o444)
+                    os.chmod(staged, mode)
                     tmp_blob = blob.with_name(blob.name + f".{uuid.uuid4().hex[:8]}")
                     os.link(staged, tmp_blob)
-                    os.replace(tmp_blob, blob)
+                    os.replace(tmp_blob, blob)  # a blob that was not what its name says is replaced
             (st.path / MANIFEST).write_text(record.model_dump_json(indent=1) + "\n", encoding="utf-8")
             final = self.entry_dir(st.entry.name)
             final.parent.mkdir(parents=True, exist_ok=True)
@@ -310,6 +358,21 @@ class Store:
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
         return record
+
+    @staticmethod
+    def _blob_holds(blob: Path, f: FileRecord) -> bool:
+        """Whether the blob already there is a regular file with f's bytes: rehashed, since a blob
+        can have been replaced (or made a link) after it was stored, and size alone proves nothing."""
+        try:
+            st = os.lstat(blob)
+        except FileNotFoundError:
+            return False
+        if not stat.S_ISREG(st.st_mode) or st.st_size != f.size:
+            return False
+        try:
+            return hashing.digest_file(blob, ())["sha256"] == f.sha256
+        except OSError:
+            return False
 
     def remove(self, name: str) -> None:
         with self._lock():
@@ -332,12 +395,12 @@ class Store:
             raise CheckFailed(f"{name}: import_local takes local:model/NAME or local:dataset/NAME")
         src = Path(source)
         if not src.exists():
-            raise CheckFailed(f"{src}: no such file or folder", hint=f"cannot import {name}")
+            raise UsageError(f"{src}: no such file or folder", hint=f"cannot import {name}")
         with self.staging(name) as st:
-            if src.is_file():
+            if not src.is_dir():  # a file (or a FIFO, a device: refused by name)
                 st.add(src.name, src)
             else:
-                for path in sorted(p for p in src.rglob("*") if p.is_file() or p.is_symlink()):
+                for path in tree_files(src):
                     rel = path.relative_to(src).as_posix()
                     if rel.startswith(".cache/") or "/.git/" in f"/{rel}":
                         continue  # tool caches and VCS metadata are not part of the content
@@ -354,8 +417,9 @@ class Store:
     def verify(self, names: list[str] | None = None, *, deep: bool = False, workers: int | None = None,
                on_file: Callable[[Path, str], None] | None = None) -> list[EntryCheck]:
         """Non-deep: manifest, presence and size of every file, no stray files. Deep: also rehash."""
+        names_given = names
         if names is None:
-            names = sorted(self._entry_names_on_disk())
+            names = sorted(rec.name for rec in self.records())
         checks: list[EntryCheck] = []
         to_hash: dict[Path, tuple[EntryCheck, FileRecord]] = {}
         for name in names:
@@ -374,10 +438,18 @@ class Store:
             for f in rec.files:
                 path = files_dir / f.path
                 try:
-                    size = path.stat().st_size
+                    st = path.lstat()
                 except FileNotFoundError:
                     chk.problems.append(f"{path}: missing")
                     continue
+                # The store writes regular, read-only files: a link or a writable file was put there since.
+                if not stat.S_ISREG(st.st_mode):
+                    chk.problems.append(f"{path}: not a regular file (a link or a special file replaced it)")
+                    continue
+                if st.st_mode & 0o222:
+                    chk.problems.append(f"{path}: writable (mode {stat.S_IMODE(st.st_mode):04o}); the store keeps "
+                                        "its files read-only")
+                size = st.st_size
                 if size != f.size:
                     chk.problems.append(f"{path}: {size} bytes, manifest says {f.size}")
                     continue
@@ -385,27 +457,25 @@ class Store:
                     to_hash[path] = (chk, f)
             if files_dir.is_dir():
                 for p in files_dir.rglob("*"):
-                    if p.is_file() and p.relative_to(files_dir).as_posix() not in listed:
+                    if (p.is_file() or p.is_symlink()) and p.relative_to(files_dir).as_posix() not in listed:
                         chk.problems.append(f"{p}: not in the manifest")
             if rec.sha256set != sha256set({f.path: f.sha256 for f in rec.files}):
                 chk.problems.append(f"{self.entry_dir(name) / MANIFEST}: sha256set does not match its files")
         if to_hash:
-            for path, digest in hashing.sha256_files(list(to_hash), workers=workers, on_file=on_file).items():
+            unreadable: dict[Path, OSError] = {}
+            digests = hashing.sha256_files(list(to_hash), workers=workers, on_file=on_file, errors=unreadable)
+            for path, exc in unreadable.items():
+                to_hash[path][0].problems.append(f"{path}: cannot be read ({exc.strerror or exc})")
+            for path, digest in digests.items():
                 chk, f = to_hash[path]
                 if digest != f.sha256:
                     chk.problems.append(f"{path}: sha256 {digest}, manifest says {f.sha256}")
+        if names_given is None:
+            checks += [EntryCheck(folder, False, [reason]) for folder, reason in self.broken().items()]
         for chk in checks:
             chk.ok = not chk.problems
         return checks
 
-    def _entry_names_on_disk(self) -> list[str]:
-        names = []
-        for manifest in self.entries_dir.glob(f"*/*/{MANIFEST}"):
-            try:
-                names.append(EntryRecord.model_validate_json(manifest.read_bytes()).name)
-            except ValueError:
-                continue
-        return names
 
 
 # -- the functions other parts of trace-tui call ---------------------------------------------------
