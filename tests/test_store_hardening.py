@@ -292,3 +292,25 @@ def test_a_nul_in_a_recorded_file_name_is_one_line(tmp_path):
     (folder / "manifest.json").write_text(json.dumps(rec))
     with pytest.raises(CheckFailed, match="NUL"):
         import_entry_dir(Store(tmp_path / "store"), folder, LOCK)
+
+
+def test_a_stopped_import_leaves_no_staging_behind(tmp_path):
+    """SIGTERM while a large file is being copied into staging: interrupted (130), staging removed."""
+    import signal
+    import time
+
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as fh:
+        fh.truncate(3 << 30)  # sparse: reads cost CPU, not disk
+    home = tmp_path / "home"
+    proc = subprocess.Popen([sys.executable, "-m", "trace_tui", "store", "import", "--local", "dataset/big", str(big),
+                             "--home", str(home)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tmp = home / "store" / "tmp"
+    deadline = time.monotonic() + 60
+    while not any(p.is_dir() for p in tmp.glob("*")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the import ended before it could be stopped"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err
+    assert [p.name for p in tmp.iterdir()] == []

@@ -267,7 +267,11 @@ def _verify(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from trace_tui.errors import CheckFailed, out_of_space
+    from trace_tui.stages.protocol import stop_on_sigterm
 
+    # A stopped fetch or import (kill, a scheduler's timeout) removes its staging folder on the way
+    # out, as Ctrl-C does, instead of leaving GBs for the next import to clear.
+    stop_on_sigterm()
     try:
         return {"fetch": _fetch, "import": _import, "list": _list, "verify": _verify}[args.store_command](args)
     except OSError as exc:
