@@ -314,3 +314,11 @@ def test_a_stopped_import_leaves_no_staging_behind(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted" in err
     assert [p.name for p in tmp.iterdir()] == []
+
+
+def test_a_hub_cache_link_out_of_the_cache_is_refused_as_a_link(tmp_path):
+    base = LOCK.training_base_models["3B"]
+    snap = hub_cache(tmp_path / "hub", base.repo_id, base.revision, {"config.json": b"{}"})
+    (snap / "secret").symlink_to("/etc/shadow")
+    result = import_dir(Store(tmp_path / "store"), LOCK, tmp_path / "hub")
+    assert result.imported == [] and f"{snap / 'secret'}: links outside" in result.refused[0][1]

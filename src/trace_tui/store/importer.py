@@ -27,7 +27,7 @@ from trace_tui.errors import CheckFailed, UsageError
 from trace_tui.store import names as N
 from trace_tui.store import sources as S
 from trace_tui.store.manifest import EntryRecord, Expected, Source
-from trace_tui.store.store import Staging, Store, tree_files
+from trace_tui.store.store import Staging, Store, readable_source, tree_files
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
@@ -194,9 +194,12 @@ def import_snapshot(store: Store, name: str, snap: Snapshot, published: set[str]
                 raise CheckFailed(f"{link}: not a link to a hub blob, so nothing states its hash",
                                   hint="import the hub cache folder as downloaded, or fetch the entry")
             blob = Path(os.path.realpath(link))
-            exp = _expected_from_etag(blob.name, f"the hub cache ({blob.parent})")
-            # the hub cache's own blobs/ (beside snapshots/), never a link out of the cache
-            st.add(rel, blob, expected=[exp], display=str(link), within=snap.path.parent.parent)
+            # the hub cache's own blobs/ (beside snapshots/), never a link out of the cache: checked
+            # first, so a link to /etc/shadow is refused as the link it is
+            cache = snap.path.parent.parent
+            readable_source(link, cache, str(link))
+            exp = _expected_from_etag(blob.name, f"{link} (a link to {blob})")
+            st.add(rel, blob, expected=[exp], display=str(link), within=cache)
         _check_weight_index(st.files_dir, snap.path)
         _check_published_set(st, published, str(snap.path))
         return st.commit(revision=snap.revision,
