@@ -39,3 +39,17 @@ def read_campaign_recipe(campaign: Path) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise CheckFailed(f"{path}: not a resolved recipe (a JSON {type(value).__name__} at the top level)")
     return value
+
+
+def campaign_recipe_name(campaign: Path) -> str | None:
+    """The name of the recipe CAMPAIGN holds a run of; None for a folder no run has written yet.
+
+    Raises CheckFailed as read_campaign_recipe does for a damaged recipe.json.
+    """
+    if not (Path(campaign) / RECIPE_FILE).exists():
+        return None
+    held = read_campaign_recipe(campaign).get("recipe")
+    name = held.get("name") if isinstance(held, dict) else None
+    if not isinstance(name, str):
+        raise CheckFailed(f"{Path(campaign) / RECIPE_FILE}: names no recipe (no recipe.name)")
+    return name

@@ -193,6 +193,25 @@ def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
     return dict(conn.execute("SELECT key, value FROM meta").fetchall())
 
 
+def recorded_runtime(path: Path) -> str | None:
+    """The runtime ("docker" or "local") the campaign's last run used; None for a new or unreadable one.
+
+    A resume without --runtime takes it: a campaign started on the local runtime resumes there,
+    not in images this machine may not have.
+    """
+    if not (Path(path) / "state.sqlite").is_file():
+        return None
+    try:
+        conn = connect_readonly(path)
+        try:
+            runtime = read_meta(conn).get("runtime")
+        finally:
+            conn.close()
+    except (UsageError, sqlite3.Error):
+        return None
+    return runtime if runtime in ("docker", "local") else None
+
+
 
 
 def read_snapshot(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list["JobRecord"], list["SliceRecord"]]:

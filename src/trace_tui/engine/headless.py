@@ -15,7 +15,17 @@ def campaign_path(args: argparse.Namespace, resolved: Any) -> Path:
     from trace_tui import paths
 
     if getattr(args, "campaign", None):
-        return Path(args.campaign).expanduser().resolve()
+        from trace_tui.campaign_files.recipe_file import campaign_recipe_name
+        from trace_tui.errors import UsageError
+
+        given = Path(args.campaign).expanduser().resolve()
+        held = campaign_recipe_name(given) if given.is_dir() else None
+        if held is not None and held != resolved.recipe.name:
+            # its recipe.json, state and outputs are that run's: another recipe would write over them
+            raise UsageError(f"--campaign {given} holds a campaign of recipe {held}, not {resolved.recipe.name}",
+                             hint=f"resume it with `trace-tui --campaign {given}`, or give {resolved.recipe.name} "
+                                  "its own folder (leave out --campaign)")
+        return given
     return paths.campaigns_dir(paths.home(getattr(args, "home", None))) / resolved.run_tag
 
 
@@ -77,14 +87,17 @@ def run_headless(args: argparse.Namespace, resolved: Any) -> int:
     from trace_tui.engine.runner import Runner
     from trace_tui.runtime import make_runtime
 
+    from trace_tui.campaign_files.state import recorded_runtime
+
     home = paths.home(getattr(args, "home", None))
     flavour = resolved.recipe.image_flavor
-    runtime = make_runtime(getattr(args, "runtime", None), flavour=flavour)
+    path = campaign_path(args, resolved)
+    # without --runtime, a campaign resumes where it ran
+    runtime = make_runtime(getattr(args, "runtime", None) or recorded_runtime(path), flavour=flavour)
     report = probe_hardware(home)
     problems = requirement_problems(resolved, runtime, home, report)
     if problems:
         raise RequirementsError(f"recipe {resolved.recipe.name} cannot run here: " + "; ".join(problems))
-    path = campaign_path(args, resolved)
     from trace_tui.engine.cluster import check_not_sharded
     from trace_tui.engine.recovery import check_campaign_dir
 

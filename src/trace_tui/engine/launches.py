@@ -37,6 +37,21 @@ class Launches:
         self.step_gpus = step_gpus  # the run's GPU plan for a step, or None
         self.extra_inputs = extra_inputs
 
+    def arguments(self, step: Step) -> list[str]:
+        """The step's arguments with the recipe's placeholders filled in (see expand_arguments)."""
+        return expand_arguments(list(step.run[1:]), self.resolved, self._store_relpath)
+
+    def _store_relpath(self, need: str) -> str:
+        from trace_tui.release import release_lock
+        from trace_tui.store import Store
+        from trace_tui.store.names import expand_needs
+
+        entries = expand_needs([need], release_lock(), models=[m.id for m in self.resolved.models],
+                               benchmarks=[b.key for b in self.resolved.benchmarks])
+        if len(entries) != 1:
+            raise ValueError(f"{{store:{need}}} names {len(entries)} store entries; it must name one")
+        return Store(self.store).relpath_of(entries[0])
+
     def job_spec(self, job: PlannedJob, gpus: list[int]) -> dict[str, Any]:
         return job_spec(self.resolved, self.resolved.recipe, self.campaign, job, gpus,
                         planned=self.step_gpus(job.step), gpu_groups=self.gpu_groups, offline=self.offline,
@@ -73,8 +88,47 @@ class Launches:
     def _launch(self, step: Step, name: str, gpus: list[int], output_dir: Path) -> Launch:
         """``name``: the job's slice, or a keep_loaded worker's name (its job.json folder and log)."""
         c = self.campaign
-        return Launch(step=step.id, slice=name, module=step.run[0], args=list(step.run[1:]),
+        return Launch(step=step.id, slice=name, module=step.run[0], args=self.arguments(step),
                       job_dir=c.job_dir(step.id, name), campaign=c.path, store=self.store,
                       log_path=c.log_path(step.id, name), image=step.image,
                       network=step.needs.network and not self.offline, gpus=gpus, labels={LABEL_CAMPAIGN: c.id},
                       mem_limit=self.mem_limit, env=dict(step.env), output_dir=output_dir)
+
+
+def expand_arguments(args: list[str], resolved: ResolvedRecipe, store_relpath: Callable[[str], str]) -> list[str]:
+    """A step's ``run`` arguments with the recipe placeholders a runtime does not fill in itself.
+
+    - ``{store:NAME}``: the store path of the one entry NAME (``release``, ``judge``, a full entry
+      name) stands for, as ``{store}/<path>``: each runtime then puts its store mount for ``{store}``,
+      as it does ``{campaign}``.
+    - ``{selection}`` (a whole argument): the run's resolved selection as the ``--models``,
+      ``--seeds`` and ``--benchmarks`` flags of the fields the recipe selects, so a step that runs
+      another recipe (eval-preview previews full; eval-setup fetches for full and validation) covers
+      exactly what this run covers. The release models only: a local model is no release id.
+    """
+    out: list[str] = []
+    for arg in args:
+        if arg == "{selection}":
+            out += selection_flags(resolved)
+            continue
+        while "{store:" in arg:
+            start = arg.index("{store:")
+            end = arg.index("}", start)
+            arg = arg[:start] + "{store}/" + store_relpath(arg[start + 7:end]) + arg[end + 1:]
+        out.append(arg)
+    return out
+
+
+def selection_flags(resolved: ResolvedRecipe) -> list[str]:
+    from trace_tui.recipe_schema import LocalModel
+
+    sel = resolved.recipe.selection
+    flags: list[str] = []
+    models = [m.id for m in resolved.models if not isinstance(m, LocalModel)]
+    if sel.models and models:
+        flags += ["--models", *models]
+    if sel.seeds and resolved.seeds:
+        flags += ["--seeds", *(str(s) for s in resolved.seeds)]
+    if sel.benchmarks and resolved.benchmarks:
+        flags += ["--benchmarks", *(b.key for b in resolved.benchmarks)]
+    return flags

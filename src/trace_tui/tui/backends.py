@@ -192,6 +192,7 @@ class OpenedCampaign:
     events: list[SliceState]
     live: bool
     last_state: str = ""
+    runtime: str = ""  # where its last run ran ("docker", "local"); "" when not recorded
 
 
 def campaign_is_live(path: Path) -> bool:
@@ -227,7 +228,8 @@ def read_campaign(path: Path) -> OpenedCampaign:
                          state=j.state if j.state in known else "pending", done=j.done, total=j.total, score=j.score)
               for j in [*jobs, *subs] if j.model is not None]
     return OpenedCampaign(path=path, resolved=resolved, step_states={s["step"]: s["state"] for s in steps},
-                          events=events, live=campaign_is_live(path), last_state=meta.get("last_run_state", ""))
+                          events=events, live=campaign_is_live(path), last_state=meta.get("last_run_state", ""),
+                          runtime=meta.get("runtime", "") if meta.get("runtime") in ("docker", "local") else "")
 
 
 class OwnedRunner:
@@ -260,6 +262,17 @@ def without_steps(resolved: ResolvedRecipe, skip: frozenset[str]) -> ResolvedRec
     return resolved.model_copy(update={"recipe": recipe.model_copy(update={"steps": kept})})
 
 
+def campaign_holds(campaign: Path, recipe: str) -> bool:
+    """Whether CAMPAIGN is new (no recipe written yet) or holds a run of RECIPE."""
+    from trace_tui.campaign_files.recipe_file import campaign_recipe_name
+    from trace_tui.errors import TraceTuiError
+
+    try:
+        return campaign_recipe_name(campaign) in (None, recipe)
+    except TraceTuiError:
+        return False  # a damaged campaign is never written into by another run
+
+
 def default_backends(args: argparse.Namespace | None = None) -> Backends:
     """The real backends: NVML, Docker, the recipes, the engine, verify, Slurm."""
     from trace_tui import paths
@@ -273,7 +286,16 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
     runtime_kind: dict[str, str] = {}
 
     def set_choices(choices: RunChoices) -> None:
-        chosen.update(runtime=choices.runtime, offline=bool(choices.offline))
+        if choices.runtime is not None or chosen.get("explicit"):
+            chosen.update(runtime=choices.runtime, explicit=True)
+        chosen.update(offline=bool(choices.offline))
+
+    def open_campaign(path: Path) -> OpenedCampaign:
+        opened = read_campaign(path)
+        # a campaign resumes where it ran, unless --runtime or the Options dialog said otherwise
+        if opened.runtime and not chosen.get("explicit") and not getattr(args, "runtime", None):
+            chosen["runtime"] = opened.runtime
+        return opened
 
     def runtime_name() -> str:
         if chosen["runtime"]:
@@ -319,8 +341,11 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         return requirement_problems(resolved, runtime, home, report if report is not None else hardware_probe())
 
     def campaign_dir_for(resolved: ResolvedRecipe) -> Path:
-        if getattr(args, "campaign", None):
-            return Path(args.campaign).expanduser().resolve()
+        given = Path(args.campaign).expanduser().resolve() if getattr(args, "campaign", None) else None
+        if given is not None and campaign_holds(given, resolved.recipe.name):
+            return given
+        # --campaign names the campaign the session opened (or a new one at that path): another
+        # recipe chosen later gets its own folder, never that campaign's.
         return paths.campaigns_dir(home) / resolved.run_tag
 
     def runner_factory(resolved: ResolvedRecipe, campaign_dir: Path, skip: frozenset[str] = frozenset()) -> OwnedRunner:
@@ -333,7 +358,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         plan = run_gpu_plan(steps, hardware_probe())  # the same plan a headless run of it gets
         campaign = Campaign(campaign_dir)
         try:
-            runner = Runner(steps, campaign, make_runtime(runtime_name()),
+            runner = Runner(steps, campaign, make_runtime(runtime_name(), flavour=resolved.recipe.image_flavor),
                             store=paths.store_dir(home), offline=chosen["offline"], plan=plan,
                             # finished work with changed inputs: the run screen shows the one line
                             # listing the change unless the TUI was started with --redo
@@ -359,7 +384,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         preview=lambda resolved, report: default_preview(resolved, report, home=home,
                                                          campaign_dir=campaign_dir_for(resolved),
                                                          runtime=runtime_name()),
-        runner_factory=runner_factory, campaign_dir_for=campaign_dir_for, open_campaign=read_campaign,
+        runner_factory=runner_factory, campaign_dir_for=campaign_dir_for, open_campaign=open_campaign,
         verify_release=verify_release, verify_campaign=verify_campaign,
         release_dir=Path(release).expanduser().resolve() if release else None, home=home,
         run_problems=run_problems, runtime_name=runtime_name, cluster=cluster_backend(args),
