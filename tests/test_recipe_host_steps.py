@@ -103,3 +103,19 @@ def test_a_campaign_of_another_recipe_is_never_written_into(home_with_release, c
     assert backends.campaign_dir_for(other) == home / "campaigns" / other.run_tag
     same = backends.resolve_recipe(backends.load_recipe("verify"))
     assert backends.campaign_dir_for(same) == campaign.resolve()
+
+
+def test_a_skipped_steps_store_entries_are_not_required(tmp_path):
+    """preflight with its release-files step skipped needs nothing from an empty store."""
+    import argparse
+
+    from trace_tui.tui.backends import default_backends, without_steps
+
+    args = argparse.Namespace(home=str(tmp_path / "home"), runtime="local", models=None, seeds=None, benchmarks=None,
+                              offline=False, campaign=None, release_dir=None)
+    backends = default_backends(args)
+    resolved = backends.resolve_recipe(backends.load_recipe("preflight"))
+    report = backends.hardware_probe()
+    assert any("release:" in p for p in backends.problems(resolved, report))
+    skipped = without_steps(resolved, frozenset({"release-files"}))
+    assert not any("release:" in p for p in backends.problems(skipped, report))

@@ -259,7 +259,10 @@ def without_steps(resolved: ResolvedRecipe, skip: frozenset[str]) -> ResolvedRec
         return resolved
     recipe = resolved.recipe
     kept = [s for s in recipe.steps if s.id not in skip]
-    return resolved.model_copy(update={"recipe": recipe.model_copy(update={"steps": kept})})
+    # a skipped step's store entries are not needed either (the requirement check reads these)
+    entries = {k: v for k, v in resolved.store_entries.items() if k not in skip}
+    return resolved.model_copy(update={"recipe": recipe.model_copy(update={"steps": kept}),
+                                       "store_entries": entries})
 
 
 def campaign_holds(campaign: Path, recipe: str) -> bool:
