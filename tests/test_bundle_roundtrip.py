@@ -8,6 +8,7 @@ against the lock) and fills a fresh store through its verifying staging.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -30,12 +31,27 @@ def filled_store(tmp_path, trace_sample_dir):
 
 
 @pytest.fixture()
-def exported(tmp_path, docker_client, tiny_lock, filled_store):
+def stage_lock(docker_client, tiny_lock):
+    """tiny_lock's images under trace-tui's own stage tags, `trace-tui/<stage>:<version>-<flavor>` (the only
+    tags a bundle may carry), with a version of their own so that no real stage image's tag is touched.
+    tiny_lock removes the images, tags and all."""
+    version = f"0.0.0-test-{uuid.uuid4().hex[:8]}"
+    staged = {}
+    for name, img in tiny_lock.images.items():
+        tag = f"trace-tui/{name}:{version}-{tiny_lock.flavor}"
+        docker_client.api.tag(img.id, *tag.rsplit(":", 1))
+        docker_client.api.remove_image(img.tag)  # only the test tag goes: the image keeps its stage tag
+        staged[name] = img.model_copy(update={"tag": tag})
+    return tiny_lock.model_copy(update={"version": version, "images": staged})
+
+
+@pytest.fixture()
+def exported(tmp_path, docker_client, stage_lock, filled_store):
     store, entries = filled_store
     dest = tmp_path / "bundle"
-    manifest = bundle.export_bundle(dest, recipe="demo", entries=entries, store=store, images_lock=tiny_lock,
+    manifest = bundle.export_bundle(dest, recipe="demo", entries=entries, store=store, images_lock=stage_lock,
                                     client=docker_client, say=lambda _m: None, wheelhouse=False)
-    return dest, manifest, tiny_lock
+    return dest, manifest, stage_lock
 
 
 def _import(dest: Path, tmp_path: Path, docker_client) -> Store:
@@ -69,13 +85,12 @@ def test_a_flipped_byte_in_an_image_tar_is_refused_by_name(tmp_path, docker_clie
         _import(dest, tmp_path, docker_client)
 
 
-def test_layers_the_images_share_are_carried_once(tmp_path, docker_client, tiny_lock, filled_store):
+def test_layers_the_images_share_are_carried_once(tmp_path, docker_client, stage_lock, filled_store):
     """infer and score share nearly every layer (the same wheelhouse); the bundle holds them once, and
     both come back with their own ids."""
     import io
     import os
     import tarfile
-    import uuid
 
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -83,17 +98,17 @@ def test_layers_the_images_share_are_carried_once(tmp_path, docker_client, tiny_
         info = tarfile.TarInfo("shared.bin")
         info.size = len(blob)
         tar.addfile(info, io.BytesIO(blob))
-    repo = f"trace-tui-test/shared-{uuid.uuid4().hex[:8]}"
-    docker_client.api.import_image_from_data(buf.getvalue(), repository=repo, tag="infer")
-    infer = docker_client.images.get(f"{repo}:infer")
+    infer_tag, score_tag = stage_lock.images["infer"].tag, stage_lock.images["score"].tag
+    docker_client.api.import_image_from_data(buf.getvalue(), *infer_tag.rsplit(":", 1))
+    infer = docker_client.images.get(infer_tag)
     context = tmp_path / "ctx"
     context.mkdir()
-    (context / "Dockerfile").write_text(f"FROM {repo}:infer\nLABEL stage=score\n")
-    score, _ = docker_client.images.build(path=str(context), tag=f"{repo}:score", rm=True)
+    (context / "Dockerfile").write_text(f"FROM {infer_tag}\nLABEL stage=score\n")
+    score, _ = docker_client.images.build(path=str(context), tag=score_tag, rm=True)
     assert score.id != infer.id
-    lock = tiny_lock.model_copy(deep=True)
+    lock = stage_lock.model_copy(deep=True)
     for name, img in (("infer", infer), ("score", score)):
-        lock.images[name] = lock.images[name].model_copy(update={"tag": img.tags[0], "id": img.id})
+        lock.images[name] = lock.images[name].model_copy(update={"id": img.id})
     store, entries = filled_store
     dest = tmp_path / "bundle"
     try:
@@ -104,20 +119,21 @@ def test_layers_the_images_share_are_carried_once(tmp_path, docker_client, tiny_
         for img in (score, infer):
             docker_client.images.remove(img.id, force=True)
         _import(dest, tmp_path, docker_client)
-        assert docker_client.images.get(f"{repo}:infer").id == infer.id
-        assert docker_client.images.get(f"{repo}:score").id == score.id
+        assert docker_client.images.get(infer_tag).id == infer.id
+        assert docker_client.images.get(score_tag).id == score.id
     finally:
-        for tag in ("score", "infer"):
+        for img in (score, infer):
             try:
-                docker_client.images.remove(f"{repo}:{tag}", force=True)
+                docker_client.images.remove(img.id, force=True)
             except Exception:  # noqa: BLE001 - not there
                 pass
 
 
-def test_a_bundle_with_one_archive_per_image_still_imports(tmp_path, docker_client, tiny_lock, filled_store):
+def test_a_bundle_with_one_archive_per_image_still_imports(tmp_path, docker_client, stage_lock, filled_store):
     """Bundles exported before the shared archive hold images/<name>.tar each; they import the same."""
     from trace_tui.common.digest import sha256_file
 
+    tiny_lock = stage_lock
     store, entries = filled_store
     dest = tmp_path / "bundle"
     manifest = bundle.export_bundle(dest, recipe="demo", entries=entries, store=store, images_lock=tiny_lock,

@@ -54,8 +54,24 @@ def run(args: argparse.Namespace) -> int:
                              store=store, images_lock=lock, client=client, say=_say,
                              wheelhouse=not args.no_wheelhouse)
         return 0
-    manifest = bundle.import_bundle(Path(args.dir), store=store, client=images.docker_client(),
+    src = Path(args.dir)
+    if not src.is_dir():  # bad input before anything else, Docker included
+        raise UsageError(f"bundle import {src}: {'is a file, not' if src.exists() else 'no such'} directory",
+                         hint="name the folder `trace-tui bundle export` wrote")
+    manifest = bundle.import_bundle(src, store=store, client=images.docker_client(),
                                     images_lock_path=images.images_lock_path(), say=_say)
-    _say(f"bundle for recipe {manifest.recipe!r} imported: {len(manifest.images)} images, "
-         f"{len(manifest.entries)} store entries; run `trace-tui --recipe {manifest.recipe} --offline`")
+    _say(f"bundle for recipe {manifest.recipe} imported: {len(manifest.images)} images, "
+         f"{len(manifest.entries)} store entries; {_next_step(manifest.recipe)}")
     return 0
+
+
+def _next_step(recipe: str) -> str:
+    """What to run now. RECIPE passed the bundle manifest's check (a recipe name: lower-case letters,
+    digits and dashes), so it prints as it is; a recipe this trace-tui does not ship came from a
+    recipe file, which the site runs by its path."""
+    from trace_tui.recipes import known_recipes
+
+    if recipe in known_recipes():
+        return f"run `trace-tui --recipe {recipe} --offline`"
+    return (f"recipe {recipe} is not one this trace-tui ships: run `trace-tui --recipe FILE.yaml --offline` "
+            "with the recipe file the bundle was exported from")
