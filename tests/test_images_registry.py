@@ -44,3 +44,16 @@ def test_image_status_tells_ok_missing_and_not_built(docker_client, tiny_lock):
     assert set(images.image_status(docker_client, tiny_lock).values()) == {"ok"}
     docker_client.images.remove(tiny_lock.images["score"].id, force=True)
     assert images.image_status(docker_client, tiny_lock)["score"] == "missing"
+
+
+def test_pull_tags_a_lock_tag_that_names_a_registry_with_a_port(docker_client, local_registry, tiny_lock):
+    """A lock written at a site whose tags carry their registry (host:port/...) is tagged whole."""
+    pushed = images.push_images(tiny_lock, local_registry, client=docker_client, say=lambda _m: None)
+    train = pushed.images["train"]
+    at_site = train.model_copy(update={"tag": f"{local_registry}/site/trace-tui-train:t-port"})
+    lock = pushed.model_copy(update={"images": {"train": at_site}})
+    images.pull_images(lock, local_registry, client=docker_client, say=lambda _m: None)
+    try:
+        assert docker_client.images.get(at_site.tag).id == train.id
+    finally:
+        docker_client.images.remove(at_site.tag)

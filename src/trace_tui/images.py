@@ -345,4 +345,5 @@ def pull_images(lock: ImagesLock, registry: str, *, client: Any = None, say: Cal
         pulled = client.images.pull(f"{repo}@{digest}")
         if pulled.id != img.id:
             raise CheckFailed(f"{repo}@{digest} has id {pulled.id}, the lock says {img.id}")
-        pulled.tag(*img.tag.split(":", 1))
+        repository, _, tag = img.tag.rpartition(":")  # the last colon: a registry's port has one too
+        pulled.tag(repository, tag)
