@@ -1,0 +1,168 @@
+"""Writing a bundle: the image archive, the store entries, trace-tui's own wheelhouse, the manifest last."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+from trace_tui import __version__
+from trace_tui.bundle.files import CHUNK, MANIFEST, BundleFile, BundleManifest, Say
+from trace_tui.common.digest import sha256_text
+from trace_tui.errors import CheckFailed, UsageError, out_of_space
+
+IMAGES_TAR = "images/stages.tar"
+UNSIZED_STEP = 512 << 20
+
+
+class _Progress:
+    """One line per ~10% of a large file (per 512 MiB when its size is not known ahead);
+    large files are what a user waits on."""
+
+    def __init__(self, label: str, total: int | None, say: Say) -> None:
+        self.label, self.total, self.say, self.done = label, total, say, 0
+        self.next_mark = 0.1 if total else UNSIZED_STEP
+
+    def add(self, n: int) -> None:
+        self.done += n
+        if not self.total:
+            if self.done >= self.next_mark:
+                self.say(f"  {self.label}: {self.done >> 20} MiB")
+                self.next_mark += UNSIZED_STEP
+        elif self.total > (64 << 20) and self.done / self.total >= self.next_mark:
+            self.say(f"  {self.label}: {self.done >> 20} / {self.total >> 20} MiB")
+            self.next_mark += 0.1
+
+
+def _write_stream(chunks: Iterable[bytes], dest: Path, label: str, say: Say, total: int | None = None,
+                  mode: int = 0o666) -> BundleFile:
+    """Write CHUNKS to DEST, created with MODE (less the umask) so its bytes are never readable by
+    more people than MODE allows, not even for a moment."""
+    h = hashlib.sha256()
+    size = 0
+    progress = _Progress(label, total, say)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+                h.update(chunk)
+                size += len(chunk)
+                progress.add(len(chunk))
+    except OSError as exc:
+        exc.filename = exc.filename or str(dest)  # a failed write() names no file; this is the one
+        raise
+    return BundleFile(sha256=h.hexdigest(), bytes=size)
+
+
+def _copy(src: Path, dest: Path, say: Say) -> BundleFile:
+    def chunks() -> Iterable[bytes]:
+        with open(src, "rb") as fh:
+            while chunk := fh.read(CHUNK):
+                yield chunk
+
+    return _write_stream(chunks(), dest, src.name, say, src.stat().st_size, mode=_copy_mode(src))
+
+
+def _copy_mode(src: Path) -> int:
+    """A bundle copy is readable by whom the store copy is readable by, never more (a private 0400
+    file stays private); its owner may write it, so the bundle can be removed or replaced."""
+    return (stat.S_IMODE(src.stat().st_mode) & 0o444) | 0o200
+
+
+def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Any, images_lock: Any,
+                  client: Any, say: Say = print, wheelhouse: bool = True) -> BundleManifest:
+    """Write the bundle for ``recipe`` into ``dest`` (created; must be empty or absent)."""
+    if dest.exists() and any(dest.iterdir()):
+        raise UsageError(f"{dest} is not empty", hint="export into a new directory")
+    missing = [e for e in entries if not store.has(e)]
+    if missing:
+        raise UsageError(f"the store lacks {', '.join(missing)}",
+                         hint=f"run `trace-tui store fetch --recipe {recipe}` before exporting")
+    existed = dest.exists()
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        return _export(dest, recipe, entries, store, images_lock, client, say, wheelhouse)
+    except OSError as exc:
+        if not out_of_space(exc):
+            raise
+        # A bundle without its manifest is refused on import anyway; what was written goes, so the
+        # disk has its space back (the directory was empty or absent before).
+        written = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
+        shutil.rmtree(dest, ignore_errors=True)
+        if existed:
+            dest.mkdir(exist_ok=True)
+        raise CheckFailed(f"bundle export: no space left on device writing {exc.filename or dest} "
+                          f"(after {written >> 20} MiB of the bundle; the partial bundle was removed)",
+                          hint=f"free space under {dest} or export to a larger disk") from None
+
+
+def _export(dest: Path, recipe: str, entries: list[str], store: Any, images_lock: Any, client: Any, say: Say,
+            wheelhouse: bool) -> BundleManifest:
+    files: dict[str, BundleFile] = {}
+
+    lock_text = images_lock.model_dump_json(indent=2) + "\n"
+    (dest / "images.lock.json").write_text(lock_text, encoding="utf-8")
+    files["images.lock.json"] = BundleFile(sha256=sha256_text(lock_text),
+                                           bytes=len(lock_text.encode()))
+    names = []
+    for name, img in sorted(images_lock.images.items()):
+        image = client.images.get(img.id)
+        say(f"saving image {name} ({img.id[:19]}, {image.attrs.get('Size', 0) >> 20} MiB)")
+        # by tag where the tag still names the locked image, so the archive carries it; else by id
+        names.append(img.tag if img.tag in image.tags else img.id)
+    files[IMAGES_TAR] = _write_stream(_save_images(client, names), dest / IMAGES_TAR, IMAGES_TAR, say)
+
+    for entry in entries:
+        src = store.entry_dir(entry)
+        rel_root = src.relative_to(store.entries_dir).as_posix()
+        say(f"copying store entry {entry}")
+        for path in sorted(p for p in src.rglob("*") if p.is_file()):
+            rel = f"store/{rel_root}/{path.relative_to(src).as_posix()}"
+            files[rel] = _copy(path, dest / rel, say)
+
+    if wheelhouse:
+        say("collecting trace-tui's own wheelhouse")
+        for path in _make_wheelhouse(dest / "wheelhouse"):
+            rel = f"wheelhouse/{path.name}"
+            files[rel] = BundleFile(sha256=_sha256(path), bytes=path.stat().st_size)
+
+    manifest = BundleManifest(trace_tui_version=__version__, recipe=recipe, entries=entries,
+                              images={n: i.id for n, i in images_lock.images.items()}, files=files)
+    (dest / MANIFEST).write_text(manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    say(f"bundle written: {len(files)} files, {sum(f.bytes for f in files.values()) >> 20} MiB")
+    return manifest
+
+
+def _save_images(client: Any, names: list[str]) -> Iterable[bytes]:
+    """`docker save NAME...` through the Engine API: docker-py's Image.save takes one image, and
+    saving them one by one would write every shared layer once per image."""
+    api = client.api
+    res = api._get(api._url("/images/get"), params={"names": names}, stream=True)
+    api._raise_for_status(res)
+    return api._stream_raw_result(res, CHUNK, False)
+
+
+def _sha256(path: Path) -> str:
+    from trace_tui.common.digest import sha256_file
+
+    return sha256_file(path)
+
+
+def _make_wheelhouse(out: Path) -> list[Path]:
+    """trace-tui's wheel plus its host dependencies, installable with `pip install --no-index`."""
+    from trace_tui.images import repo_root
+
+    out.mkdir(parents=True, exist_ok=True)
+    root = repo_root()
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", str(out), str(root)], check=True)
+    wheel = next(out.glob("trace_tui-*.whl"))
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(out),
+                    str(wheel)], check=True)
+    return sorted(out.iterdir())
