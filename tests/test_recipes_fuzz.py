@@ -154,6 +154,15 @@ def test_duplicate_and_unknown_task_keys_are_refused():
     assert "unknown value" in _refused(_with(DEMO, ("selection", "benchmarks"), ["counting", "nope"]))
     assert "listed twice" in _refused(_with(DEMO, ("selection", "benchmarks"), ["counting", "counting"]))
     assert "listed twice" in _refused(_with(BASE, ("selection", "benchmarks"), ["mmstar", "mmstar"]))
+    assert "demo_tasks.key: unknown value 'abc'" in _refused(
+        _with(DEMO, ("demo_tasks",), [dict(tasks[0], key="abc")] + tasks[1:]))
+
+
+@pytest.mark.parametrize(("path", "value"), [(("demo_tasks", 0, "rows"), True), (("canonical",), 0),
+                                             (("steps", 0, "needs"), {"gpus": True}),
+                                             (("steps", 0, "needs"), {"disk_gib": True})])
+def test_a_boolean_for_a_number_or_a_number_for_a_boolean_is_refused(path, value):
+    _refused(_with(DEMO, path, value))
 
 
 @pytest.mark.parametrize("seed", [10**40, -1, 2**32])

@@ -39,7 +39,7 @@ VALIDATION_BENCHMARK = "trace-validation"  # the one pseudo-benchmark of the TRA
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class StepNeeds(_Strict):

@@ -206,6 +206,12 @@ def _check_selection(recipe: Recipe, root: Any, source: str) -> None:
     if dupes:
         raise UsageError(f"{source}:{node_line(root, ('demo_tasks',))}: demo_tasks: key {dupes[0]!r} "
                          f"is used twice", hint="each task group has its own key")
+    if keys:
+        from trace_tui.stages.demo_tasks import GROUPS
+
+        # demo_prepare writes rows for its own groups only: another key would be a benchmark with no rows
+        known = [g[0] for g in GROUPS]
+        _subset(keys, known, source, node_line(root, ("demo_tasks",)), "demo_tasks.key")
 
 
 def _subset(values: list[Any], allowed: list[Any], source: str, line: int, field: str) -> None:
