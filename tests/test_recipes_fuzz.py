@@ -216,3 +216,9 @@ def test_fuzzed_duplicate_top_level_keys_are_refused(key, data):
     while at < len(lines) and lines[at].startswith(" "):
         at += 1
     _refused("".join(lines[:at] + block + lines[at:]))
+
+
+def test_an_integer_too_long_for_python_is_one_line_with_its_line():
+    text = yaml.safe_dump(DEMO).replace("max_tokens: 32", "max_tokens: " + "9" * 5000)
+    line = _refused(text)
+    assert line.startswith("fuzz.yaml:") and "5,000 digits" in line and "sys.set_int_max_str_digits" not in line

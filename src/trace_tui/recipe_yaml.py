@@ -81,6 +81,34 @@ def short_value(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+# Python refuses to read an integer of more digits than this (sys.get_int_max_str_digits' default);
+# no recipe value comes near it.
+MAX_INTEGER_DIGITS = 4300
+
+
+def too_long_integer(node: Any) -> tuple[int, int] | None:
+    """(digits, line) of the first integer scalar too long for Python to read, if any."""
+    import yaml
+
+    stack = [node]
+    seen: set[int] = set()  # aliases share nodes: each is looked at once (a "billion laughs" stays small)
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, yaml.ScalarNode):
+            digits = sum(c.isdigit() for c in n.value) if len(n.value) > MAX_INTEGER_DIGITS else 0
+            if n.tag == "tag:yaml.org,2002:int" and digits > MAX_INTEGER_DIGITS:
+                return digits, n.start_mark.line + 1
+        elif isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                stack += [k, v]
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+    return None
+
+
 def duplicate_key(node: Any) -> tuple[str, int] | None:
     """The first key a YAML mapping repeats (PyYAML keeps the last silently), with its line."""
     import yaml
