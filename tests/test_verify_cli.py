@@ -188,3 +188,31 @@ def test_report_without_validation_results_leaves_that_table_out(release_copy: P
     code, out, err = run(["report", "--release-dir", str(release_copy)], capsys)
     assert code == 0 and "## Overall" in out and "TRACE validation" not in out
     assert "the TRACE validation table is left out" in err
+
+
+def _subprocess(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trace_tui", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_overflowing_scores_and_huge_integers_are_failed_checks_not_crashes(release_copy: Path) -> None:
+    """A fresh interpreter, so the configs are parsed in the forked child, as a user's run does."""
+    path = release_copy / RESULTS
+    data = json.loads(path.read_text())
+    data["scores"]["benchmark_scores"][0]["score"] = 1e308
+    path.write_text(json.dumps(data))
+    config = "rlvr/configs/trace-qwen2.5-vl-3b.yaml"
+    (release_copy / config).write_text("1" + "0" * 100_000)
+    proc = _subprocess("verify", "--release-dir", str(release_copy))
+    assert proc.returncode == 1 and proc.stderr == "", proc.stderr
+    assert f"FAIL {RESULTS}: aggregates.overall_summaries: cannot recompute: a value out of range" in proc.stdout
+    assert f"FAIL {config}: document:{config}: not valid YAML: Exceeds the limit (4300 digits)" in proc.stdout
+    assert "Result: FAILED" in proc.stdout
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_log_file_that_cannot_be_written_is_one_line(trace_release_dir: Path) -> None:
+    proc = _subprocess("verify", "--release-dir", str(trace_release_dir), "--log-file", "/dev/full")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "trace-tui: error: --log-file /dev/full: cannot be written (No space left on device) "
+        "(free space there, or name a file elsewhere)"]

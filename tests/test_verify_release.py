@@ -309,3 +309,27 @@ def test_the_lock_read_without_pydantic_checks_as_the_validated_lock(release_cop
     if tamper == "config_models":
         assert any("base_model differs" in c.message and "@66285546" in (c.expected or "")
                    for c in light.failed), [c.message for c in light.failed]
+
+
+def test_a_score_of_1e308_fails_its_checks_and_verify_goes_on(release_copy: Path) -> None:
+    """Sums and squares of 1e308 leave the floats (OverflowError): the aggregates that cannot be recomputed
+    fail, naming results.json; every other check still runs."""
+    path = release_copy / RESULTS
+    data = json.loads(path.read_text())
+    data["scores"]["benchmark_scores"][0]["score"] = 1e308
+    path.write_text(json.dumps(data))
+    result = verify_release(release_copy)
+    assert result.failed_files == [RESULTS]
+    overflowed = [c for c in result.failed if c.group == "aggregates" and "out of range" in c.message]
+    assert overflowed, [c.message for c in result.failed]
+    assert next(c for c in result.checks if c.id == "results.complete").status == "failed"
+    assert {c.group for c in result.checks} >= {"lock", "document", "declared", "results", "aggregates", "validation"}
+
+
+def test_an_integer_of_100001_digits_in_a_config_fails_that_file(release_copy: Path) -> None:
+    rel = "rlvr/configs/trace-qwen2.5-vl-3b.yaml"
+    (release_copy / rel).write_text("1" + "0" * 100_000)
+    result = verify_release(release_copy)
+    assert result.failed_files == [rel]
+    doc = next(c for c in result.checks if c.id == f"document:{rel}")
+    assert doc.status == "failed" and doc.message.startswith("not valid YAML: Exceeds the limit (4300 digits)")

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trace_tui.common.safe_read import MAX_DOCUMENT_BYTES, NotRead, read_regular_file
 from trace_tui.errors import CheckFailed, UsageError
 
 RECIPE_FILE = "recipe.json"
@@ -26,10 +27,14 @@ def read_campaign_recipe(campaign: Path) -> dict[str, Any]:
     """
     path = Path(campaign) / RECIPE_FILE
     try:
-        value = json.loads(path.read_bytes())
+        # A regular file only, and only so much of it: a FIFO in its place would block the read
+        # forever, a link to /dev/zero would fill memory.
+        value = json.loads(read_regular_file(path, MAX_DOCUMENT_BYTES))
     except FileNotFoundError:
         raise UsageError(f"{campaign} is not a campaign directory (no {RECIPE_FILE})",
                          hint="give a directory that `trace-tui --recipe NAME` created") from None
+    except NotRead as exc:
+        raise CheckFailed(f"{path}: {exc.reason}", hint="the runner writes it as a regular JSON file") from None
     except OSError as exc:
         raise CheckFailed(f"{path}: unreadable ({exc.strerror or exc})") from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError

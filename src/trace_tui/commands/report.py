@@ -2,8 +2,11 @@
 
 Every figure comes from results.json's 576 benchmark scores (and the TRACE
 validation results) through trace_tui.verify.aggregate; labels come from the
-release lock and results.json. Bad input exits 1 naming the file and the
-problem; a missing or non-release DIR exits 2.
+release lock and results.json. A missing or non-release DIR exits 2. A release
+file the tables need that fails (not read, not valid JSON, fields missing or
+ill-typed, scores incomplete or not percentages) exits 1 with one line naming
+the file and the problem: the same file fails `verify` (exit 1), with the same
+words, since both read it the same way (verify.release.checked_release_tables).
 """
 
 from __future__ import annotations
@@ -22,17 +25,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trace_tui.verify.release import release_dir_arg
-    from trace_tui.verify.tables import release_tables
+    from trace_tui.verify.release import checked_release_tables, release_dir_arg
 
     if getattr(args, "campaign", None):
         from trace_tui.external.summary import run_report
 
         return run_report(args)
     root = release_dir_arg(args.release_dir)
-    tables = release_tables(root, warn=lambda line: print(f"trace-tui: warning: {line}", file=sys.stderr))
+    warnings: list[str] = []
+    tables = checked_release_tables(root, warn=warnings.append)
+    # Only once the tables stand: a failure is its one error line, not a warning and then the error.
+    for line in warnings:
+        print(f"trace-tui: warning: {line}", file=sys.stderr)
     if args.format == "json":
         print(json.dumps(tables.to_dict(), indent=2, ensure_ascii=False))
     else:
         sys.stdout.write(tables.to_markdown())
     return 0
+

@@ -101,17 +101,25 @@ def _verify_release(args: argparse.Namespace) -> int:
 def _log(result: Any, args: argparse.Namespace, code: int) -> None:
     """With --log-file only (a command that only looks writes nothing by default): the outcome as log events."""
     from trace_tui import logs
+    from trace_tui.errors import CheckFailed, UsageError, out_of_space
 
     # The terminal already gets the checklist; log lines go to the file (and stderr only for json).
     logs.configure(args.log_format, log_file=Path(args.log_file),
                    stream=sys.stderr if args.log_format == "json" else open(os.devnull, "w"))  # noqa: SIM115
     log = logs.get_logger()
-    for c in result.failed:
-        log.error("verify.check_failed", file=c.file, check=c.id, expected=c.expected, actual=c.actual,
-                  message=c.message)
-    for p in result.needed_absent:
-        log.error("verify.needed_file_absent", file=p)
-    log.info("verify.release", release_dir=result.release_dir, exit_code=code, strict=args.strict, **result.counts())
+    try:
+        for c in result.failed:
+            log.error("verify.check_failed", file=c.file, check=c.id, expected=c.expected, actual=c.actual,
+                      message=c.message)
+        for p in result.needed_absent:
+            log.error("verify.needed_file_absent", file=p)
+        log.info("verify.release", release_dir=result.release_dir, exit_code=code, strict=args.strict,
+                 **result.counts())
+    except OSError as exc:  # each line is written and flushed as it is logged: a full disk shows here
+        line = f"--log-file {args.log_file}: cannot be written ({exc.strerror or exc})"
+        if out_of_space(exc):  # as any full disk: exit 1, and the same command works once space is freed
+            raise CheckFailed(line, hint="free space there, or name a file elsewhere") from None
+        raise UsageError(line, hint="name a file in a writable directory") from None
 
 
 # ---- rendering (pure: verification -> text / data) ------------------------------------------------
@@ -245,9 +253,9 @@ def write_report(result: Any, out_dir: Path, *, strict: bool, root: Path) -> Non
     tables_md = None
     if not any(c.status != "passed" for c in result.checks if c.group in ("results", "aggregates")):
         try:
-            from trace_tui.verify.tables import release_tables
+            from trace_tui.verify.release import checked_release_tables
 
-            tables_md = release_tables(root).to_markdown()
+            tables_md = checked_release_tables(root).to_markdown()
         except Exception:  # noqa: BLE001 - the checklist is the report; tables are a bonus when computable
             tables_md = None
     try:

@@ -7,4 +7,6 @@ contract keeps it apart from ``trace_tui.errors``). One definition of each thing
 - ``digest``: sha256 of files, bytes and text; canonical JSON; ``sha256set:``.
 - ``atomic``: all-or-nothing file writes (temp, fsync, rename, directory fsync).
 - ``images_lock``: the one tolerant reader of ``images.lock.json``'s image names.
+- ``safe_read``: reading a file of a folder handed over (a release, a campaign): a regular file,
+  inside the folder, at most so many bytes.
 """

@@ -25,6 +25,7 @@ from trace_tui.verify import content as ct
 from trace_tui.verify import documents as d
 from trace_tui.verify import trust
 from trace_tui.verify.checklist import Check, FileReport, FileState, ReleaseVerification
+from trace_tui.verify.trust import NOT_READ
 from trace_tui.verify.yaml_docs import BackgroundParse
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,8 +53,9 @@ class _Verifier(trust.TrustChain):
                                         file=path, status="passed", message=f"parses and has the fields read ({what})"))
             else:
                 self.hash_failed.add(path)
+                actual = NOT_READ if path in self.rel.unreadable else err.split(":", 1)[0]
                 self.checks.append(Check(id=f"document:{path}", group="document", title="readable document",
-                                        file=path, status="failed", actual=err.split(":", 1)[0],
+                                        file=path, status="failed", actual=actual,
                                         expected="valid " + ("YAML" if path.endswith(".yaml") else "JSON") + " with the fields read",
                                         message=err))
 
@@ -74,7 +76,9 @@ class _Verifier(trust.TrustChain):
             docs.append(doc)
         try:
             ok_message, problems = fn(*docs)
-        except (ValueError, KeyError, ZeroDivisionError, TypeError) as exc:
+        except OverflowError:  # a stored number so large that sums or squares of it leave the floats
+            problems, ok_message = [ct.Problem("cannot recompute: a value out of range (the sums overflow)")], ""
+        except (ValueError, KeyError, ArithmeticError, TypeError) as exc:
             problems, ok_message = [ct.Problem(f"cannot recompute: {exc}")], ""
         if not problems:
             self.checks.append(Check(id=cid, group=group, title=title, file=subject, status="passed", message=ok_message))
@@ -137,17 +141,29 @@ class _Verifier(trust.TrustChain):
             paths[dec.path] = None
         # Anything else under rlvr/ is a present file no hash covers (the manifest is default-deny).
         rlvr = self.rel.root / "rlvr"
-        for dirpath, dirnames, filenames in os.walk(rlvr):
+        unlisted: list[OSError] = []  # folders that could not be listed: what they hold is unknown, not absent
+        for dirpath, dirnames, filenames in os.walk(rlvr, onerror=unlisted.append):
             dirnames[:] = [x for x in dirnames if not x.startswith(".") and x != "__pycache__"]
             for name in filenames:
                 paths.setdefault(os.path.relpath(os.path.join(dirpath, name), self.rel.root).replace(os.sep, "/"))
+        for exc in unlisted:
+            folder = os.path.relpath(exc.filename, self.rel.root).replace(os.sep, "/") + "/"
+            self.checks.append(Check(id=f"readable:{folder}", group="document", title="readable folder", file=folder,
+                                     status="failed",
+                                     message=f"cannot be listed ({exc.strerror or exc}): its files are not verified"))
         failed = {c.file for c in self.checks if c.status == "failed"}
         out = []
         for p in sorted(paths):
             sha = self.rel.sha(p)
             t = self.trusted.get(p)
-            if sha is None:
-                state: FileState = "absent"
+            not_read = self.rel.unreadable.get(p)
+            if not_read is not None:
+                state: FileState = "failed"
+                if p not in failed:  # a file no check reads (no hash covers it) fails all the same
+                    self.checks.append(Check(id=f"readable:{p}", group="document", title="readable file", file=p,
+                                             status="failed", message=not_read))
+            elif sha is None:
+                state = "absent"
             elif p in failed:
                 state = "failed"
             elif t is not None and t.sha256 == sha:
@@ -166,7 +182,8 @@ class _Verifier(trust.TrustChain):
         self._document_checks()
         self.declared_checks()
         self._content_checks()
-        return ReleaseVerification(release_dir=str(self.rel.root), checks=self.checks, files=self._files())
+        files = self._files()  # may add the failures of files and folders no other check reads
+        return ReleaseVerification(release_dir=str(self.rel.root), checks=self.checks, files=files)
 
 
 def verify_release(release_dir: Path | str, lock: ReleaseLock | None = None, *,
@@ -176,6 +193,32 @@ def verify_release(release_dir: Path | str, lock: ReleaseLock | None = None, *,
     ``yaml_ahead``: the release's YAML already being parsed (``yaml_docs.parse_configs_ahead``).
     """
     return _Verifier(Path(release_dir), lock if lock is not None else _packaged_lock(), yaml_ahead).run()
+
+
+def checked_release_tables(root: Path, *, warn: Callable[[str], None] | None = None) -> Any:
+    """verify.tables.release_tables of ROOT (`report`, `verify --report-dir`), once verify's reader has read
+    the documents they are made from.
+
+    release_tables opens results.json and the validation results by path. Verify's reader reads them
+    first: only a regular file inside ROOT (never through a link out of it, never a FIFO or a device),
+    at most MAX_DOCUMENT_BYTES, parsed with its depth guarded. The first it refuses or cannot parse is
+    CheckFailed, its line verify's document check's; release_tables raises CheckFailed for the rest.
+    """
+    from trace_tui.errors import CheckFailed
+    from trace_tui.release import release_lock
+    from trace_tui.verify.tables import release_tables
+
+    lock = release_lock()
+    files = trust.ReleaseFiles(root)
+    te, tv = lock.trace_eval, lock.trace_validation
+    for rel, schema in ((te.results_path, d.ResultsDoc), (tv.results_path, d.ValidationResultsDoc)):
+        if not files.present(rel):
+            continue  # release_tables says what an absent file means for the tables
+        _doc, err = files.doc(rel, schema)
+        if err is not None:
+            raise CheckFailed(f"{rel}: report: {err}",
+                              hint=f"`trace-tui verify --release-dir {root}` checks every file")
+    return release_tables(root, warn=warn, lock=lock)
 
 
 class _LockView(dict):
@@ -220,11 +263,15 @@ def release_dir_arg(value: str | None, *, option: str = "--release-dir") -> Path
     if not value:
         raise UsageError(f"{option} DIR is required", hint="a directory laid out like the upstream repository")
     path = Path(value).expanduser()
-    if not path.exists():
-        raise UsageError(f"{option} {value}: no such directory")
-    if not path.is_dir():
-        raise UsageError(f"{option} {value}: not a directory")
-    if not is_release_layout(path):
-        raise UsageError(f"{option} {value}: not a release layout (no rlvr/ folder)",
-                         hint="point it at a copy of the upstream repository: rlvr/..., paper.pdf at its root")
+    try:
+        if not path.exists():
+            raise UsageError(f"{option} {value}: no such directory")
+        if not path.is_dir():
+            raise UsageError(f"{option} {value}: not a directory")
+        if not is_release_layout(path):
+            raise UsageError(f"{option} {value}: not a release layout (no rlvr/ folder)",
+                             hint="point it at a copy of the upstream repository: rlvr/..., paper.pdf at its root")
+    except OSError as exc:  # a folder on the way that this user may not search (EACCES), a link loop, ...
+        raise UsageError(f"{option} {value}: cannot be read ({exc.strerror or exc})",
+                         hint="give a release directory this user can read") from None
     return path

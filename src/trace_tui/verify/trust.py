@@ -13,12 +13,12 @@ fails itself, not the file).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trace_tui.common.digest import sha256_bytes
+from trace_tui.common.safe_read import MAX_DOCUMENT_BYTES, Folder, NotRead
 from trace_tui.verify import documents as d
 from trace_tui.verify.checklist import Check
 from trace_tui.verify.yaml_docs import TOO_DEEP, BackgroundParse, is_yaml, parse as parse_yaml
@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
 
 LOCK = "release lock"
+NOT_READ = "not read"  # a check's "actual" for a file that is there but was not read: never a hash of other bytes
 
 # Documents (paths from the repository root) that the checks read. The lock names
 # the results, suites and configs; the rest are fixed names of this release layout.
@@ -59,44 +60,48 @@ def source_of(decl: Declaration) -> str:
 
 
 class ReleaseFiles:
-    """Reads each file once; parses each document once; remembers what went wrong."""
+    """Reads each file once; parses each document once; remembers what went wrong.
+
+    A file is read only when it is a regular file whose real path lies inside the release
+    directory (``common.safe_read``); a document (JSON or YAML) only up to MAX_DOCUMENT_BYTES.
+    Anything else is present but not read: ``unreadable`` says why, and it fails every check on it.
+    """
 
     def __init__(self, root: Path, yaml_ahead: BackgroundParse | None = None) -> None:
         self.root = root
-        self._bytes: dict[str, bytes | None] = {}
+        self._folder = Folder(root, "the release directory")
+        self._bytes: dict[str, bytes | None] = {}  # a document's bytes; None when absent or not read
         self._sha: dict[str, str | None] = {}  # each file is asked for its hash by several checks
         self._raw: dict[str, tuple[Any, str | None]] = {}
         self._docs: dict[tuple[str, type], tuple[Any, str | None]] = {}
-        self.unreadable: dict[str, str] = {}
+        self.unreadable: dict[str, str] = {}  # present, not read: path -> why
         self._yaml = yaml_ahead  # the YAML documents, being parsed in the background (yaml_docs)
 
     def data(self, path: str) -> bytes | None:
+        """The bytes of the document at ``path``; None when it is absent or not read (see ``unreadable``)."""
         if path not in self._bytes:
-            p = self.root / path
-            if not os.path.lexists(p):
+            try:
+                self._bytes[path] = self._folder.read(path, MAX_DOCUMENT_BYTES)
+            except NotRead as exc:
                 self._bytes[path] = None
-            else:
-                # Present but not a readable regular file: it cannot match any hash, and it is
-                # not absent either. Empty bytes make every check on it fail, with the reason noted.
-                try:
-                    self._bytes[path] = p.read_bytes() if p.is_file() else b""
-                    if not p.is_file():
-                        self.unreadable[path] = "not a regular file"
-                except OSError as exc:
-                    self._bytes[path] = b""
-                    self.unreadable[path] = f"cannot read: {exc.strerror or exc}"
+                self.unreadable[path] = exc.reason
         return self._bytes[path]
 
-    def why(self, path: str) -> str:
-        return f" ({self.unreadable[path]})" if path in self.unreadable else ""
-
     def present(self, path: str) -> bool:
-        return self.data(path) is not None
+        return self.sha(path) is not None or path in self.unreadable
 
     def sha(self, path: str) -> str | None:
+        """The file's sha256; None when it is absent or not read (see ``unreadable``)."""
         if path not in self._sha:
-            b = self.data(path)
-            self._sha[path] = None if b is None else sha256_bytes(b)
+            if is_document(path):  # read whole: the same bytes are parsed
+                b = self.data(path)
+                self._sha[path] = None if b is None else sha256_bytes(b)
+            else:  # the paper, code: hashed as they are read, whatever their size
+                try:
+                    self._sha[path] = self._folder.sha256(path)
+                except NotRead as exc:
+                    self._sha[path] = None
+                    self.unreadable[path] = exc.reason
         return self._sha[path]
 
     def raw(self, path: str) -> tuple[Any, str | None]:
@@ -104,7 +109,7 @@ class ReleaseFiles:
         if path not in self._raw:
             data = self.data(path)
             if data is None:
-                self._raw[path] = (None, "absent")
+                self._raw[path] = (None, self.unreadable.get(path, "absent"))
             elif is_yaml(path):
                 self._raw[path] = self._yaml.take(path, data) if self._yaml else parse_yaml(data)
             else:
@@ -132,6 +137,11 @@ class ReleaseFiles:
                 except RecursionError:
                     self._docs[key] = (None, TOO_DEEP)
         return self._docs[key]
+
+
+def is_document(path: str) -> bool:
+    """A JSON or YAML file: read whole (up to MAX_DOCUMENT_BYTES), since its bytes may be parsed too."""
+    return path.endswith((".json", ".yaml", ".yml"))
 
 
 def _safe_relpath(path: str) -> bool:
@@ -299,12 +309,16 @@ class TrustChain:
     def lock_checks(self) -> None:
         for h in self.lock.published_hashes:
             actual = self.rel.sha(h.path)
-            if actual is None:
+            not_read = self.rel.unreadable.get(h.path)
+            if not_read is not None:
+                st, msg, actual = "failed", not_read, NOT_READ
+                self.hash_failed.add(h.path)
+            elif actual is None:
                 st, msg = "absent", "not in this directory"
             elif actual == h.sha256:
                 st, msg = "passed", f"sha256 matches the published {h.role} hash"
             else:
-                st, msg = "failed", f"bytes differ from the published {h.role} hash{self.rel.why(h.path)}"
+                st, msg = "failed", f"bytes differ from the published {h.role} hash"
                 self.hash_failed.add(h.path)
             self.checks.append(Check(id=f"lock:{h.path}", group="lock", title=f"published {h.role} hash",
                                     file=h.path, status=st, expected=h.sha256, actual=actual, message=msg,
@@ -324,9 +338,13 @@ class TrustChain:
 
     def _declared(self, decl: Declaration) -> Check:
         actual = self.rel.sha(decl.target)
+        not_read = self.rel.unreadable.get(decl.target)
         base = dict(id=f"declared:{decl.declarer}#{decl.location}", group="declared",
-                    title=f"hash declared in {decl.declarer}", expected=decl.sha256, actual=actual,
-                    source=source_of(decl))
+                    title=f"hash declared in {decl.declarer}", expected=decl.sha256,
+                    actual=NOT_READ if not_read is not None else actual, source=source_of(decl))
+        if not_read is not None:  # the file fails, whatever its declarer says: what is there was not read
+            self.hash_failed.add(decl.target)
+            return Check(**base, file=decl.target, status="failed", message=f"{decl.target}: {not_read}")
         if actual is None:
             return Check(**base, file=decl.target, status="absent", message=f"{decl.target} is not in this directory")
         declarer_ok = self.intact(decl.declarer)
@@ -337,8 +355,7 @@ class TrustChain:
         if trust is not None and (trust.decl == decl or actual != trust.sha256):
             self.hash_failed.add(decl.target)
             return Check(**base, file=decl.target, status="failed",
-                        message=f"{decl.target}: bytes differ from the trusted hash ({source_of(trust.decl)})"
-                                 f"{self.rel.why(decl.target)}")
+                        message=f"{decl.target}: bytes differ from the trusted hash ({source_of(trust.decl)})")
         why = (f"states {_short(decl.sha256)} for {decl.target}, whose bytes match the trusted hash "
                f"({source_of(trust.decl)})" if trust is not None else
                f"states {_short(decl.sha256)} for {decl.target}, which no trusted hash covers")

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trace_tui.common.safe_read import MAX_DOCUMENT_BYTES, Folder, NotRead
+
 TOO_DEEP = "nested too deeply to be a release document"
 
 Parsed = tuple[Any, "str | None"]  # (value, error line)
@@ -37,6 +39,8 @@ def parse(data: bytes) -> Parsed:
         return yaml.load(data.decode("utf-8"), Loader=loader), None  # noqa: S506 - a safe loader
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         return None, f"not valid YAML: {str(exc).splitlines()[0]}"
+    except ValueError as exc:  # a value Python refuses to build, e.g. an integer of more than 4,300 digits
+        return None, f"not valid YAML: {str(exc).split(';')[0]}"
     except RecursionError:
         return None, TOO_DEEP
 
@@ -45,7 +49,9 @@ class BackgroundParse:
     """Parses the YAML files ``paths`` under ``root`` in a forked child; ``take`` waits for its result.
 
     The child reads the files itself, so it can start before the verifier has read anything;
-    a result is used only for the very bytes the verifier read.
+    a result is used only for the very bytes the verifier read. It reads as the verifier does
+    (``common.safe_read``): a file that is not a regular file inside ``root``, or is too large,
+    is left to the parent, which fails it without parsing it.
     """
 
     def __init__(self, root: Path, paths: list[str]) -> None:
@@ -64,9 +70,14 @@ class BackgroundParse:
             try:
                 os.close(r)
                 out = {}
+                folder = Folder(root, "the release directory")
                 for p in paths:
-                    data = (root / p).read_bytes()
-                    out[p] = (data, parse(data))
+                    try:
+                        data = folder.read(p, MAX_DOCUMENT_BYTES)
+                    except NotRead:
+                        continue
+                    if data is not None:
+                        out[p] = (data, parse(data))
                 payload = marshal.dumps(out)
                 with os.fdopen(w, "wb") as pipe:
                     pipe.write(payload)
