@@ -289,3 +289,11 @@ def test_an_unreadable_release_root_or_rlvr_is_one_line_or_failed_checks(release
     assert f"FAIL {RESULTS}: lock:{RESULTS}: cannot be read (Permission denied)" in out.stdout
     assert "FAIL rlvr/: readable:rlvr/: cannot be listed (Permission denied)" in out.stdout
     one_error_line(report, 1, RESULTS, "cannot be read (Permission denied)")
+
+
+def test_a_log_file_that_is_a_fifo_is_one_line_at_once(tmp_path, trace_release_dir):
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.run([sys.executable, "-m", "trace_tui", "verify", "--release-dir", str(trace_release_dir),
+                           "--log-file", str(fifo)], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and f"--log-file {fifo}: not a regular file" in proc.stderr

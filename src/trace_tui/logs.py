@@ -70,12 +70,15 @@ def configure(fmt: str = "console", *, log_file: Path | None = None, stream: Tex
     json_renderer = structlog.processors.JSONRenderer(sort_keys=True)
     log_handle: TextIO | None = None
     if log_file is not None:
+        from trace_tui.errors import UsageError
+
         try:
             log_file.parent.mkdir(parents=True, exist_ok=True)
+            # never a FIFO or a device: opening a FIFO waits for a reader that may never come
+            if log_file.exists() and not log_file.is_file():
+                raise UsageError(f"--log-file {log_file}: not a regular file", hint="name a file to append log lines to")
             log_handle = open(log_file, "a", encoding="utf-8")  # noqa: SIM115 - lives for the process
         except OSError as exc:
-            from trace_tui.errors import UsageError
-
             raise UsageError(f"--log-file {log_file}: cannot be written ({exc.strerror or exc})",
                              hint="name a file in a writable directory") from None
 
