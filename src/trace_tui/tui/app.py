@@ -45,6 +45,7 @@ class TraceTuiApp(App[int]):
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+p", "command_palette", "Commands", show=False),
+        Binding("f1", "help", "Help", show=False),  # also where ? is typed into a box (the verify path)
     ]
 
     def __init__(self, backends: Backends, *, recipe: str | None = None, campaign: Path | None = None,
@@ -183,27 +184,17 @@ class TraceTuiApp(App[int]):
         try:
             opened = self.backends.open_campaign(Path(campaign_dir))
         except Exception as exc:  # noqa: BLE001
-            line = exc.line() if hasattr(exc, "line") else str(exc)
-            self.notify(f"cannot open campaign {campaign_dir}: {line}", severity="error", markup=False)
+            from trace_tui.tui.screens.refused import cannot_open
+
+            self.push_screen(cannot_open(campaign_dir, exc.line() if hasattr(exc, "line") else str(exc)))
             return
         from trace_tui.tui.progress import ProgressModel
-        from trace_tui.tui.screens.run import RunScreen, seed_model
+        from trace_tui.tui.screens.run import RunScreen, campaign_state, seed_model
 
         resolved = opened.resolved
         model = ProgressModel(clock=self.backends.clock)
         seed_model(model, resolved)
-        for event in getattr(opened, "events", None) or []:
-            model.apply(event)
-        # Show the last step (in recipe order) whose slices have started.
-        started = [s.id for s in resolved.recipe.steps if s.per_slice and any(
-            c.done or c.state != "pending" for c in model.step_cells.get(s.id, {}).values())]
-        if started:
-            model.show_step(started[-1])
-        for step_id, state in (getattr(opened, "step_states", None) or {}).items():
-            model.add_step(step_id)
-            # "running" in the database of a campaign nobody runs now means it was interrupted.
-            stale = state == "running" and not getattr(opened, "live", False)
-            model.steps[step_id].state = "pending" if stale else state
+        model.load_campaign(campaign_state(opened))
         live = bool(getattr(opened, "live", False))
         last = getattr(opened, "last_state", "")
         if live:
@@ -222,8 +213,9 @@ class TraceTuiApp(App[int]):
         try:
             opened = self.backends.cluster.open(campaign_dir)
         except Exception as exc:  # noqa: BLE001
-            line = exc.line() if hasattr(exc, "line") else str(exc)
-            self.notify(f"cannot open campaign {campaign_dir}: {line}", severity="error", markup=False)
+            from trace_tui.tui.screens.refused import cannot_open
+
+            self.push_screen(cannot_open(campaign_dir, exc.line() if hasattr(exc, "line") else str(exc)))
             return
         self.scheduler = opened.choice
         note = ("a campaign on Slurm · r: resume (resubmits only the shards that are not complete) · "
@@ -267,6 +259,24 @@ class TraceTuiApp(App[int]):
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(self.screen))
+
+    def screenshot_dir(self) -> Path:
+        """Where the palette's "Screenshot" saves: the Downloads folder where there is one (Textual's own
+        choice), else the current directory, else the home: a folder that exists, so that it is saved."""
+        import os
+
+        from platformdirs import user_downloads_path
+
+        for folder in (user_downloads_path(), Path.cwd(), self.backends.home):
+            if folder is not None and Path(folder).is_dir() and os.access(folder, os.W_OK):
+                return Path(folder)
+        return Path.cwd()
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        # Textual saves into ~/Downloads and fails ("Failed to save screenshot") where it does not exist;
+        # its notice then names the file it saved.
+        return super().deliver_screenshot(filename, path or str(self.screenshot_dir()), time_format)
 
     def safe_known_recipes(self) -> list[str]:
         try:

@@ -44,11 +44,21 @@ class SliceProgress:
     first_seen: float | None = None
     done_at_first: int = 0
     last_seen: float | None = None
+    # When the runner started its job in this session (SliceState running): its start-up (a container,
+    # a model to load) is part of the time its rows take, so rates and ETAs count it.
+    started: float | None = None
+
+    @property
+    def since(self) -> float | None:
+        """The start of this session's measurement: the job's start, else its first progress."""
+        if self.started is not None and (self.first_seen is None or self.started <= self.first_seen):
+            return self.started
+        return self.first_seen
 
     def rate(self) -> float | None:
         if self.first_seen is None or self.last_seen is None:
             return None
-        elapsed = self.last_seen - self.first_seen
+        elapsed = self.last_seen - self.since  # type: ignore[operator]
         gained = self.done - self.done_at_first
         if elapsed <= 0 or gained <= 0:
             return None
@@ -66,6 +76,35 @@ class SliceProgress:
 
 
 @dataclass
+class CampaignState:
+    """What the campaign's own database says before a run starts (the numbers `trace-tui status` prints):
+    pushed through the run's EventPump ahead of the runner's first event, so the grid starts from it."""
+
+    events: list[Any]  # SliceState per job and per slice of a whole-step job
+    step_states: dict[str, str]
+    live: bool = False  # another process runs it now: its "running" steps are running
+    keep: frozenset[str] = frozenset()  # steps the user chose to skip: they keep their "skipped"
+
+
+def group_rate(cells: Iterable[SliceProgress], since: float | None = None) -> float | None:
+    """Rows per second of a group of slices: the rows they gained in this session over the time from the
+    first one's start (or SINCE, the step's, when earlier) to the last one's latest event. Slices of a step
+    mostly run one after another, so adding up each slice's own rate would count the same seconds several
+    times (and make the ETA short)."""
+    measured = [c for c in cells if c.first_seen is not None and c.last_seen is not None]
+    if not measured:
+        return None
+    start = min(c.since for c in measured)  # type: ignore[type-var]
+    if since is not None:
+        start = min(start, since)
+    elapsed = max(c.last_seen for c in measured) - start  # type: ignore[type-var,operator]
+    gained = sum(max(c.done - c.done_at_first, 0) for c in measured)
+    if elapsed <= 0 or gained <= 0:
+        return None
+    return gained / elapsed
+
+
+@dataclass
 class StepProgress:
     id: str
     title: str = ""
@@ -77,6 +116,7 @@ class StepProgress:
     logs: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_LINES_PER_STEP))
     artifacts: int = 0
     log_count: int = 0  # lines ever appended (the deque keeps the last ones)
+    started: float | None = None  # when it began running in this session (its rate counts from then)
 
 
 def format_duration(seconds: float | None) -> str:
@@ -122,6 +162,7 @@ class ProgressModel:
         self.dirty_slices: set[SliceId] = set()
         self.dirty = True
         self._started: float | None = None
+        self.loading = False  # applying a campaign's recorded state (load_campaign), not live events
 
     # -- set-up ------------------------------------------------------------------
     def add_step(self, step_id: str, title: str = "", state: str = "pending") -> None:
@@ -212,6 +253,8 @@ class ProgressModel:
             step = self._step(step_id)
             # A resumed campaign's finished steps: the runner skips them because they are complete.
             kept = event.state == "skipped" and event.message == "already complete"
+            if event.state == "running" and step.started is None:
+                step.started = self._clock()
             step.state = "completed" if kept else event.state
             step.message = event.message
         elif isinstance(event, Status):
@@ -226,6 +269,8 @@ class ProgressModel:
             cell = self.add_slice(event.model or "-", event.benchmark or step_id, event.seed, step=step_id)
             if event.state in ("running", "resumed"):
                 self.show_step(step_id)
+                if cell.started is None and cell.first_seen is None and not self.loading:
+                    cell.started = self._clock()
             cell.state = event.state
             if event.total:
                 cell.done, cell.total = event.done, event.total
@@ -238,6 +283,35 @@ class ProgressModel:
         elif RunState is not None and isinstance(event, RunState):
             self.run_state = event.state
             self.run_message = event.message
+        elif isinstance(event, CampaignState):
+            self.load_campaign(event)
+
+    def load_campaign(self, state: CampaignState) -> None:
+        """Start from the campaign's recorded state: finished slices show their rows (not 0/N), each step
+        its state, and the grid the last step (in recipe order) whose slices have started."""
+        self.loading = True  # recorded states: nothing starts now
+        try:
+            for event in state.events:
+                self.apply(event)
+        finally:
+            self.loading = False
+        for cells in self.step_cells.values():
+            for cell in cells.values():
+                if cell.first_seen is None:
+                    cell.done_at_first = cell.done  # rows done before this session are no one's speed
+        started = [step_id for step_id, cells in self.step_cells.items()
+                   if any(c.done or c.state != "pending" for c in cells.values())]
+        started.sort(key=lambda step_id: list(self.steps).index(step_id) if step_id in self.steps else -1)
+        if started:
+            self.show_step(started[-1])
+        for step_id, recorded in state.step_states.items():
+            if step_id in state.keep:
+                continue
+            self.add_step(step_id)
+            # "running" in the database of a campaign nobody runs now means it was interrupted.
+            self.steps[step_id].state = "pending" if recorded == "running" and not state.live else recorded
+        self.structure_version += 1  # every cell is redrawn
+        self.dirty = True
 
     def apply_all(self, events: Iterable[Any]) -> None:
         for event in events:
@@ -254,8 +328,10 @@ class ProgressModel:
         """No run is measured now (it ended, or a new one starts): forget every rate, so none stays on screen."""
         for cells in self.step_cells.values():
             for cell in cells.values():
-                cell.first_seen = cell.last_seen = None
+                cell.first_seen = cell.last_seen = cell.started = None
                 cell.done_at_first = cell.done
+        for step in self.steps.values():
+            step.started = None
         self._started = None
         self.structure_version += 1  # every cell (and its row's rate and ETA) is redrawn
         self.dirty = True
@@ -266,8 +342,9 @@ class ProgressModel:
         return sum(c.done for c in cells), sum(c.total for c in cells)
 
     def overall_rate(self) -> float | None:
-        rates = [r for c in self.slices.values() if (r := c.rate()) is not None]
-        return sum(rates) if rates else None
+        """The shown step's rate: its rows over the time since it began running (see group_rate)."""
+        step = self.steps.get(self.grid_step or "")
+        return group_rate(self.slices.values(), since=step.started if step is not None else None)
 
     def overall_eta(self) -> float | None:
         rate = self.overall_rate()

@@ -16,7 +16,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Input, Static
 
 from trace_tui.tui.messages import CampaignsRead
 from trace_tui.tui.widgets.table import LiteralTable
@@ -33,6 +33,44 @@ def when(t: float | None) -> str:
 
 def rows_cell(s: Any) -> str:
     return f"{s.rows_done}/{s.rows_total}" if s.rows_total else "—"
+
+
+def open_problem(backends: Any, path: Path, seen: dict[Path, tuple[tuple[tuple[int, int], ...], str]]) -> str:
+    """Why the campaign at PATH cannot be opened to watch or resume (its recipe.json is not a resolved
+    recipe, ...), or "". `trace-tui status` reads only the database, so a campaign it calls complete may
+    still be one that `w` and `r` cannot open: the list says so before the user tries. The answer is kept
+    while its files are unchanged (the list is read again every few seconds)."""
+    stamp = []
+    for name in ("recipe.json", "state.sqlite", "state.sqlite-wal"):
+        try:
+            st = (Path(path) / name).stat()
+            stamp.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            stamp.append((0, -1))
+    key = tuple(stamp)
+    cached = seen.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    try:
+        backends.open_campaign(Path(path))
+        problem = ""
+    except Exception as exc:  # noqa: BLE001 - the reason is the row's message
+        problem = exc.line() if hasattr(exc, "line") else f"{type(exc).__name__}: {exc}"
+    seen[path] = (key, problem)
+    return problem
+
+
+def with_open_problems(backends: Any, found: list[Any], seen: dict) -> list[Any]:
+    """The summaries, a campaign that cannot be opened shown as unreadable with its reason (in order again)."""
+    from dataclasses import replace
+
+    from trace_tui.engine.campaign_list import sort_key
+
+    out = []
+    for s in found:
+        problem = open_problem(backends, s.path, seen) if s.scheduler == "local" and s.state != "unreadable" else ""
+        out.append(replace(s, state="unreadable", message=problem) if problem else s)
+    return sorted(out, key=sort_key)
 
 
 def campaign_details(s: Any) -> list[tuple[str, str]]:
@@ -60,6 +98,7 @@ class CampaignsScreen(Screen):
         self.root = root
         self.summaries: list[Any] | None = None
         self.reads = 0
+        self._opened: dict[Path, Any] = {}  # open_problem's answers, per campaign (read on the worker only)
 
     def compose(self) -> ComposeResult:
         yield Static(f"trace-tui · Campaigns · {self.root or 'no home'}", id="campaigns-title", classes="title",
@@ -78,7 +117,7 @@ class CampaignsScreen(Screen):
     @work(thread=True, exclusive=True, group="campaigns")
     def _read(self) -> None:
         try:
-            found = self.app.backends.campaigns()
+            found = with_open_problems(self.app.backends, self.app.backends.campaigns(), self._opened)
         except Exception as exc:  # noqa: BLE001 - shown on screen; the next refresh tries again
             self.post_message(CampaignsRead([], error=exc.line() if hasattr(exc, "line") else str(exc)))
             return
@@ -95,12 +134,17 @@ class CampaignsScreen(Screen):
         table = self.query_one(LiteralTable)
         if not table.ordered_columns:
             table.noun = "campaigns"
-            table.add_columns("state", "recipe", "run tag", "rows", "last change")
+            # the folder and the last change wrap at a narrow width ("2026-12-02" over "16:48 UTC"), never cut
+            table.wrap_column = (2, 4)
+            table.MIN_WRAP_WIDTH = 9
+            table.reserve_scrollbar = False  # refitted at every read (3 s): the scrollbar's room once it shows
+            # the folder, not the run tag: copies of a campaign share its run tag (i shows both)
+            table.add_columns("state", "recipe", "folder", "rows", "last change")
         table.details = lambda i: campaign_details(summaries[i]) if i < len(summaries) else []
         chosen = table.selected_key()
         table.clear()  # the rows only: the filter and the sort stay as the user set them
         for s in summaries:
-            table.add_row(Text(s.state, style=STATE_STYLE.get(s.state, "")), s.recipe, s.run_tag, rows_cell(s),
+            table.add_row(Text(s.state, style=STATE_STYLE.get(s.state, "")), s.recipe, s.path.name, rows_cell(s),
                           when(s.last_change), key=str(s.path))
         if chosen is not None and chosen in table.rows:
             table.move_cursor(row=table.get_row_index(chosen), animate=False)  # a refresh keeps the selection
@@ -151,23 +195,50 @@ class CampaignsScreen(Screen):
             return s is not None and s.state != "unreadable"
         return True
 
-    def action_watch(self) -> None:
+    # keys whose action the footer hides where it does not apply: pressed anyway, they say why
+    REFUSED_KEYS = {"w": "watch", "r": "resume", "v": "verify"}
+
+    def why_not(self, action: str) -> str:
+        """One line: why the selected campaign does not allow ACTION."""
         s = self.selected()
-        if s is None or not self.check_action("watch", ()):
+        if s is None:
+            return "no campaign selected" if self.summaries else "no campaigns here yet"
+        name = s.path.name
+        if s.state == "unreadable":
+            return f"cannot {action} {name}: it cannot be read · i shows why"  # the reason is long: i has it whole
+        if action == "watch" and s.scheduler != "local":
+            return f"{name} runs on Slurm: `trace-tui status --campaign {s.path}` follows its shards"
+        if action == "resume":
+            return f"{name} is {s.state}: it cannot be resumed here"
+        return f"cannot {action} {name}"
+
+    def on_key(self, event) -> None:
+        action = self.REFUSED_KEYS.get(event.key)
+        if action is None or isinstance(self.focused, Input) or self.check_action(action, ()):
+            return  # the binding runs (or the filter box takes the letter)
+        event.stop()
+        event.prevent_default()
+        self.notify(self.why_not(action), severity="warning", markup=False)
+
+    def action_watch(self) -> None:
+        if not self.check_action("watch", ()):  # enter on a row that cannot be watched
+            self.notify(self.why_not("watch"), severity="warning", markup=False)
             return
-        self.app.reattach(s.path)
+        self.app.reattach(self.selected().path)
 
     def action_resume(self) -> None:
         s = self.selected()
         if s is None or not s.resumable:
-            self.notify("nothing to resume here" if s is None else f"{s.run_tag} is {s.state}: it cannot be resumed here")
+            self.notify(self.why_not("resume"), severity="warning", markup=False)
             return
         self.app.reattach(s.path, resume=True)
 
     def action_verify(self) -> None:
         s = self.selected()
-        if s is not None and s.state != "unreadable":
-            self.app.show_verify("campaign", s.path)
+        if s is None or s.state == "unreadable":
+            self.notify(self.why_not("verify"), severity="warning", markup=False)
+            return
+        self.app.show_verify("campaign", s.path)
 
     def action_back(self) -> None:
         self.app.pop_screen()

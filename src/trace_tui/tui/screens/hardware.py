@@ -24,6 +24,13 @@ VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "unknown": "d
 NO_GPU_RECIPES = ("verify", "eval-preview", "demo")
 
 
+def again(what: str, done: int) -> str:
+    """The words after a check that was done again: "checked again" after the first f5, then how many times."""
+    if done < 2:
+        return ""
+    return f" · {what} again" + (f" ({done - 1} times)" if done > 2 else "")
+
+
 def probe_all(backends: Backends) -> tuple[HardwareView, HardwareReport | None, str]:
     """The hardware report and each recipe's verdict on it (runs in a thread)."""
     try:
@@ -70,13 +77,14 @@ class HardwareScreen(Screen):
     TITLE = "Hardware"
     BINDINGS = [
         Binding("enter", "open_recipe", "Preview recipe", show=False),
-        Binding("r", "recipes", "Recipes"),
+        # r and f5 are named in the recipes' title line (and in ? help): the footer has room for e and d
+        # and stays whole, q Quit included, at 80 columns
+        Binding("r", "recipes", "Recipes", show=False),
         Binding("c", "app.show_campaigns", "Campaigns"),
         Binding("v", "verify", "Verify"),
-        # e and d are named in the no-GPU message and in ? (help): the footer stays whole at 80 columns
-        Binding("e", "recipe('eval-preview')", "Eval preview", show=False),
-        Binding("d", "recipe('demo')", "Demo", show=False),
-        Binding("f5", "probe", "Re-check"),
+        Binding("e", "recipe('eval-preview')", "Eval preview"),
+        Binding("d", "recipe('demo')", "Demo"),
+        Binding("f5", "probe", "Re-check", show=False),
     ]
 
     def __init__(self) -> None:
@@ -91,7 +99,8 @@ class HardwareScreen(Screen):
             # The GPU table (#hw-gpus) is mounted here once a probe finds a GPU: nothing shows it before.
             yield Static("", id="hw-system", markup=False)
         # The recipes stay on screen at 80x24: the hardware details scroll above them.
-        yield Static("Recipes on this machine (enter: preview)", classes="section", id="hw-recipes-title", markup=False)
+        yield Static("Recipes on this machine (enter: preview · r: all recipes · f5: check again)", classes="section",
+                     id="hw-recipes-title", markup=False)
         recipes = LiteralTable(id="hw-recipes", cursor_type="row", zebra_stripes=True)
         recipes.wrap_column = 2  # "why not": every reason whole, at any terminal width
         yield recipes
@@ -158,7 +167,7 @@ class HardwareScreen(Screen):
             table.focus(scroll_visible=False)
 
     def _again(self) -> str:
-        return f" · checked again ({self.probes} checks)" if self.probes > 1 else ""
+        return again("checked", self.probes)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id != "hw-recipes" or self.view is None:

@@ -23,27 +23,45 @@ SHELL_COMMANDS = (
 )
 
 
+# Keys of every table (trace_tui.tui.widgets.table.LiteralTable) that the help lists with the screen's,
+# whatever has the focus now; the rest of a table's keys (page up, home, ...) are the terminal's usual ones.
+TABLE_KEYS = ("up", "down", "j", "k", "g", "G", "enter", "i", "slash", "s")
+
+
 def binding_rows(screen: Screen) -> list[tuple[str, str, str]]:
-    """(keys, description, where) for each active binding, app bindings included, once each."""
+    """(keys, description, where) for every binding of the app, the screen and its tables, once each: also
+    those that do not apply to the row selected now (they say why when pressed), never the keys of whatever
+    has the focus (a text box's editing keys), nor the terminal's own (super+...)."""
+    app = screen.app
     rows: list[tuple[tuple[bool, bool, int], str, str, str]] = []
     seen: set[tuple[str, str]] = set()
-    for key, active in screen.active_bindings.items():
-        binding = active.binding
+
+    def add(binding, rank: int, where: str) -> None:
+        if binding.key.startswith("super+") or binding.system:
+            return
+        display = app.get_key_display(binding)
         description = binding.description or binding.action.replace("_", " ")
-        node = active.node
-        if node is screen.app:
-            rank, where = 0, "everywhere"
-        elif node is screen:
-            rank, where = 1, "this screen"
-        else:
-            rank, where = 2, type(node).__name__
-        display = screen.app.get_key_display(binding)
         sig = (display, description)
         if sig in seen:
-            continue
+            return
         seen.add(sig)
         rows.append(((rank == 2, not binding.show, rank), display, description, where))
-    # The keys shown in the footer first, then the screen's other keys, then widget keys (cursor moves...).
+
+    for _, binding in app._bindings:
+        add(binding, 0, "everywhere")
+    for _, binding in screen._bindings:
+        add(binding, 1, "this screen")
+    tables = list(screen.query(LiteralTable))
+    if tables:
+        where = "the table" if len(tables) == 1 else "tables"
+        for key, binding in tables[0]._bindings:
+            if key not in TABLE_KEYS:
+                continue
+            if (binding.action == "filter" and not any(t.filterable for t in tables)) or (
+                    binding.action == "sort" and not any(t.sortable for t in tables)):
+                continue  # the screen's own key (its / filters its way), listed above
+            add(binding, 2, where)
+    # The keys shown in the footer first, then the screen's other keys, then the tables' keys.
     rows.sort(key=lambda r: r[0])
     return [r[1:] for r in rows]
 

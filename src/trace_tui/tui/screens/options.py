@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, SelectionList, Static
+from textual.widgets import Button, Checkbox, Footer, Input, RadioButton, RadioSet, SelectionList, Static
 
 from trace_tui.tui.choices import SLURM_FIELDS, RunChoices, parse_int
 
@@ -47,9 +47,10 @@ class OptionsScreen(ModalScreen[RunChoices | None]):
                     yield SelectionList[int](*[(str(s), s, not c.seeds or s in c.seeds) for s in self.seeds],
                                              id="options-seeds")
                 with Horizontal(id="options-switches"):
+                    # "runtime" and "where" are the sets' titles: the buttons' words stay whole in a narrow box
                     with RadioSet(id="options-runtime"):
                         for label, value in RUNTIMES:
-                            yield RadioButton(f"runtime {label}", value=c.runtime == value)
+                            yield RadioButton(label, value=c.runtime == value)
                     with RadioSet(id="options-scheduler"):
                         yield RadioButton("run here", value=c.scheduler == "none")
                         yield RadioButton("Slurm", value=c.scheduler == "slurm")
@@ -63,10 +64,13 @@ class OptionsScreen(ModalScreen[RunChoices | None]):
             with Horizontal(id="options-buttons"):
                 yield Button("Apply (ctrl+s)", variant="primary", id="options-apply")
                 yield Button("Cancel (esc)", id="options-cancel")
+        yield Footer()  # this dialog's keys, not the screen's underneath
 
     def on_mount(self) -> None:
         self.query_one("#options-models", SelectionList).border_title = "models (space toggles)"
         self.query_one("#options-seeds", SelectionList).border_title = "seeds"
+        self.query_one("#options-runtime", RadioSet).border_title = "runtime"
+        self.query_one("#options-scheduler", RadioSet).border_title = "where"
         self.query_one("#options-models", SelectionList).focus()
         self._update()
 

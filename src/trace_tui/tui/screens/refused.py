@@ -1,4 +1,5 @@
-"""A run this machine cannot do: every reason in full, and nothing created (headless exits 3 here)."""
+"""A run this machine cannot do: every reason in full, and nothing created (headless exits 3 here); and a
+campaign that cannot be opened, with its reason in full."""
 
 from __future__ import annotations
 
@@ -16,17 +17,25 @@ class RefusedScreen(ModalScreen[None]):
         Binding("enter", "dismiss", "Close", show=False),
     ]
 
-    def __init__(self, recipe: str, problems: list[str]) -> None:
+    def __init__(self, recipe: str, problems: list[str], *, title: str | None = None,
+                 foot: str | None = None) -> None:
         super().__init__()
         self.recipe = recipe
         self.problems = list(problems)
+        self.title_text = title or f"{recipe} cannot run on this machine — nothing was started or created"
+        self.foot = foot or f"(`trace-tui --recipe {recipe} --yes` refuses the same way, exit 3) · esc: back"
 
     def compose(self) -> ComposeResult:
         with Vertical(id="refused-box"):
-            yield Static(Text(f"{self.recipe} cannot run on this machine — nothing was started or created",
-                              style="bold red"), id="refused-title")
+            yield Static(Text(self.title_text, style="bold red"), id="refused-title")
             with VerticalScroll(id="refused-reasons"):
                 for problem in self.problems:
                     yield Static(f"• {problem}", classes="refused-reason", markup=False)
-            yield Static(f"(`trace-tui --recipe {self.recipe} --yes` refuses the same way, exit 3) · esc: back",
-                         id="refused-foot", markup=False)
+            yield Static(self.foot, id="refused-foot", markup=False)
+
+
+def cannot_open(campaign: object, line: str) -> RefusedScreen:
+    """A campaign that cannot be opened: the whole reason (often a command to run first), until esc; a toast
+    would cut it and go away."""
+    return RefusedScreen("", [line], title=f"cannot open campaign {campaign}",
+                         foot="esc: back")

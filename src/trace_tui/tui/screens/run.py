@@ -20,13 +20,19 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, RichLog, Static
 
 from trace_tui.tui.messages import CampaignRead, EngineEvents, GpuSamples, LogTail, RunFinished
-from trace_tui.tui.progress import EventPump, ProgressModel
+from trace_tui.tui.progress import CampaignState, EventPump, ProgressModel
 from trace_tui.tui.views import run_env_text
 from trace_tui.tui.widgets.gpu_panel import GpuPanel
 from trace_tui.tui.widgets.progress_grid import ProgressGrid
 from trace_tui.tui.widgets.step_list import StepList
 
 REDRAW_INTERVAL_S = 0.1
+# Below these sizes the run screen makes room for the grid: the step list shows marks only (narrow), the
+# log and the runtime line give way (short; f still shows the log full-screen).
+NARROW_COLUMNS = 70
+SHORT_ROWS = 20
+STEPS_MIN_WIDTH = 16
+STEPS_MAX_SHARE = 0.45  # of the screen's width, at most: the rest is the grid's
 GPU_INTERVAL_S = 1.5
 WATCH_INTERVAL_S = 1.0
 LOG_INTERVAL_S = 1.0
@@ -76,6 +82,13 @@ def seed_model(model: ProgressModel, resolved: Any, skip: frozenset[str] = froze
         model.grid_step = per_slice[0]
 
 
+def campaign_state(opened: Any, keep: frozenset[str] = frozenset()) -> CampaignState:
+    """An opened campaign (backends.open_campaign) as the state the run screen's model starts from."""
+    return CampaignState(events=list(getattr(opened, "events", None) or []),
+                         step_states=dict(getattr(opened, "step_states", None) or {}),
+                         live=bool(getattr(opened, "live", False)), keep=keep)
+
+
 class RunScreen(Screen):
     TITLE = "Run"
     # The grid has the keys at first; the step list (and so the log) follows the running step
@@ -86,8 +99,7 @@ class RunScreen(Screen):
         Binding("slash", "filter", "Filter"),
         Binding("r", "resume", "Resume"),
         Binding("v", "verify", "Verify"),
-        Binding("l", "focus_log", "Log", show=False),
-        Binding("f", "toggle_log", "Full log"),
+        Binding("f", "toggle_log", "Full log"),  # the log full-screen (and focused, to scroll it); f again: back
         Binding("escape", "back", "Back"),  # while a run goes on: to the campaigns list (the run continues)
     ]
 
@@ -114,6 +126,7 @@ class RunScreen(Screen):
         self._log_shown = 0
         self._file_tail: tuple[str, tuple[str, ...]] | None = None
         self.redraw_count = 0
+        self._steps_width = (0, 0)  # (terminal width, step list width) of the last _fit_layout
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -145,6 +158,7 @@ class RunScreen(Screen):
         self.set_interval(LOG_INTERVAL_S, self._poll_log)
         self.sample_gpus()
         self.redraw()
+        self._fit_layout()
         if self._start_on_mount:
             self.start_runner()
         else:
@@ -213,6 +227,7 @@ class RunScreen(Screen):
 
     @work(thread=True, exclusive=True, group="runner")
     def _run_worker(self) -> None:
+        self._push_campaign_state()
         try:
             self.runner = self.app.backends.runner_factory(self.resolved, self.campaign_dir, skip=self.skip)
             result = self.runner.run(self.pump.push)
@@ -221,6 +236,17 @@ class RunScreen(Screen):
             self.post_message(RunFinished("error", line))
             return
         self.post_message(RunFinished(self._outcome_of(result)))
+
+    def _push_campaign_state(self) -> None:
+        """The campaign's recorded state, ahead of the runner's first event: a resumed campaign's finished
+        slices are never reported again by the runner (it skips them), so without this they would show 0/N."""
+        if not (self.campaign_dir / "state.sqlite").exists():
+            return  # a new campaign: nothing recorded yet
+        try:
+            opened = self.app.backends.open_campaign(self.campaign_dir)
+        except Exception:  # noqa: BLE001 - the runner opens it next and says what is wrong, if anything
+            return
+        self.pump.push(campaign_state(opened, keep=self.skip))
 
     def _outcome_of(self, result: Any) -> str:
         # Drained on the UI thread later; here we look only at what the runner said.
@@ -290,7 +316,27 @@ class RunScreen(Screen):
             if running and steps.cursor_row != running[0]:
                 steps.move_cursor(row=running[0])
         self.query_one(ProgressGrid).redraw()
+        self._fit_layout()
         self._update_log()
+
+    def on_resize(self, event: Any) -> None:
+        self._fit_layout()
+
+    def _fit_layout(self) -> None:
+        """The step list as wide as its longest step and state (within its share of the width), the rest
+        for the grid; on a small terminal, the grid keeps its room (see NARROW_COLUMNS, SHORT_ROWS)."""
+        width, height = self.size
+        if not width:
+            return
+        self.set_class(height < SHORT_ROWS, "short")
+        steps = self.query_one(StepList)
+        steps.set_compact(width < NARROW_COLUMNS)
+        wanted = max(STEPS_MIN_WIDTH, min(steps.natural_width(), int(width * STEPS_MAX_SHARE)))
+        if self._steps_width[0] == width:
+            wanted = max(wanted, self._steps_width[1])  # only grows while the terminal keeps its size: no jitter
+        self._steps_width = (width, wanted)
+        if steps.styles.width is None or steps.styles.width.value != wanted:
+            steps.styles.width = wanted
 
     def _log_step_id(self) -> str | None:
         step_id = self.query_one(StepList).selected_step
@@ -374,9 +420,6 @@ class RunScreen(Screen):
         self.toggle_class("log-full")
         if self.has_class("log-full"):
             self.query_one("#run-log", RichLog).focus()
-
-    def action_focus_log(self) -> None:
-        self.query_one("#run-log", RichLog).focus()
 
     def action_cancel(self) -> None:
         if not self.running:

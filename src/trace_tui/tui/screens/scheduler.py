@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
+from textual.widgets import Button, Footer, Input, Label, RadioButton, RadioSet, Static
 
 from trace_tui.tui.cluster_backend import SchedulerChoice
 
@@ -20,8 +20,26 @@ FIELDS = (
 )
 
 
+class KindChoice(RadioSet):
+    """This machine or Slurm: enter takes the highlighted one and uses the form, as its button says
+    ("Use it (enter)"); space only chooses."""
+
+    BINDINGS = [Binding("enter", "choose_and_use", "Use it", show=False)]
+
+    def action_choose_and_use(self) -> None:
+        if self._selected is not None:
+            button = self._nodes[self._selected]
+            if isinstance(button, RadioButton):
+                button.value = True
+        if isinstance(self.screen, SchedulerScreen):
+            self.screen.use()
+
+
 class SchedulerScreen(ModalScreen[SchedulerChoice | None]):
-    BINDINGS = [Binding("escape", "dismiss(None)", "Back", show=False)]
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "Back"),
+        Binding("ctrl+s", "use", "Use it"),
+    ]
 
     def __init__(self, choice: SchedulerChoice | None = None) -> None:
         super().__init__()
@@ -30,7 +48,7 @@ class SchedulerScreen(ModalScreen[SchedulerChoice | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="scheduler-box"):
             yield Static("Where should the run go?", markup=False)
-            with RadioSet(id="scheduler-kind"):
+            with KindChoice(id="scheduler-kind"):
                 yield RadioButton("this machine", value=not self.choice.slurm, id="scheduler-none")
                 yield RadioButton("Slurm: one job array task per shard", value=self.choice.slurm,
                                   id="scheduler-slurm")
@@ -43,6 +61,7 @@ class SchedulerScreen(ModalScreen[SchedulerChoice | None]):
             with Horizontal(id="scheduler-buttons"):
                 yield Button("Use it (enter)", id="ok", variant="primary")
                 yield Button("Back (esc)", id="back")
+        yield Footer()  # this dialog's keys, not the screen's underneath
 
     def chosen(self) -> SchedulerChoice:
         kind = "slurm" if self.query_one("#scheduler-slurm", RadioButton).value else "none"
@@ -50,7 +69,10 @@ class SchedulerScreen(ModalScreen[SchedulerChoice | None]):
         texts["shard_by"] = self.choice.shard_by or ""  # chosen on the command line (--shard-by), kept
         return SchedulerChoice.from_form(kind, **texts)
 
-    def _use(self) -> None:
+    def action_use(self) -> None:
+        self.use()
+
+    def use(self) -> None:
         try:
             choice = self.chosen()
         except Exception as exc:  # noqa: BLE001 - the field's one-line error, shown in the form
@@ -60,10 +82,10 @@ class SchedulerScreen(ModalScreen[SchedulerChoice | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        self._use()
+        self.use()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "ok":
-            self._use()
+            self.use()
         else:
             self.dismiss(None)

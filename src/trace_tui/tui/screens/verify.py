@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
 from trace_tui.tui.messages import VerifyReady
+from trace_tui.tui.screens.hardware import again
 from trace_tui.tui.views import VerifyView, campaign_scores_table, verify_view
 from trace_tui.tui.widgets.checklist import Checklist, ResultTable
 
@@ -42,6 +43,10 @@ class VerifyScreen(Screen):
         Binding("1", "tab('tab-checklist')", "Checklist", show=False),
         Binding("2", "tab('tab-tables')", "Tables", show=False),
         Binding("3", "tab('tab-scores')", "Scores", show=False),
+        # While the path box has the keys, ? and q are typed into it: the footer names the keys that still
+        # do help and quit (only then; see check_action).
+        Binding("f1", "typing_help", "Help"),
+        Binding("ctrl+q", "typing_quit", "Quit", priority=True),  # shown in place of the app's own (hidden)
     ]
 
     def __init__(self, kind: str = "release", path: Path | None = None) -> None:
@@ -53,6 +58,7 @@ class VerifyScreen(Screen):
         self.paths: dict[str, Path | None] = {kind: path}
         self.filter_text = ""
         self.checked = 0  # verifications finished on this screen (f5 says it checked again)
+        self.typed = False  # the last verification was asked for by enter in the path box
 
     def compose(self) -> ComposeResult:
         yield Static("trace-tui · Verify", id="verify-title", classes="title", markup=False)
@@ -70,6 +76,26 @@ class VerifyScreen(Screen):
             with TabPane("3 Scores", id="tab-scores"):
                 yield VerticalScroll(id="verify-scores")
         yield Footer()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        typing = isinstance(self.focused, Input)
+        if action in ("typing_help", "typing_quit"):
+            return typing
+        if action == "filter":
+            return not typing  # `/` is typed into the box (a path), not a filter
+        return True
+
+    def on_descendant_focus(self, event) -> None:
+        self.refresh_bindings()  # the footer's help and quit keys follow the focus (see BINDINGS)
+
+    def on_descendant_blur(self, event) -> None:
+        self.refresh_bindings()
+
+    def action_typing_help(self) -> None:
+        self.app.action_help()
+
+    async def action_typing_quit(self) -> None:
+        await self.app.action_quit()
 
     def on_mount(self) -> None:
         if self.path is not None:
@@ -113,6 +139,7 @@ class VerifyScreen(Screen):
             return
         if event.input.id == "verify-path" and event.value.strip():
             self.path = Path(event.value.strip()).expanduser()
+            self.typed = True
             self.action_run_verify()
 
     def _kind_label(self) -> str:
@@ -136,6 +163,7 @@ class VerifyScreen(Screen):
             box.focus()
 
     def action_run_verify(self) -> None:
+        self.typed = self.typed and self.query_one("#verify-path", Input).has_focus
         if self.path is None:
             self.notify("type a directory first")
             return
@@ -146,6 +174,12 @@ class VerifyScreen(Screen):
     def _verify(self, kind: str, path: Path) -> None:
         backends = self.app.backends
         try:
+            if kind == "release":
+                # What `trace-tui verify --release-dir DIR` says (exit 2) about a directory that is not a
+                # release, word for word: a checklist of "absent" files would only say it less plainly.
+                from trace_tui.verify.release import release_dir_arg
+
+                release_dir_arg(str(path))
             fn = backends.verify_campaign if kind == "campaign" else backends.verify_release
             result = fn(path)
             extra = []
@@ -163,19 +197,26 @@ class VerifyScreen(Screen):
         summary = self.query_one("#verify-summary", Static)
         if message.error:
             summary.update(Text(f"Cannot verify: {message.error}", style="bold red"))
+            # No checklist or tables of an earlier directory under a line about this one.
+            self.view = None
+            self.query_one(Checklist).clear(columns=True)
+            self._fill("#verify-tables", (), "no tables")
+            self._fill("#verify-scores", (), "nothing verified")
             return
         self.view = view = message.view
         self.checked += 1
         verdict = Text("VERIFIED" if view.ok else "FAILED", style="bold green" if view.ok else "bold red")
-        again = f" · verified again ({self.checked} checks)" if self.checked > 1 else ""
-        summary.update(Text.assemble(verdict, f" · {view.target} · {view.summary}{again}"))
+        again_text = again("verified", self.checked)
+        summary.update(Text.assemble(verdict, f" · {view.target} · {view.summary}{again_text}"))
         self._show_checks()
         self._fill("#verify-tables", view.tables, "no tables")
         self._fill("#verify-scores", view.comparisons,
                    "no published values to compare this campaign's scores with (its scores are under Tables; "
                    "`trace-tui verify --campaign DIR --release-dir DIR` compares them)"
                    if self.kind == "campaign" else "no campaign scores (verify a campaign to compare)")
-        self.query_one(Checklist).focus()
+        if not self.typed:
+            self.query_one(Checklist).focus()
+        # else typed and entered: the box keeps the keys (another path, or this one again; tab: the checklist)
 
     def _fill(self, selector: str, tables, empty: str) -> None:
         box = self.query_one(selector, VerticalScroll)

@@ -17,6 +17,10 @@ def short_hash(h: str, width: int = 12) -> str:
 class Checklist(LiteralTable):
     filterable = False  # the verify screen's own box filters the checklist (status, item, detail)
     noun = "checks"
+    # item, expected, actual and detail share the width and wrap: an empty hash column keeps only its
+    # title's width, and full hashes (w) fold instead of pushing actual and detail off the screen
+    wrap_column = (1, 2, 3, 4)
+    MIN_WRAP_WIDTH = 6
 
     def show(self, checks: tuple[CheckRow, ...], wide: bool = False) -> None:
         self.clear(columns=True)

@@ -7,10 +7,11 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Input, Static, Tab, Tabs
 
-from trace_tui.tui.progress import ProgressModel, SliceProgress, format_duration, format_rate
+from trace_tui.tui.progress import ProgressModel, SliceProgress, format_duration, format_rate, group_rate
 from trace_tui.tui.widgets.table import LiteralTable
 
 BAR_WIDTH = 6
+FILTER_SHOWN = 24  # characters of the filter the summary line repeats
 
 
 def bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
@@ -172,8 +173,7 @@ class ProgressGrid(Vertical):
 
     def _row_rate(self, model_name: str, bench: str) -> tuple[str, str]:
         cells = [c for (m, b, _), c in self.model.slices.items() if m == model_name and b == bench]
-        rates = [r for c in cells if (r := c.rate()) is not None]
-        rate = sum(rates) if rates else None
+        rate = group_rate(cells)  # a row's seeds may run one after another: never the sum of their rates
         left = sum(max(c.total - c.done, 0) for c in cells)
         eta = None if rate is None else left / rate
         if cells and left == 0:
@@ -202,6 +202,9 @@ class ProgressGrid(Vertical):
             text += (f"   ·   {cell.benchmark} seed {seed}: {cell.done:,}/{cell.total:,} "
                      f"{format_rate(cell.rate())} ETA {format_duration(cell.eta())}")
         if self.filter_text:
-            text += f"   ·   filter: {self.filter_text}"
+            # the box above the grid holds the whole text: a long one is named by its start and its length
+            shown = self.filter_text if len(self.filter_text) <= FILTER_SHOWN else (
+                f"{self.filter_text[:FILTER_SHOWN]}… ({len(self.filter_text):,} characters)")
+            text += f"   ·   filter: {shown}"
         self.query_one("#grid-summary", Static).update(text)
         model.dirty = False

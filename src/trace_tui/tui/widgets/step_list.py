@@ -22,17 +22,55 @@ class StepList(LiteralTable):
     # The steps stay in recipe order; `/` on the run screen filters the grid.
     filterable = False
     sortable = False
+    # the state wraps where the run screen cannot give the list its whole width: never "✓ already comple"
+    wrap_column = 1
+    MIN_WRAP_WIDTH = 10
+    reserve_scrollbar = False  # a few steps rarely need one: its room only once it shows
 
     def __init__(self, model: ProgressModel, **kwargs) -> None:
         super().__init__(cursor_type="row", **kwargs)
         self.model = model
         self._shown: dict[str, tuple] = {}
         self.images: dict[str, str] = {}  # step id -> its image and the hardware check's word on it
+        # a narrow terminal: one column, the state as its mark before the step (i: the state in words)
+        self.compact = False
 
     def on_mount(self) -> None:
-        self.add_column("step", key="step")
-        self.add_column("state", key="state")
+        self._add_columns()
         self.redraw()
+
+    def _add_columns(self) -> None:
+        self.add_column("step", key="step")
+        if not self.compact:
+            self.add_column("state", key="state")
+
+    def set_compact(self, compact: bool) -> None:
+        if compact == self.compact or not self.columns:
+            self.compact = compact
+            return
+        self.compact = compact
+        cursor = self.cursor_row
+        self.clear(columns=True)
+        self._add_columns()
+        self._shown = {}
+        self.redraw()
+        if self.row_count:
+            self.move_cursor(row=min(cursor, self.row_count - 1), animate=False)
+
+    def state_label(self, step) -> str:
+        progress = f" {step.done}/{step.total}" if step.total and step.state == "running" else ""
+        label = step.message if step.message == "already complete" else STATE_LABEL.get(step.state, step.state)
+        return f"{STATE_MARK.get(step.state, '?')} {label}{progress}"
+
+    def natural_width(self) -> int:
+        """The width that shows every step and state on one line (borders and padding included)."""
+        steps = list(self.model.steps.values())
+        ids = max([len("step"), *(len(s.id) for s in steps)])
+        frame = 2 + self.scrollbar_room()  # the borders either side, and the scrollbar if it shows
+        if self.compact:
+            return ids + 2 + 2 * self.cell_padding + frame
+        states = max([len("state"), *(len(self.state_label(s)) for s in steps)])
+        return ids + states + 4 * self.cell_padding + frame
 
     def redraw(self) -> None:
         if not self.columns:
@@ -41,27 +79,22 @@ class StepList(LiteralTable):
             return
         cells = {}
         for step in self.model.steps.values():
-            progress = f" {step.done}/{step.total}" if step.total and step.state == "running" else ""
-            label = STATE_LABEL.get(step.state, step.state)
-            if step.message == "already complete":
-                label = step.message
-            cells[step.id] = Text(f"{STATE_MARK.get(step.state, '?')} {label}{progress}",
-                                  style=STATE_STYLE.get(step.state, ""))
-        sigs = {k: (v.plain, str(v.style)) for k, v in cells.items()}
+            style = STATE_STYLE.get(step.state, "")
+            label = self.state_label(step)
+            if self.compact:
+                cells[step.id] = (Text(f"{label.split(' ', 1)[0]} {step.id}", style=style),)
+            else:
+                cells[step.id] = (step.id, Text(label, style=style))
+        sigs = {k: tuple((c.plain, str(c.style)) if isinstance(c, Text) else c for c in v) for k, v in cells.items()}
         if sigs == self._shown:
             return
-        if list(sigs) == list(self._shown) and all(len(sigs[k][0]) <= len(self._shown[k][0]) for k in sigs):
-            for key, cell in cells.items():
-                if sigs[key] != self._shown[key]:
-                    self.update_cell(key, "state", cell)
-        else:
-            # A new step or a longer label: rebuild the few rows, so the column is as wide as its widest label.
-            cursor = self.cursor_row
-            self.clear()
-            for key, cell in cells.items():
-                self.add_row(key, cell, key=key)
-            if self.row_count:
-                self.move_cursor(row=min(cursor, self.row_count - 1), animate=False)
+        # Rebuild the few rows (the wrapped column is laid out again anyway): the column is as wide as its widest label.
+        cursor = self.cursor_row
+        self.clear()
+        for key, row in cells.items():
+            self.add_row(*row, key=key)
+        if self.row_count:
+            self.move_cursor(row=min(cursor, self.row_count - 1), animate=False)
         self._shown = sigs
 
     def row_details(self, row: int) -> list[tuple[str, str]]:

@@ -1,7 +1,8 @@
 """The one table of the UI: strings shown literally, vim/less keys, `/` filter, `s` sort, and the row in full.
 
-A table may name a ``wrap_column``: that column takes the width the others leave and its text
-wraps onto as many lines as it needs (rows grow), so nothing in it is ever cut.
+A table may name a ``wrap_column`` (or several): those columns share the width the others leave and
+their text wraps onto as many lines as it needs (rows grow), so nothing in them is ever cut. A column
+whose text fits keeps its width; the last wrap column takes what is left over.
 
 Data (recipe titles, reasons, paths, model ids, log lines) often holds brackets such as
 ``[Visual Math]`` or ``[TRACE]``; a plain DataTable reads them as Rich markup and drops them.
@@ -95,9 +96,11 @@ class LiteralTable(DataTable):
     filterable: bool = True
     sortable: bool = True
     noun: str = "rows"
-    # this column wraps to the width the other columns leave (None: no column wraps)
-    wrap_column: int | None = None
+    # this column (or these) wrap to the width the other columns leave (None: no column wraps)
+    wrap_column: int | tuple[int, ...] | None = None
     MIN_WRAP_WIDTH = 16
+    # False: the wrap columns use the scrollbar's room until it shows (a table refitted often, or short)
+    reserve_scrollbar = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -121,7 +124,7 @@ class LiteralTable(DataTable):
         key = f"#{len(self.source)}" if key is None else key
         self._index[key] = len(self.source)
         self.source.append((cells, key))
-        if self.sort_column is not None or self.wrap_column is not None:
+        if self.sort_column is not None or self.wrap_columns:
             self._schedule_arrange()
         if not matches(cells, self.filter_text):
             return key
@@ -151,7 +154,7 @@ class LiteralTable(DataTable):
             cells, key = self.source[index]
             if column < len(cells):
                 self.source[index] = ((*cells[:column], value, *cells[column + 1:]), key)
-        if column == self.wrap_column:
+        if column in self.wrap_columns:
             self._schedule_arrange()
         elif row_key in self.rows:  # a row the filter hides now shows its new value when it comes back
             self._widths_may_grow |= update_width
@@ -190,21 +193,31 @@ class LiteralTable(DataTable):
         self._arranging = True
         try:
             super().clear(columns=False)
-            wrap = self._fit_wrap_column()
+            widths = self._fit_wrap_columns()
             for cells, key in arrange(self.source, self.filter_text, self.sort_column):
-                if wrap is None:
+                if not widths:
                     super().add_row(*cells, key=key)
                 else:
-                    lines = self._wrapped(cells, wrap)
-                    super().add_row(*lines, key=key, height=max(1, *(len(c.plain.split("\n")) for c in lines)))
+                    lines = self._wrapped(cells, widths)
+                    super().add_row(*lines, key=key, height=max(1, *(len(plain(c).split("\n")) for c in lines)))
         finally:
             self._arranging = False
+        marked = False
         for i, column in enumerate(self.ordered_columns):
             if i < len(self._labels):
                 mark = " ↓" if i == self.sort_column else ""
-                column.label = Text.assemble(self._labels[i], mark)
+                label = Text.assemble(self._labels[i], mark)
+                marked |= label.plain != column.label.plain
+                column.label = label
+                # room for the mark: a column as narrow as its title ("recipe") would cut it off
+                column.content_width = max(column.content_width, cell_len(label.plain))
         if current is not None and current in self.rows:
             self.move_cursor(row=self.get_row_index(current), animate=False)
+        if marked:
+            # The header is drawn from a cache that a new label does not drop: the sort mark (↓) showed only
+            # where a column's width changed as well.
+            self._require_update_dimensions = True
+            self.notify_style_update()
         self.refresh()
 
     def _schedule_arrange(self) -> None:
@@ -213,36 +226,68 @@ class LiteralTable(DataTable):
             self._resort_pending = True
             self.call_after_refresh(self._arrange)
 
-    def _fit_wrap_column(self) -> int | None:
-        """The wrap column's width now (the others sized to their widest cell), or None: no wrapping yet."""
+    @property
+    def wrap_columns(self) -> tuple[int, ...]:
         wc = self.wrap_column
-        columns = self.ordered_columns
-        if wc is None or wc >= len(columns) or not self.size.width:
-            return None
-        pad = 2 * self.cell_padding
-        others = 0
-        for i, column in enumerate(columns):
-            if i != wc:
-                widest = max((cell_len(line) for cells, _ in self.source if i < len(cells)
-                              for line in plain(cells[i]).split("\n")), default=0)
-                others += pad + max(widest, cell_len(self._labels[i].plain) if i < len(self._labels) else 0)
-        width = max(self.MIN_WRAP_WIDTH,
-                    self.size.width - others - pad - self.styles.scrollbar_size_vertical)
-        column = columns[wc]
-        column.auto_width, column.width = False, width
-        self._wrap_width = self.size.width
-        return width
+        return () if wc is None else (wc,) if isinstance(wc, int) else tuple(wc)
 
-    def _wrapped(self, cells: tuple[Any, ...], width: int) -> tuple[Any, ...]:
-        wc = self.wrap_column
-        if wc is None or wc >= len(cells):
-            return cells
-        cell = cells[wc] if isinstance(cells[wc], Text) else Text(plain(cells[wc]))
-        lines = cell.wrap(self.app.console, width, overflow="fold")
-        return (*cells[:wc], Text("\n").join(lines), *cells[wc + 1:])
+    def _widest(self, i: int) -> int:
+        """The widest line of column i (its label included), as added."""
+        widest = max((cell_len(line) for cells, _ in self.source if i < len(cells)
+                      for line in plain(cells[i]).split("\n")), default=0)
+        return max(widest, cell_len(self._labels[i].plain) if i < len(self._labels) else 0)
+
+    def _fit_wrap_columns(self) -> dict[int, int]:
+        """The wrap columns' widths now (the others sized to their widest cell), or {}: no wrapping yet.
+
+        The width the other columns leave is shared: a column narrower than its share keeps its own width
+        and leaves the rest to the others; the last wrap column takes whatever is left over."""
+        columns = self.ordered_columns
+        wrap = [i for i in self.wrap_columns if i < len(columns)]
+        if not wrap or not self.size.width:
+            return {}
+        pad = 2 * self.cell_padding
+        others = sum(pad + self._widest(i) for i in range(len(columns)) if i not in wrap)
+        left = self.size.width - others - pad * len(wrap) - self.scrollbar_room()
+        widths: dict[int, int] = {}
+        todo = sorted(wrap, key=self._widest)
+        while todo:
+            share = left // len(todo)
+            narrow = [i for i in todo if self._widest(i) <= share]
+            if not narrow:
+                break
+            for i in narrow:
+                widths[i] = self._widest(i)
+                left -= widths[i]
+            todo = [i for i in todo if i not in narrow]
+        if todo:  # these wrap: they share what is left
+            for n, i in enumerate(sorted(todo)):
+                widths[i] = max(self.MIN_WRAP_WIDTH, left // len(todo) + (left % len(todo) if n == 0 else 0))
+        else:  # every one fits: the last takes the rest of the width
+            widths[wrap[-1]] += max(0, left)
+        for i, width in widths.items():
+            columns[i].auto_width, columns[i].width = False, width
+        self._wrap_width = self.size.width
+        return widths
+
+    def scrollbar_room(self) -> int:
+        """The columns kept for the vertical scrollbar when the wrap columns are fitted: kept even before it
+        shows (rows that grow by wrapping may bring it), unless the table says it is refitted when it shows."""
+        return self.styles.scrollbar_size_vertical if self.reserve_scrollbar else self.scrollbar_size_vertical
+
+    def _wrapped(self, cells: tuple[Any, ...], widths: dict[int, int]) -> tuple[Any, ...]:
+        out = list(cells)
+        for i, width in widths.items():
+            if i >= len(out):
+                continue
+            cell = out[i] if isinstance(out[i], Text) else Text(plain(out[i]))
+            if cell_len(cell.plain) <= width and "\n" not in cell.plain:
+                continue  # fits: kept as it is (and as fast)
+            out[i] = Text("\n").join(cell.wrap(self.app.console, width, overflow="fold"))
+        return tuple(out)
 
     def on_resize(self, event: events.Resize) -> None:
-        if self.wrap_column is not None and self.source and event.size.width != self._wrap_width:
+        if self.wrap_columns and self.source and event.size.width != self._wrap_width:
             self.call_after_refresh(self._arrange)
 
     def _cursor_key(self) -> Any:
