@@ -297,3 +297,17 @@ def test_a_log_file_that_is_a_fifo_is_one_line_at_once(tmp_path, trace_release_d
     proc = subprocess.run([sys.executable, "-m", "trace_tui", "verify", "--release-dir", str(trace_release_dir),
                            "--log-file", str(fifo)], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and f"--log-file {fifo}: not a regular file" in proc.stderr
+
+
+def test_the_tables_tab_reads_no_results_through_a_link_out(tmp_path, trace_release_dir):
+    """The TUI's Tables tab (ReleaseVerification.tables) reads as verify reads."""
+    release = copy_release(tmp_path / "release")
+    outside = tmp_path / "outside-validation.json"
+    target = release / "rlvr/evaluation/trace_validation/results.v1.json"
+    outside.write_bytes(target.read_bytes())
+    target.unlink()
+    target.symlink_to(outside)
+    result = verify_release(release)
+    original = [c for c in result.checks if c.group in ("results", "aggregates")]
+    assert original and all(c.status == "passed" for c in original)  # the results themselves are fine
+    assert result.tables == []

@@ -99,8 +99,10 @@ class ReleaseVerification(Record):
         if any(c.status != "passed" for c in self.checks if c.group in ("results", "aggregates")):
             return []
         try:
-            from trace_tui.verify.tables import as_simple_tables, release_tables
+            from trace_tui.verify.release import checked_release_tables
+            from trace_tui.verify.tables import as_simple_tables
 
-            return as_simple_tables(release_tables(Path(self.release_dir)))
+            # verify's reader first: never a results file through a link out of the release, a FIFO, ...
+            return as_simple_tables(checked_release_tables(Path(self.release_dir)))
         except Exception:  # noqa: BLE001 - a view extra; the checklist already says what is wrong
             return []
