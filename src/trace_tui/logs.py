@@ -74,9 +74,10 @@ def configure(fmt: str = "console", *, log_file: Path | None = None, stream: Tex
 
         try:
             log_file.parent.mkdir(parents=True, exist_ok=True)
-            # never a FIFO or a device: opening a FIFO waits for a reader that may never come
-            if log_file.exists() and not log_file.is_file():
-                raise UsageError(f"--log-file {log_file}: not a regular file", hint="name a file to append log lines to")
+            # never a FIFO: opening one waits for a reader that may never come (/dev/null and the like are fine)
+            if log_file.is_fifo():
+                raise UsageError(f"--log-file {log_file}: a FIFO, which would wait for a reader",
+                                 hint="name a file to append log lines to")
             log_handle = open(log_file, "a", encoding="utf-8")  # noqa: SIM115 - lives for the process
         except OSError as exc:
             raise UsageError(f"--log-file {log_file}: cannot be written ({exc.strerror or exc})",
