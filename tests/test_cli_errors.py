@@ -184,3 +184,65 @@ def test_help_is_wrapped_to_the_terminal_width(columns: str) -> None:
         widths = [len(line) for line in out.stdout.splitlines()]
         assert max(widths) <= int(columns) - 2
         assert max(widths) > int(columns) - 20  # wrapped at that width, not at a fixed 80
+
+
+# --------------------------------------------------------------------------- flags that did nothing, or too much
+
+SLURM_FLAGS = [["--dry-run"], ["--no-wait"], ["--shard-by", "seed"], ["--partition", "p"], ["--account", "a"],
+               ["--gpus-per-node", "1"], ["--time", "10"], ["--max-parallel", "2"]]
+
+
+@pytest.mark.parametrize("flag", SLURM_FLAGS, ids=lambda f: f[0])
+def test_a_slurm_flag_without_the_slurm_scheduler_is_refused_before_anything_runs(tmp_path: Path, flag) -> None:
+    """`--dry-run` without `--scheduler slurm` once started a real run (in Docker, where it is the default)."""
+    camp = tmp_path / "c"
+    line = one_line(cli("--home", str(tmp_path / "home"), "--recipe", "demo", *flag, "--yes", "--runtime", "local",
+                        "--campaign", str(camp)), 2, flag[0], "--scheduler slurm")
+    assert "not on Slurm" in line
+    assert not camp.exists()
+
+
+def test_a_slurm_flag_before_a_subcommand_is_refused(tmp_path: Path) -> None:
+    one_line(cli("--dry-run", "recipes", "--home", str(tmp_path / "home")), 2, "--dry-run", "recipes")
+
+
+def test_home_and_log_file_before_the_subcommand_apply(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """`trace-tui --home X preview ...` used $TRACE_TUI_HOME, and `--log-file F verify ...` wrote no F."""
+    from trace_tui.cli import main
+
+    monkeypatch.setenv("TRACE_TUI_HOME", str(tmp_path / "env-home"))
+    assert main(["--home", str(tmp_path / "given"), "preview", "--recipe", "demo"]) == 0
+    out = capsys.readouterr().out
+    assert f"{tmp_path / 'given'}/campaigns/" in out and "env-home" not in out
+    # given after the subcommand too: the later one stands
+    assert main(["--home", str(tmp_path / "given"), "preview", "--home", str(tmp_path / "after"),
+                 "--recipe", "demo"]) == 0
+    assert f"{tmp_path / 'after'}/campaigns/" in capsys.readouterr().out
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    assert main(["--home", str(a_file), "recipes"]) == 2
+    assert str(a_file) in capsys.readouterr().err
+    log = tmp_path / "top.log"
+    code = main(["--log-file", str(log), "--log-format", "json", "verify", "--release-dir",
+                 str(Path(__file__).resolve().parents[2] / "shared" / "trace-release")])
+    assert code in (0, 1) and log.is_file() and log.stat().st_size > 0
+
+
+def test_a_repeated_seed_model_or_benchmark_is_a_usage_error() -> None:
+    """`--seeds 42 42` ran, while the same repeat in a recipe file is refused (exit 2)."""
+    for argv in (["preview", "--recipe", "full", "--seeds", "42", "42"],
+                 ["preview", "--recipe", "demo", "--models", "tiny-qwen2.5-vl", "tiny-qwen2.5-vl"],
+                 ["preview", "--recipe", "demo", "--benchmarks", "counting", "counting"]):
+        line = one_line(cli(*argv), 2, argv[-3], "given twice")
+        assert argv[-1] in line
+
+
+def test_narrowing_flags_without_a_recipe_are_refused_by_hw() -> None:
+    one_line(cli("hw", "--models", "nope", "--seeds", "99"), 2, "--models", "--recipe")
+
+
+def test_a_huge_flag_value_is_cut_in_the_error_line() -> None:
+    out = cli("preview", "--recipe", "demo", "--models", "a" * 100_000)
+    line = one_line(out, 2, "--models", "100000 characters")
+    assert len(line) < 400 and "…" in line

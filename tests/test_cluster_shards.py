@@ -274,3 +274,46 @@ def test_array_tasks_slurm_lists_under_the_array_record_take_its_state() -> None
     assert states["8_3"].reason == "JobArrayTaskLimit"
     fill_array_tasks(states, "9", ["0"])  # an array Slurm no longer lists: nothing is made up
     assert "9_0" not in states
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--time", "1:00\necho INJECTED"), ("--time", "abc"), ("--time", "1-2-3"), ("--time", "10 #x"),
+    ("--partition", "gpu\necho INJECTED"), ("--partition", "a b"), ("--account", "a b;echo x"),
+    ("--account", "x\ry"), ("--account", "$(id)")])
+def test_slurm_options_that_are_not_slurm_values_never_reach_a_script(tmp_path, flag, value):
+    """Slurm's values were pasted into `#SBATCH` lines unchecked: a newline started a line of shell."""
+    camp = tmp_path / "c"
+    proc = subprocess.run([sys.executable, "-m", "trace_tui", "--home", str(tmp_path), "--recipe", "demo",
+                           "--scheduler", "slurm", "--dry-run", "--campaign", str(camp), flag, value],
+                          capture_output=True, text=True)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith(f"trace-tui: error: {flag} {value!r}"[:60]), lines[0]
+    assert not (camp / "slurm").exists()
+
+
+def test_slurm_values_slurm_takes_are_written(tmp_path):
+    camp = tmp_path / "c"
+    proc = subprocess.run([sys.executable, "-m", "trace_tui", "--home", str(tmp_path), "--recipe", "demo",
+                           "--scheduler", "slurm", "--dry-run", "--campaign", str(camp), "--time", "2-00:00:00",
+                           "--partition", "gpu,debug", "--account", "my_lab.x-1"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    text = (camp / "slurm" / "shards.sbatch").read_text()
+    assert "#SBATCH --time=2-00:00:00\n" in text and "#SBATCH --partition=gpu,debug\n" in text
+    assert "#SBATCH --account=my_lab.x-1\n" in text
+    for minutes in ("30", "90:00", "12:00:00", "1-12", "UNLIMITED"):
+        from trace_tui.engine.cluster import SLURM_TIME
+
+        assert SLURM_TIME.fullmatch(minutes), minutes
+
+
+def test_a_campaign_path_a_batch_script_cannot_hold_is_refused(tmp_path):
+    """The campaign's path goes into `#SBATCH --output=` and a double-quoted shell word."""
+    for name in ('a"b', "a$b", "a\nb", "a b", "a%b"):
+        camp = tmp_path / name
+        proc = subprocess.run([sys.executable, "-m", "trace_tui", "--home", str(tmp_path), "--recipe", "demo",
+                               "--scheduler", "slurm", "--dry-run", "--campaign", str(camp)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 2 and "--campaign" in proc.stderr and "Slurm batch script" in proc.stderr, \
+            (name, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and not camp.exists()

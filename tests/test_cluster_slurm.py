@@ -128,7 +128,8 @@ def test_the_demo_on_slurm_matches_one_node_after_a_cancelled_task_is_resumed(sl
     assert verify.returncode == 0, verify.stdout[-3000:]
     res = json.loads(verify.stdout)
     assert res["ok"] and res["counts"].get("failed", 0) == 0 and res["counts"]["passed"] > 0
-    assert {c["subject"].split(":")[0] for c in res["checks"]} == {"shards/seed-42", "shards/seed-43"}
+    # every shard's checks, and the parent's own recipe.json (its configuration hash recomputed)
+    assert {c["subject"].split(":")[0] for c in res["checks"]} == {"shards/seed-42", "shards/seed-43", "recipe.json"}
     status = json.loads(trace_tui("status", "--campaign", str(camp), "--json").stdout)
     assert status["complete"] and all(s["slurm_state"] == "COMPLETED" for s in status["shards"])
     home, baseline = single_node

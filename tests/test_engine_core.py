@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_engine_support import REPO, content_of, make_recipe, resolved_for, selftest_step, stop_a_worker_holding_scratch
+from test_engine_support import (REPO, content_of, make_recipe, rederived, resolved_for, selftest_step,
+                                 stop_a_worker_holding_scratch)
 
 from trace_tui.campaign_files.state import JobRecord
 from trace_tui.engine.campaign import Campaign
@@ -501,8 +502,8 @@ def test_verify_checks_release_pins(tmp_path: Path) -> None:
     base = resolved_for(recipe)
 
     def with_model(model) -> ResolvedRecipe:
-        return base.model_copy(update={"models": [model],
-                                       "slices": [SliceKey(model=pin.id, seed=42, benchmark="t1")]})
+        return rederived(base.model_copy(update={"models": [model],
+                                                "slices": [SliceKey(model=pin.id, seed=42, benchmark="t1")]}))
 
     assert run_campaign(tmp_path, with_model(pin))[0].exit_code == 0
     res = verify_campaign(tmp_path / "c")

@@ -14,7 +14,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from trace_tui.recipe_schema import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step
+from trace_tui.common.digest import sha256_json
+from trace_tui.recipe_schema import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step, config_data
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_IMAGE = "trace-tui/engine-test:latest"
@@ -48,10 +49,22 @@ def resolved_for(recipe: Recipe, *, models: list[str] = ("tiny-a",), seeds: list
     settings = settings or {"max_tokens": 8}
     data = {"recipe": recipe.model_dump(mode="json"), "models": list(models), "seeds": list(seeds),
             "benchmarks": benchmarks, "settings": settings}
-    sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()  # names the run, as it always has
+    # the configuration's hash as trace_tui.recipes computes it: `verify --campaign` recomputes it from recipe.json
+    config = sha256_json(config_data(recipe, "demo", None, ms, list(seeds), bs, settings, None, {}))
     return ResolvedRecipe(recipe=recipe, suite="demo", models=ms, seeds=list(seeds), benchmarks=bs,
                           settings=settings, slices=slices, rows_total=sum(benchmarks[s.benchmark] for s in slices),
-                          config_sha256=sha, run_tag=f"{recipe.name}-{sha[:12]}")
+                          config_sha256=config, run_tag=f"{recipe.name}-{sha[:12]}")
+
+
+def rederived(resolved: ResolvedRecipe) -> ResolvedRecipe:
+    """RESOLVED after a model_copy changed its selection: its rows_total and config_sha256 again from its
+    content, as trace_tui.recipes derives them (`verify --campaign` derives them again from recipe.json)."""
+    rows = {b.key: b.rows for b in resolved.benchmarks}
+    config = config_data(resolved.recipe, resolved.suite, resolved.suite_sha256, resolved.models, resolved.seeds,
+                         resolved.benchmarks, resolved.settings, resolved.training, resolved.store_entries)
+    return resolved.model_copy(update={"rows_total": sum(rows[x.benchmark] for x in resolved.slices),
+                                       "config_sha256": sha256_json(config)})
 
 
 def content_of(campaign: Path) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from fixtures_evaluator import copy_checkout, install_stand_in, stand_in_env
+from test_engine_support import rederived
 from test_external_prepare import fill_store, prepared_dataset_view
 
 from trace_tui.engine.campaign import Campaign
@@ -63,10 +64,10 @@ def run_full(tmp: Path, release_dir: Path, checkout: Path, name: str, shift: flo
         model, folder = local
         store.import_local(model.store_entry, folder)
         scores.update({f"{model.id}/{s}/{b.key}": 33.0 for s in LOCK.trace_eval.seeds for b in LOCK.trace_eval.benchmarks})
-        resolved = resolved.model_copy(update={
+        resolved = rederived(resolved.model_copy(update={
             "models": [*resolved.models, model],
             "slices": [*resolved.slices, *(SliceKey(model=model.id, seed=s, benchmark=b.key)
-                                          for s in resolved.seeds for b in resolved.benchmarks)]})
+                                          for s in resolved.seeds for b in resolved.benchmarks)]}))
     spec = tmp / f"fake-{name}.json"
     # finished slices without their per-row files (their summaries carry the rows): far fewer files
     spec.write_text(json.dumps({"rows": rows or {}, "scores": scores, "row_files": False}))

@@ -176,7 +176,8 @@ def selftest_resolved(name: str = "tuitest", *, rows: int = 6, delay: float = 0.
     import hashlib
     import json
 
-    from trace_tui.recipe_schema import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step
+    from trace_tui.common.digest import sha256_json
+    from trace_tui.recipe_schema import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step, config_data
 
     benchmarks = benchmarks or {"t1": rows, "t2": rows}
     args = ["--delay", str(delay)] if delay else []
@@ -195,9 +196,11 @@ def selftest_resolved(name: str = "tuitest", *, rows: int = 6, delay: float = 0.
                     demo_tasks=[{"key": k, "rows": n} for k, n in benchmarks.items()], steps=steps)
     slices = [SliceKey(model=m, seed=s, benchmark=b) for m in models for s in seeds for b in benchmarks]
     data = {"recipe": recipe.model_dump(mode="json"), "seeds": list(seeds), "benchmarks": benchmarks}
-    sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-    return ResolvedRecipe(recipe=recipe, suite="demo", models=ms, seeds=list(seeds),
-                          benchmarks=[BenchmarkRef(key=k, rows=n) for k, n in benchmarks.items()],
+    sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()  # names the run, as it always has
+    refs = [BenchmarkRef(key=k, rows=n) for k, n in benchmarks.items()]
+    # the configuration's hash as trace_tui.recipes computes it: `verify --campaign` recomputes it from recipe.json
+    config = sha256_json(config_data(recipe, "demo", None, ms, list(seeds), refs, {"max_tokens": 8}, None, {}))
+    return ResolvedRecipe(recipe=recipe, suite="demo", models=ms, seeds=list(seeds), benchmarks=refs,
                           settings={"max_tokens": 8}, slices=slices,
                           rows_total=sum(benchmarks[s.benchmark] for s in slices),
-                          config_sha256=sha, run_tag=f"{name}-{sha[:12]}")
+                          config_sha256=config, run_tag=f"{name}-{sha[:12]}")

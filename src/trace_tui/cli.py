@@ -57,18 +57,111 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(ExitCode.USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
+MAX_ID = 200  # characters of a model id or benchmark key; release ids are under 40
+
+
+def short(value: Any, limit: int = 80) -> str:
+    """VALUE as an error line may echo it: its repr, cut to ``limit`` characters with "…"."""
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[:limit] + "…"
+
+
+def selection_id(text: str) -> str:
+    """An argparse type: a model id or benchmark key (an error line echoes only the start of a long one)."""
+    if len(text) > MAX_ID:
+        raise argparse.ArgumentTypeError(f"{short(text)} ({len(text)} characters) is too long to be an id")
+    return text
+
+
+def non_empty(text: str) -> str:
+    """An argparse type: a value that is not empty (an empty --campaign would silently mean the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give a value, not an empty string")
+    return text
+
+
+class _Distinct(argparse.Action):
+    """A list option whose values may not repeat (`--seeds 42 42` would run nothing twice: it is a mistake)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        seen: set[Any] = set()
+        for value in values:
+            if value in seen:
+                parser.error(f"argument {option_string}: {short(value)} is given twice")
+            seen.add(value)
+        setattr(namespace, self.dest, list(values))
+
+
 def add_recipe_selection(p: argparse.ArgumentParser) -> None:
     """--models/--seeds/--benchmarks: every command that takes --recipe narrows with these."""
-    p.add_argument("--models", nargs="+", metavar="MODEL", help="only these models (release model ids)")
-    p.add_argument("--seeds", nargs="+", type=int, metavar="SEED", help="only these seeds")
-    p.add_argument("--benchmarks", nargs="+", metavar="KEY", help="only these benchmarks (suite keys)")
+    p.add_argument("--models", nargs="+", type=selection_id, action=_Distinct, metavar="MODEL",
+                   help="only these models (release model ids)")
+    p.add_argument("--seeds", nargs="+", type=int, action=_Distinct, metavar="SEED", help="only these seeds")
+    p.add_argument("--benchmarks", nargs="+", type=selection_id, action=_Distinct, metavar="KEY",
+                   help="only these benchmarks (suite keys)")
 
 
-def add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--home", metavar="DIR", help="trace-tui home for this command (default $TRACE_TUI_HOME)")
-    p.add_argument("--log-format", choices=("console", "json"), default="console",
-                   help="log lines for people (console) or machines (json)")
-    p.add_argument("--log-file", metavar="FILE", help="also write JSON log lines to FILE")
+GLOBAL_OPTIONS = ("home", "log_format", "log_file")
+
+
+class _GlobalOption(argparse.Action):
+    """--home/--log-format/--log-file given before a subcommand, kept aside as well: a subcommand's parser
+    copies its own defaults over the namespace after the top level's values were stored."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"_global_{self.dest}", values)
+
+
+def add_common(p: argparse.ArgumentParser, *, top: bool = True) -> None:
+    """--home/--log-format/--log-file; below the top level (``top=False``) they default to nothing, so that
+    a value given before the subcommand stands unless the subcommand's own overrides it."""
+    keep = {} if top else {"default": argparse.SUPPRESS}
+    action = _GlobalOption if top else "store"
+    p.add_argument("--home", metavar="DIR", action=action, help="trace-tui home for this command "
+                                                                "(default $TRACE_TUI_HOME)", **keep)
+    p.add_argument("--log-format", choices=("console", "json"), action=action,
+                   help="log lines for people (console) or machines (json)", **({"default": "console"} | keep))
+    p.add_argument("--log-file", metavar="FILE", action=action, help="also write JSON log lines to FILE", **keep)
+
+
+def apply_global_options(args: argparse.Namespace) -> None:
+    """A --home/--log-format/--log-file given before the subcommand, where the subcommand's parsers left none."""
+    for dest in GLOBAL_OPTIONS:
+        given = getattr(args, f"_global_{dest}", None)
+        if given is not None and getattr(args, dest, None) is None:
+            setattr(args, dest, given)
+
+
+# The Slurm options: on a run without `--scheduler slurm` they would do nothing (and --dry-run would run).
+SLURM_ONLY = (("--dry-run", "dry_run"), ("--no-wait", "no_wait"), ("--shard-by", "shard_by"),
+              ("--partition", "partition"), ("--account", "account"), ("--gpus-per-node", "gpus_per_node"),
+              ("--time", "time"), ("--max-parallel", "max_parallel"))
+# Commands whose --models/--seeds/--benchmarks narrow their --recipe and do nothing without one.
+NARROWS_ONLY_A_RECIPE = ("hw",)
+
+
+def refuse_idle_flags(args: argparse.Namespace) -> None:
+    """A flag that would be silently ignored is a usage error naming it (exit 2)."""
+    from trace_tui.errors import UsageError
+
+    command = getattr(args, "command", None)
+    given = next((flag for flag, dest in SLURM_ONLY if getattr(args, dest, None) not in (None, False)), None)
+    if command is not None and getattr(args, "scheduler", "none") == "slurm":
+        given = "--scheduler slurm"
+    if given is not None and command is not None:  # the Slurm options are the top level's, for a run
+        raise UsageError(f"{given} goes with a run (`trace-tui --recipe NAME --scheduler slurm ...`), "
+                         f"not with `{command}`", hint="leave out " + given)
+    if given is not None and getattr(args, "scheduler", "none") != "slurm":
+        raise UsageError(f"{given} is a Slurm option and this run is not on Slurm",
+                         hint="add --scheduler slurm, or leave out " + given)
+    if command in NARROWS_ONLY_A_RECIPE and not getattr(args, "recipe", None):
+        given = next((f"--{name}" for name in ("models", "seeds", "benchmarks") if getattr(args, name, None)), None)
+        if given is not None:
+            raise UsageError(f"{command} {given}: narrows a recipe, and no --recipe is given",
+                             hint=f"add --recipe NAME, or leave out {given}")
 
 
 def add_scheduler(parser: argparse.ArgumentParser) -> None:
@@ -116,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _command_parser(name: str, p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The arguments of command NAME added to its (so far bare) parser, once."""
     if p.get_default("_module") is None:
-        add_common(p)
+        add_common(p, top=False)
         mod = importlib.import_module(f"trace_tui.commands.{COMMANDS[name][0]}")
         mod.add_arguments(p)
         p.set_defaults(_module=mod)
@@ -149,7 +242,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    apply_global_options(args)
     try:
+        refuse_idle_flags(args)
         return _dispatch(args)
     except TraceTuiError as exc:
         print(f"trace-tui: error: {exc.line()}", file=sys.stderr)

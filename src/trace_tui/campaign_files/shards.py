@@ -14,9 +14,10 @@ own), per model for the TRACE validation, per seed for the demo.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from trace_tui.errors import UsageError
 
@@ -25,6 +26,9 @@ SHARD_BY: tuple[str, ...] = ("model-seed", "model", "seed")
 DEFAULT_SHARD_BY: dict[str, str] = {"trace_eval": "model-seed", "trace_validation": "model", "demo": "seed"}
 PLAN_FILE = "shards.json"
 SHARDS_DIR = "shards"
+# A shard id names its folder PARENT/shards/ID: one plain name (what _safe makes), never `..`, a `/` or a NUL,
+# so a plan read back from disk cannot point a reader at a campaign outside the parent.
+SHARD_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")  # 255: the longest name a folder can have
 
 
 class Shard(BaseModel):
@@ -36,6 +40,13 @@ class Shard(BaseModel):
     seeds: list[int]
     slices: list[str]  # MODEL/SEED/BENCHMARK ids
     rows_total: int
+
+    @field_validator("id")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if not SHARD_ID.fullmatch(value):
+            raise ValueError("a shard id is one plain folder name (letters, digits, _ . -; no / or ..)")
+        return value
 
     @property
     def dir(self) -> str:
@@ -59,6 +70,17 @@ class ShardPlan(BaseModel):
     slices: list[str]
     rows_total: int
     shards: list[Shard]
+
+    @model_validator(mode="after")
+    def _distinct(self) -> "ShardPlan":
+        ids = [s.id for s in self.shards]
+        twice = next((i for i in ids if ids.count(i) > 1), None)
+        if twice is not None:  # two shards would share one folder
+            raise ValueError(f"shard id {twice!r} is used twice")
+        indices = [s.index for s in self.shards]
+        if len(set(indices)) != len(indices):
+            raise ValueError("two shards have the same array index")
+        return self
 
     def shard(self, shard_id: str) -> Shard:
         for s in self.shards:
@@ -98,6 +120,9 @@ def plan_shards(resolved: Any, shard_by: str | None = None, *, narrowed_benchmar
     rows = {b.key: b.rows for b in resolved.benchmarks}
     shards = []
     for index, (sid, ms, ss) in enumerate(groups):
+        if not SHARD_ID.fullmatch(sid):  # a model id too long to name a folder
+            raise UsageError(f"shard {sid[:80]!r}… cannot name a folder (more than 255 characters)",
+                             hint="give the model a shorter id")
         slices = [x for x in resolved.slices if x.model in ms and x.seed in ss]
         shards.append(Shard(index=index, id=sid, models=ms, seeds=ss, slices=[x.id for x in slices],
                             rows_total=sum(rows[x.benchmark] for x in slices)))

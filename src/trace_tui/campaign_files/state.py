@@ -1,15 +1,18 @@
 """A campaign's state database, read-only: its schema, the slice and job records, and the readers
-that `status`, `verify --campaign` and the engine share (trace_tui.engine.campaign writes it)."""
+that `status`, `verify --campaign` and the engine share (trace_tui.engine.campaign writes it); and the
+one safe way those readers open a campaign's small JSON files (campaign.json, shards.json, ...)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from trace_tui.errors import UsageError
+from trace_tui.errors import CheckFailed, UsageError
 
 
 STEP_SLICE = "_step"  # the slice name of a job that covers a whole step
@@ -122,6 +125,98 @@ def _drop_torn_tail(path: Path) -> None:
         fh.truncate(size - len(tail) + cut + 1 if cut >= 0 else (0 if size <= 65536 else size))
 
 
+# --------------------------------------------------------------------------- campaign files, read safely
+
+MIB = 1024 * 1024
+TOO_LONG = 80  # characters of a value an error line echoes
+
+
+def cut(value: Any, limit: int = TOO_LONG) -> str:
+    """``repr(value)``, cut to ``limit`` characters with "…" (an error line stays one readable line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+class UnsafeFile(CheckFailed):
+    """A campaign file that is not a regular file of a sane size in its own folder: it was not read."""
+
+
+def read_campaign_file(path: Path, *, limit: int) -> bytes:
+    """The bytes of a file trace-tui wrote into a campaign: only a regular file (a link only to one in the
+    same folder), at most ``limit`` bytes (trace_tui.common.safe_read: a FIFO would block the reader
+    forever, /dev/zero would grow it without bound). Raises FileNotFoundError when absent and UnsafeFile,
+    one line naming the file, otherwise."""
+    from trace_tui.common.safe_read import Folder, NotRead
+
+    path = Path(path)
+    try:
+        data = Folder(path.parent, name=str(path.parent)).read(path.name, limit)
+    except NotRead as exc:
+        raise UnsafeFile(f"{path}: {exc.reason}",
+                         hint="trace-tui writes a regular file there: remove it and run the command that writes "
+                              "it again") from None
+    if data is None:
+        raise FileNotFoundError(path)
+    return data
+
+
+def read_campaign_json(path: Path, *, limit: int) -> Any:
+    """A campaign's JSON file (read_campaign_file's rules), parsed; UnsafeFile naming it when it is not JSON."""
+    data = read_campaign_file(path, limit=limit)
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise UnsafeFile(f"{path}: nested too deeply to be a file trace-tui wrote") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise UnsafeFile(f"{path}: not valid JSON ({exc})") from None
+
+
+def validation_problem(exc: Any) -> str:
+    """A pydantic ValidationError as one short phrase naming the first field and its value."""
+    errors = exc.errors()
+    if not errors:
+        return str(exc).splitlines()[0]
+    first = errors[0]
+    field = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p))
+                    for i, p in enumerate(first.get("loc", ()))) or "the top level"
+    msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    if first.get("type") == "missing":
+        return f"{field} is missing{more}"
+    return f"{field} = {cut(first.get('input'))}: {msg}{more}"
+
+
+# The files next to the database that its readers open after it (SQLite the -wal and -shm, `status` the
+# runner's lock): a FIFO there would block them forever, so each must be a regular file or absent.
+STATE_FILES = ("state.sqlite", "state.sqlite-wal", "state.sqlite-shm", ".lock")
+
+
+def check_state_files(path: Path) -> None:
+    """UsageError naming the first of STATE_FILES in PATH that exists but is not a regular file."""
+    for name in STATE_FILES:
+        where = Path(path) / name
+        try:
+            mode = os.lstat(where).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"{where}: unreadable ({exc.strerror or exc})") from None
+        if not stat.S_ISREG(mode):
+            raise UsageError(f"{where}: {file_kind(mode)}, not a file; the campaign's state was not read",
+                             hint=f"trace-tui writes a regular file there: remove it (`rm {where}`) and run the "
+                                  "recipe on this campaign again")
+
+
 def connect_readonly(path: Path) -> sqlite3.Connection:
     """Open a campaign's state without writing anything (status, verify).
 
@@ -130,9 +225,10 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
     complete by itself and is opened immutable, so that looking creates no -wal/-shm files.
     """
     db = Path(path) / "state.sqlite"
-    if not db.is_file():
+    if not os.path.lexists(db):
         raise UsageError(f"{path} is not a campaign (no state.sqlite)",
                          hint="give the directory a `trace-tui --recipe` run printed")
+    check_state_files(Path(path))
     wal = db.with_name(db.name + "-wal").exists()
     uri = f"file:{db}?mode=ro" if wal else f"file:{db}?immutable=1"
     try:

@@ -12,7 +12,10 @@ import argparse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--campaign", required=True, metavar="DIR", help="the parent campaign directory (has shards.json)")
+    from trace_tui.cli import non_empty
+
+    p.add_argument("--campaign", required=True, type=non_empty, metavar="DIR",
+                   help="the parent campaign directory (has shards.json)")
 
 
 def run(args: argparse.Namespace) -> int:

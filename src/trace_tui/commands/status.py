@@ -4,14 +4,35 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 
+# --watch: below this a reader polls the database in a busy loop; above it, "watch" is not watching.
+WATCH_MIN_S = 0.2
+WATCH_MAX_S = 86_400.0
+
+
+def watch_seconds(text: str) -> float:
+    """An argparse type: --watch's seconds, a finite number from WATCH_MIN_S to WATCH_MAX_S."""
+    from trace_tui.cli import short
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{short(text)} is not a number of seconds") from None
+    if not math.isfinite(value) or not WATCH_MIN_S <= value <= WATCH_MAX_S:
+        raise argparse.ArgumentTypeError(f"{short(text)}: give {WATCH_MIN_S:g} to {WATCH_MAX_S:g} seconds")
+    return value
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--campaign", required=True, metavar="DIR", help="the campaign directory")
+    from trace_tui.cli import non_empty
+
+    p.add_argument("--campaign", required=True, type=non_empty, metavar="DIR", help="the campaign directory")
     p.add_argument("--json", action="store_true", help="one JSON object (with --watch: one per line)")
-    p.add_argument("--watch", type=float, metavar="N", help="print again every N seconds until complete or Ctrl-C")
+    p.add_argument("--watch", type=watch_seconds, metavar="N",
+                   help=f"print again every N seconds ({WATCH_MIN_S:g} to {WATCH_MAX_S:g}) until complete or Ctrl-C")
     p.add_argument("--fail-if-incomplete", action="store_true", help="exit 1 unless every job is complete")
 
 
@@ -19,13 +40,10 @@ def run(args: argparse.Namespace) -> int:
     from trace_tui.campaign_files.shard_files import is_sharded
     from trace_tui.engine.cluster_status import cluster_status, render_cluster_status
     from trace_tui.engine.status import campaign_status, render_status
-    from trace_tui.errors import UsageError
 
     # a Slurm campaign: its shards plus squeue/sacct
     status_of, render = ((cluster_status, render_cluster_status) if is_sharded(args.campaign)
                          else (campaign_status, render_status))
-    if args.watch is not None and args.watch <= 0:
-        raise UsageError(f"--watch {args.watch}: give a positive number of seconds")
     try:
         while True:
             st = status_of(args.campaign)

@@ -21,6 +21,7 @@ trace_tui.engine.cluster_status.
 from __future__ import annotations
 
 import dataclasses
+import re
 import shlex
 import sys
 import time
@@ -29,7 +30,8 @@ from typing import Any
 
 from trace_tui.common.atomic import atomic_write_json
 from trace_tui.campaign_files.recipe_file import RECIPE_FILE, read_campaign_recipe
-from trace_tui.campaign_files.shard_files import MERGED_FILE, is_sharded, read_plan
+from trace_tui.campaign_files.shard_files import MERGED_FILE, is_sharded, merged_problem, read_plan, shard_dir
+from trace_tui.campaign_files.state import cut
 from trace_tui.campaign_files.shards import PLAN_FILE, Shard, ShardPlan, coverage_problems, plan_shards, shard_arguments
 from trace_tui.engine.cluster_status import (
     ACTIVE,
@@ -66,9 +68,9 @@ def merge_campaign(parent: Path | str) -> dict[str, Any]:
         raise CheckFailed(f"{parent / PLAN_FILE}: {problems[0]}")
     entries = []
     for shard in plan.shards:
-        where = parent / shard.dir
-        if not (where / "state.sqlite").is_file():
-            raise CheckFailed(f"shard {shard.id} has not started ({where})",
+        where = shard_dir(parent, shard)
+        if where is None or not (where / "state.sqlite").exists():
+            raise CheckFailed(f"shard {shard.id} has not started ({parent / shard.dir})",
                               hint="run the same `--scheduler slurm` command again to resubmit it")
         meta, _steps, jobs, subs = read_snapshot(where)
         unfinished = [j for j in jobs if j.state != "completed"] + [x for x in subs if x.state != "completed"]
@@ -233,6 +235,42 @@ class Submitted:
                 + f"; merge job {r['merge_job']}, verify job {r['verify_job']}")
 
 
+# What goes into an `#SBATCH` line unquoted (Slurm reads the line up to its end: a newline in a value would
+# start a line of shell). Slurm's time formats: MINUTES, MINUTES:SECONDS, HOURS:MINUTES:SECONDS, DAYS-HOURS,
+# DAYS-HOURS:MINUTES, DAYS-HOURS:MINUTES:SECONDS, or no limit.
+SLURM_TIME = re.compile(r"[0-9]{1,9}(:[0-9]{1,2}){0,2}|[0-9]{1,6}-[0-9]{1,2}(:[0-9]{1,2}){0,2}|UNLIMITED|INFINITE")
+SLURM_NAME = re.compile(r"[A-Za-z0-9_.,-]{1,200}")  # partitions (a comma list) and accounts
+MAX_GPUS_PER_NODE = 1024
+
+
+def _script_safe_path(path: Path, flag: str) -> None:
+    """A path the batch scripts write into `#SBATCH --output=` and a double-quoted shell word: nothing there
+    may end the line, the word or the quotes, and Slurm reads % in a file name as a pattern."""
+    bad = next((c for c in str(path) if not (c.isalnum() or c in "/_.,+=@:~-")), None)
+    if bad is not None:
+        raise UsageError(f"{flag} {cut(str(path))}: {bad!r} cannot go into a Slurm batch script",
+                         hint="give a directory whose path has letters, digits and / _ . , + = @ : ~ - only")
+
+
+def check_slurm_options(args: Any) -> None:
+    """Every site choice that goes into the batch scripts, checked before anything is written (exit 2)."""
+    max_parallel = getattr(args, "max_parallel", None)
+    if max_parallel is not None and max_parallel < 1:
+        raise UsageError(f"--max-parallel {max_parallel}: give a positive number of array tasks")
+    gpus = getattr(args, "gpus_per_node", None)
+    if gpus is not None and not 0 <= gpus <= MAX_GPUS_PER_NODE:
+        raise UsageError(f"--gpus-per-node {gpus}: give 0 to {MAX_GPUS_PER_NODE}")
+    when = getattr(args, "time", None)
+    if when is not None and not SLURM_TIME.fullmatch(when):
+        raise UsageError(f"--time {cut(when)}: not a Slurm time limit",
+                         hint="MINUTES, HOURS:MINUTES:SECONDS or DAYS-HOURS:MINUTES:SECONDS, e.g. 2-00:00:00")
+    for flag, name in (("--partition", "partition"), ("--account", "account")):
+        value = getattr(args, name, None)
+        if value is not None and not SLURM_NAME.fullmatch(value):
+            raise UsageError(f"{flag} {cut(value)}: not a Slurm {name} name",
+                             hint="letters, digits and _ . - (a comma between several partitions)")
+
+
 def prepare_submission(args: Any, resolved: Any) -> Prepared:
     """Check the options, split the campaign and write its parent files and batch scripts (nothing submitted).
 
@@ -240,15 +278,15 @@ def prepare_submission(args: Any, resolved: Any) -> Prepared:
     """
     from trace_tui.engine.headless import campaign_path
 
-    if getattr(args, "max_parallel", None) is not None and args.max_parallel < 1:
-        raise UsageError(f"--max-parallel {args.max_parallel}: give a positive number of array tasks")
-    if getattr(args, "gpus_per_node", None) is not None and args.gpus_per_node < 0:
-        raise UsageError(f"--gpus-per-node {args.gpus_per_node}: give 0 or more")
+    check_slurm_options(args)
     plan = plan_shards(resolved, getattr(args, "shard_by", None),
                        narrowed_benchmarks=bool(getattr(args, "benchmarks", None)))
+    if not SLURM_NAME.fullmatch(plan.run_tag):  # the job names; a recipe name is already one
+        raise UsageError(f"run tag {cut(plan.run_tag)} cannot name a Slurm job")
     if not getattr(args, "dry_run", False):
         slurm.require_sbatch()
     parent = campaign_path(args, resolved)
+    _script_safe_path(parent, "--campaign")
     gpus = args.gpus_per_node if getattr(args, "gpus_per_node", None) is not None else _default_gpus(resolved)
     opts = slurm.BatchOptions(partition=getattr(args, "partition", None), account=getattr(args, "account", None),
                               gpus_per_node=gpus, time=getattr(args, "time", None))
@@ -262,7 +300,7 @@ def submit_prepared(args: Any, prep: Prepared) -> Submitted:
     """Submit the shards that are not complete (never a queued or running one), then merge and verify after them."""
     parent, plan, scripts, opts = prep.parent, prep.plan, prep.scripts, prep.opts
     to_run, active, waiting = plan_submission(parent, plan)
-    if not to_run and not active and (parent / MERGED_FILE).is_file():
+    if not to_run and not active and merged_problem(parent, plan) is None:
         return Submitted(parent=parent, shards_total=len(plan.shards), submitted=[], active=[], record=None)
     if waiting:  # finishing jobs of an earlier submission that can no longer run as chained
         slurm.cancel(waiting)

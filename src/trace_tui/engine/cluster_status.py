@@ -9,14 +9,15 @@ Submitting, merging and cancelling are trace_tui.engine.cluster.
 from __future__ import annotations
 
 import dataclasses
-import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 
-from trace_tui.campaign_files.shard_files import MERGED_FILE, read_plan
+from trace_tui.campaign_files.shard_files import merged_problem, read_plan, shard_dir
 from trace_tui.campaign_files.shards import Shard
-from trace_tui.errors import ExitCode, UsageError
+from trace_tui.campaign_files.state import MIB, cut, read_campaign_json
+from trace_tui.errors import CheckFailed, ExitCode, UsageError
 from trace_tui.runtime import slurm
 
 SLURM_DIR = "slurm"
@@ -25,11 +26,51 @@ ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZI
           "SIGNALING", "REQUEUE_HOLD", "REQUEUE_FED"}
 
 
+# Slurm's job ids: the ids go to squeue/sacct/scancel and name the exit records under slurm/tasks/.
+JOB_ID = re.compile(r"[0-9]{1,20}")
+TASK_INDEX = re.compile(r"[0-9]{1,9}")
+
+
 def read_submissions(parent: Path) -> list[dict[str, Any]]:
+    """PARENT/slurm/submissions.json: one record per submission (CheckFailed naming the entry when damaged)."""
+    path = Path(parent) / SUBMISSIONS
     try:
-        return list(json.loads((parent / SUBMISSIONS).read_text(encoding="utf-8")))
+        data = read_campaign_json(path, limit=64 * MIB)
     except FileNotFoundError:
         return []
+    except CheckFailed as exc:
+        raise CheckFailed(exc.message, hint=_RESUBMIT) from None
+    if not isinstance(data, list):
+        raise CheckFailed(f"{path}: not a list of submissions (a JSON {type(data).__name__} at the top level)",
+                          hint=_RESUBMIT)
+    for i, record in enumerate(data):
+        problem = _submission_problem(record)
+        if problem:
+            raise CheckFailed(f"{path}: submission [{i}]: {problem}", hint=_RESUBMIT)
+    return data
+
+
+_RESUBMIT = ("trace-tui writes it when it submits: move it aside and run the same `--scheduler slurm` command "
+             "again (finished shards are kept)")
+
+
+def _submission_problem(record: Any) -> str | None:
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    for key in ("array_job", "merge_job", "verify_job"):
+        value = record.get(key)
+        if value is not None and not (isinstance(value, (str, int)) and not isinstance(value, bool)
+                                      and JOB_ID.fullmatch(str(value))):
+            return f"{key} = {cut(value)} is not a Slurm job id"
+    tasks = record.get("tasks", {})
+    if not isinstance(tasks, dict):
+        return f"tasks = {cut(tasks)} is not an object of array index -> shard id"
+    for index, shard_id in tasks.items():
+        if not TASK_INDEX.fullmatch(index) or not isinstance(shard_id, str):
+            return f"tasks[{cut(index)}] = {cut(shard_id)} is not an array index and a shard id"
+    if tasks and record.get("array_job") is None:
+        return "it lists array tasks but no array_job"
+    return None
 
 
 # --------------------------------------------------------------------------- shard progress
@@ -45,8 +86,8 @@ def shard_progress(parent: Path, shard: Shard, *, now: float | None = None) -> d
     """A shard campaign's own state: not started, incomplete or complete; rows, rate and ETA."""
     from trace_tui.engine.status import campaign_status
 
-    where = parent / shard.dir
-    if not (where / "state.sqlite").is_file():
+    where = shard_dir(parent, shard)
+    if where is None or not (where / "state.sqlite").exists():
         return _no_progress("not started")
     try:
         st = campaign_status(where, now=now)
@@ -67,16 +108,21 @@ def shard_progress(parent: Path, shard: Shard, *, now: float | None = None) -> d
 
 
 def _task_record(parent: Path, key: str) -> dict[str, Any] | None:
+    """The exit record a batch script wrote; None when there is none, or none that can be trusted to be one."""
     try:
-        return dict(json.loads((parent / SLURM_DIR / "tasks" / f"{key}.json").read_text(encoding="utf-8")))
-    except (OSError, ValueError):
+        data = read_campaign_json(parent / SLURM_DIR / "tasks" / f"{key}.json", limit=MIB)
+    except (OSError, CheckFailed):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def _state_from_record(rec: dict[str, Any] | None) -> slurm.TaskState | None:
     if rec is None:
         return None
-    rc = int(rec.get("exit_code", 1))
+    try:
+        rc = int(rec.get("exit_code", 1))
+    except (TypeError, ValueError, OverflowError):
+        rc = 1
     state = "COMPLETED" if rc == 0 else ("CANCELLED" if rc in (ExitCode.INTERRUPTED, 143) else "FAILED")
     return slurm.TaskState(job_id=str(rec.get("job_id", "")), state=state, node=str(rec.get("node", "")),
                            exit_code=f"{rc}:0")
@@ -156,7 +202,7 @@ def cluster_status(parent: Path | str, *, now: float | None = None, query: bool 
             finishing.append({"kind": kind, "job_id": str(jid), "slurm_state": st.state if st else "UNKNOWN",
                               "reason": st.reason if st else "", "exit_code": st.exit_code if st else "",
                               "log": str(parent / SLURM_DIR / "logs" / f"{kind}-{jid}.log")})
-    merged = (parent / MERGED_FILE).is_file()
+    merged = merged_problem(parent, plan) is None
     complete = all(s["complete"] for s in shards) and merged
     rates = [s["rate"] for s in shards if s["rate"]]
     rows_done, rows_total = sum(s["rows_done"] for s in shards), sum(s["rows_total"] for s in shards)

@@ -17,7 +17,13 @@ Checks (pure over the campaign's files and its state database, read-only):
 - comparison with published values, as information: TRACE validation inside
   the binomial 95% interval of the published accuracy (n = 2,000); external
   benchmarks within 2 canonical seed standard deviations or 1 point,
-  whichever is larger.
+  whichever is larger;
+- the campaign's own files: campaign.json its identity; recipe.json the
+  resolved recipe the runner wrote, its config_sha256 recomputed from its
+  content and its models, seeds, benchmarks, settings and slices equal to what
+  the state's jobs (whose input hashes the receipts carry) ran with; no FIFO,
+  device or link to one anywhere in the campaign (a reader would hang on it or
+  read without end), checked before any score is recomputed.
 
 A verdict is information; a broken receipt, a changed output, a score that does
 not recompute or a missing slice is a failure (exit 1).
@@ -29,18 +35,26 @@ import argparse
 import importlib
 import json
 import math
+import os
+import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from trace_tui.campaign_files.recipe_file import RECIPE_FILE, read_campaign_recipe
-from trace_tui.errors import TraceTuiError, UsageError
+from trace_tui.campaign_files.state import MIB, cut, file_kind, read_campaign_json, validation_problem
+from trace_tui.errors import CheckFailed, TraceTuiError, UsageError
 
 ScoreRecomputer = Callable[[Path, dict[str, Any]], float | None]
 SCORE_TOLERANCE = 1e-9
 VALIDATION_BENCHMARK = "trace-validation"
+IDENTITY_FILE = "campaign.json"
+IDENTITY_SCHEMA = "trace-tui-campaign-v1"  # trace_tui.engine.campaign writes it once, when a campaign is created
+IDENTITY_ID = re.compile(r"[0-9a-f]{16}")
+RECEIPT_LIMIT = 256 * MIB  # a whole-step receipt lists every output of the release evaluator
 
 
 # The step kinds whose scores verify recomputes, and the module of trace-tui that knows how. A fixed
@@ -79,19 +93,71 @@ def score_check(kind: str, root: Path, content: dict[str, Any], recorded: float,
                  else "score does not recompute from per-row results", expected=recorded, actual=again)
 
 
+def locate(root: Path, rel: Any) -> tuple[Path | None, str]:
+    """(``root / rel`` with links resolved, "") when it names a place inside the campaign; else (None, why not)."""
+    if not isinstance(rel, str) or not rel or "\x00" in rel:
+        return None, "is not a path"
+    try:
+        path = (root / rel).resolve()
+    except (RuntimeError, OSError):  # a link loop: RuntimeError up to Python 3.12, OSError after
+        return None, "is a symbolic link loop; it was not read"
+    if root not in path.parents:
+        return None, "is outside the campaign; it was not read"
+    return path, ""
+
+
 def inside(root: Path, rel: Any) -> Path | None:
     """``root / rel`` when it names a file inside the campaign (links resolved), else None."""
-    if not isinstance(rel, str) or not rel or "\x00" in rel:
-        return None
-    path = (root / rel).resolve()
-    return path if root in path.parents else None
+    return locate(root, rel)[0]
+
+
+def _kind_of(path: Path) -> str | None:
+    """None for a regular file; else what is there, in words ("absent" when nothing is)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "absent"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    return None if stat.S_ISREG(mode) else file_kind(mode)
+
+
+def unsafe_files(root: Path, limit: int = 5) -> tuple[list[tuple[str, str]], int]:
+    """([(path in the campaign, what it is)] up to ``limit``, how many in all): the FIFOs, sockets and devices
+    in the campaign, and the links to one. trace-tui writes none; a score recomputer that opened one would
+    block forever (a FIFO) or read without end (/dev/zero). Links are not followed into folders."""
+    found: list[tuple[str, str]] = []
+    count = 0
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        for name in dirs + files:
+            path = Path(folder) / name
+            try:
+                mode = os.lstat(path).st_mode
+                if stat.S_ISLNK(mode):
+                    try:
+                        target = os.stat(path).st_mode
+                    except (FileNotFoundError, RuntimeError, OSError):
+                        continue  # a broken link or a loop: opening it fails at once
+                    if stat.S_ISREG(target) or stat.S_ISDIR(target):
+                        continue
+                    what = f"a link to {file_kind(target)} ({os.readlink(path)})"
+                elif stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+                    continue
+                else:
+                    what = file_kind(mode)
+            except OSError:
+                continue
+            count += 1
+            if len(found) < limit:
+                found.append((path.relative_to(root).as_posix(), what))
+    return found, count
 
 
 Status = Literal["passed", "failed", "absent", "info"]
 
 
 class Check(BaseModel):
-    id: str  # complete | receipt | output | score | pin | image
+    id: str  # complete | receipt | output | score | pin | image | recipe | campaign
     status: Status
     subject: str  # the job (step slice) or file it is about
     message: str
@@ -213,25 +279,259 @@ def _resolved_recipe(root: Path, add: Callable[[Check], None]) -> dict[str, Any]
         return None
 
 
+# --------------------------------------------------------------------------- the campaign's own files
+
+
+def _identity_check(root: Path) -> Check:
+    """campaign.json: the identity the engine writes once, when it creates the campaign."""
+    path = root / IDENTITY_FILE
+
+    def failed(message: str) -> Check:
+        return Check(id="campaign", status="failed", subject=IDENTITY_FILE, message=message)
+
+    try:
+        data = read_campaign_json(path, limit=MIB)
+    except FileNotFoundError:
+        return failed("missing (trace-tui writes it when it creates a campaign)")
+    except CheckFailed as exc:
+        return failed(exc.message)
+    if not isinstance(data, dict):
+        return failed(f"not a campaign identity (a JSON {type(data).__name__} at the top level)")
+    if data.get("schema") != IDENTITY_SCHEMA:
+        return failed(f"schema = {cut(data.get('schema'))}, not {IDENTITY_SCHEMA!r}")
+    if not isinstance(data.get("id"), str) or not IDENTITY_ID.fullmatch(data["id"]):
+        return failed(f"id = {cut(data.get('id'))}, not a campaign id (16 hex digits)")
+    when = data.get("created_at")
+    if isinstance(when, bool) or not isinstance(when, (int, float)) or not math.isfinite(when) or when <= 0:
+        return failed(f"created_at = {cut(when)}, not a time")
+    return Check(id="campaign", status="passed", subject=IDENTITY_FILE, message=f"campaign {data['id']}")
+
+
+class _StepInFile(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    stage: str
+    image: str | None = None
+    run: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    per_slice: bool = False
+
+
+class _SelectionInFile(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    suite: str | None = None
+
+
+class _RecipeInFile(BaseModel):
+    """recipe.json's ``recipe``: typed where the checks and config_data read it, the rest as written (a campaign
+    of an older trace-tui holds a recipe that today's recipe schema may word differently)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    image_flavor: str = "gpu"
+    selection: _SelectionInFile = Field(default_factory=_SelectionInFile)
+    steps: list[_StepInFile] = Field(min_length=1)
+
+
+def _recipe_file_model() -> type[BaseModel]:
+    """recipe.json as the runner writes it (a ResolvedRecipe dumped as JSON): every field present and typed."""
+    from trace_tui.recipe_schema import BenchmarkRef, SliceKey, TrainingTarget
+
+    class RecipeFile(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        recipe: _RecipeInFile
+        suite: str | None
+        suite_sha256: str | None = None
+        models: list[dict[str, Any]]
+        seeds: list[StrictInt]
+        benchmarks: list[BenchmarkRef]
+        settings: dict[str, Any]
+        slices: list[SliceKey]
+        rows_total: StrictInt
+        training: TrainingTarget | None = None
+        store_entries: dict[str, list[str]] = Field(default_factory=dict)
+        config_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+        run_tag: str
+
+    return RecipeFile
+
+
+def _model_objects(models: list[Any]) -> list[Any]:
+    """recipe.json's models as the objects the resolver made: a local model (it names a store entry) or a
+    release model pin. Raises ValueError naming the model that is neither."""
+    from trace_tui.recipe_schema import LocalModel
+    from trace_tui.release import ModelPin
+
+    out = []
+    for i, m in enumerate(models):
+        if not isinstance(m, dict):
+            raise ValueError(f"models[{i}] = {cut(m)}: not an object")
+        try:
+            out.append((LocalModel if "store_entry" in m else ModelPin).model_validate(m))
+        except ValidationError as exc:
+            raise ValueError(f"models[{i}].{validation_problem(exc)}") from None
+    return out
+
+
+def recipe_checks(data: dict[str, Any], meta: dict[str, Any]) -> tuple[Any, list[Check]]:
+    """(the resolved recipe, checks) for recipe.json's content: every field the runner writes present and
+    typed, config_sha256 recomputed from the content (as trace_tui.recipes.resolve_recipe computes it),
+    slices and rows derived from it, and config_sha256, run tag and recipe name equal to what the state
+    database recorded for the run (``meta``). The resolved recipe is None when the file is not one (then
+    nothing else about it can be checked)."""
+    from trace_tui.common.digest import sha256_json
+    from trace_tui.recipe_schema import config_data
+
+    def failed(field: str, message: str, expected: Any = None, actual: Any = None) -> Check:
+        return Check(id="recipe", status="failed", subject=f"{RECIPE_FILE} {field}".strip(), message=message,
+                     expected=expected, actual=actual)
+
+    try:
+        resolved: Any = _recipe_file_model().model_validate(data)
+        models = _model_objects(resolved.models)
+    except ValidationError as exc:
+        return None, [failed("", f"not a resolved recipe: {validation_problem(exc)}")]
+    except ValueError as exc:
+        return None, [failed("models", f"not a resolved recipe: {exc}")]
+    checks: list[Check] = []
+    # config_data reads the recipe's name, image flavour and steps: what _RecipeInFile types
+    sha = sha256_json(config_data(resolved.recipe, resolved.suite, resolved.suite_sha256, models, resolved.seeds,
+                                  resolved.benchmarks, resolved.settings, resolved.training,
+                                  resolved.store_entries))
+    if sha != resolved.config_sha256:
+        checks.append(failed("config_sha256", "does not recompute from the recipe's content (a field was edited)",
+                             expected=resolved.config_sha256, actual=sha))
+    product = ([f"{m.id}/{s}/{b.key}" for m in models for s in resolved.seeds for b in resolved.benchmarks]
+               if resolved.recipe.selection.suite is not None else [])
+    if [x.id for x in resolved.slices] != product:
+        checks.append(failed("slices", "are not its models x seeds x benchmarks", expected=len(product),
+                             actual=len(resolved.slices)))
+    rows = {b.key: b.rows for b in resolved.benchmarks}
+    total = sum(rows.get(x.benchmark, 0) for x in resolved.slices)
+    if resolved.rows_total != total:
+        checks.append(failed("rows_total", "is not the rows of its slices", expected=total,
+                             actual=resolved.rows_total))
+    for field, value in (("config_sha256", resolved.config_sha256), ("run_tag", resolved.run_tag),
+                         ("recipe", resolved.recipe.name)):
+        recorded = meta.get(field)
+        if recorded is not None and recorded != value:
+            checks.append(failed("recipe.name" if field == "recipe" else field,
+                                 "differs from the campaign state's record of its run",
+                                 expected=recorded, actual=value))
+    if not checks:
+        checks.append(Check(id="recipe", status="passed", subject=RECIPE_FILE,
+                            message="config_sha256 recomputes from its content"))
+    return resolved, checks
+
+
+def recipe_against_state(resolved: Any, jobs: list[Any], subs: list[Any]) -> list[Check]:
+    """recipe.json against what the campaign ran: each job's pinned inputs (their hash is the one the receipts
+    carry) name its models, seeds, benchmarks, settings and steps, and its slices are recipe.json's. One
+    failed check per field, with the first job that disagrees."""
+    from trace_tui.campaign_files.state import STEP_SLICE
+    from trace_tui.common.digest import sha256_json
+
+    models = {m.get("id"): m for m in resolved.models}
+    benches = {b.key: b.model_dump(mode="json") for b in resolved.benchmarks}
+    slice_ids = {x.id for x in resolved.slices}
+    seeds = set(resolved.seeds)
+    settings_sha = sha256_json(resolved.settings)
+    recipe_steps = {s.id: {"id": s.id, "run": list(s.run), "stage": s.stage} for s in resolved.recipe.steps}
+    first: dict[str, tuple[str, Any, Any]] = {}
+
+    def note(field: str, message: str, expected: Any = None, actual: Any = None) -> None:
+        first.setdefault(field, (message, expected, actual))
+
+    for j in [*jobs, *subs]:  # the expected ones: a step an earlier run of an edited recipe had is not one
+        where = f"{j.step} {j.slice}"
+        inputs = j.inputs if isinstance(j.inputs, dict) else {}
+        if sha256_json(j.inputs) != j.input_hash:
+            note("state", f"{where}: its recorded inputs do not hash to its input hash (the receipts' key)",
+                 expected=j.input_hash, actual=sha256_json(j.inputs))
+        step = recipe_steps.get(j.step)
+        if step is None:
+            note("recipe.steps", f"{where}: step {cut(j.step)} ran in this campaign but is not in it")
+        elif "step" in inputs and inputs["step"] != step:
+            note("recipe.steps", f"{where}: ran as another step than the recipe's", expected=step,
+                 actual=inputs["step"])
+        if "settings_sha256" in inputs and inputs["settings_sha256"] != settings_sha:
+            note("settings", f"{where}: ran with other settings", expected=inputs["settings_sha256"],
+                 actual=settings_sha)
+        if j.slice != STEP_SLICE:
+            if j.slice not in slice_ids:
+                note("slices", f"{where}: the campaign ran this slice, which is not in it")
+            if "model" in inputs and inputs["model"] != models.get(j.model):
+                note("models", f"{where}: ran model {cut(j.model)} as the recipe does not list it",
+                     expected=inputs["model"], actual=models.get(j.model))
+            if "benchmark" in inputs and inputs["benchmark"] != benches.get(j.benchmark):
+                note("benchmarks", f"{where}: ran benchmark {cut(j.benchmark)} as the recipe does not list it",
+                     expected=inputs["benchmark"], actual=benches.get(j.benchmark))
+            if "seed" in inputs and inputs["seed"] not in seeds:
+                note("seeds", f"{where}: ran seed {cut(inputs['seed'])}, which is not in it")
+        else:
+            want_models = sorted(models.values(), key=lambda m: str(m.get("id")))
+            if "models" in inputs and inputs["models"] != want_models:
+                note("models", f"{where}: ran other models",
+                     expected=[m.get("id") if isinstance(m, dict) else m for m in
+                               (inputs["models"] if isinstance(inputs["models"], list) else [inputs["models"]])],
+                     actual=[m.get("id") for m in want_models])
+            want_seeds = sorted({x.seed for x in resolved.slices})
+            if "seeds" in inputs and inputs["seeds"] != want_seeds:
+                note("seeds", f"{where}: ran other seeds", expected=inputs["seeds"], actual=want_seeds)
+            if "benchmarks" in inputs and inputs["benchmarks"] != sorted(benches):
+                note("benchmarks", f"{where}: ran other benchmarks", expected=inputs["benchmarks"],
+                     actual=sorted(benches))
+    if not first:
+        return [Check(id="recipe", status="passed", subject=RECIPE_FILE,
+                      message="its models, seeds, benchmarks, settings and slices are what the campaign ran")]
+    return [Check(id="recipe", status="failed", subject=f"{RECIPE_FILE} {field}",
+                  message=f"disagrees with the campaign's jobs: {message}", expected=expected, actual=actual)
+            for field, (message, expected, actual) in first.items()]
+
+
+# --------------------------------------------------------------------------- a campaign
+
+
 def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                     published: dict[tuple[str, int | None, str], tuple[float, float]] | None = None,
                     published_source: str | None = None) -> CampaignVerification:
     from trace_tui.common.digest import sha256_file_size, sha256_json
+    from trace_tui.campaign_files.shard_files import is_sharded
     from trace_tui.campaign_files.state import STEP_SLICE, read_snapshot
 
     root = Path(campaign_dir).resolve()
     if not root.is_dir():
         raise UsageError(f"--campaign {campaign_dir}: no such directory")
-    if (root / "shards.json").is_file() and not (root / "state.sqlite").is_file():
+    if is_sharded(root) and not os.path.lexists(root / "state.sqlite"):
         return verify_sharded(root, lock=lock, published=published, published_source=published_source)
     meta, steps, jobs, subs = read_snapshot(root)
     res = CampaignVerification(campaign=str(root), recipe=meta.get("recipe"), run_tag=meta.get("run_tag"),
                                published_source=published_source)
     add = res.checks.append
-    resolved = _resolved_recipe(root, add)
-    if resolved is None:
+    add(_identity_check(root))
+    data = _resolved_recipe(root, add)
+    if data is None:
         return res
+    typed, checks = recipe_checks(data, meta)
+    res.checks.extend(checks)
+    if typed is None:
+        return res
+    res.checks.extend(recipe_against_state(typed, jobs, subs))
+    resolved = typed.model_dump(mode="json")
     recipe_steps = {s["id"]: s for s in resolved.get("recipe", {}).get("steps", [])}
+    # Before a score recomputer opens per-row files (which its receipt need not list): nothing in the campaign
+    # may block a read (a FIFO) or never end one (a device).
+    unsafe, unsafe_count = unsafe_files(root)
+    for rel, what in unsafe:
+        add(Check(id="output", status="failed", subject=rel,
+                  message=f"{what}, not a file (trace-tui writes none into a campaign); no score was recomputed"))
+    if unsafe_count > len(unsafe):
+        add(Check(id="output", status="failed", subject=f"{unsafe_count - len(unsafe)} more",
+                  message="FIFOs, devices or links to one in the campaign"))
 
     # 1. completeness: the database's expected jobs cover the resolved recipe, and each is complete
     have = {(j.step, j.slice) for j in jobs}
@@ -258,26 +558,31 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
         step = recipe_steps.get(j.step, {})
         if _is_self_verify(step.get("run", [])):
             continue
-        if j.receipt and inside(root, j.receipt) is None:
+        receipt_path, why = locate(root, j.receipt) if j.receipt else (None, "")
+        if j.receipt and receipt_path is None:
             add(Check(id="receipt", status="failed", subject=subject,
-                      message=f"receipt path {j.receipt!r} is outside the campaign; it was not read"))
+                      message=f"receipt path {cut(j.receipt)} {why}"))
             continue
-        receipt_path = inside(root, j.receipt) if j.receipt else None
         if j.state != "completed" or receipt_path is None:
             add(Check(id="complete", status="failed", subject=subject,
                       message=f"not complete ({j.state}, {j.done}/{j.total} rows)"))
             continue
-        if not receipt_path.is_file():
+        if not os.path.lexists(receipt_path):
             add(Check(id="complete", status="failed", subject=subject, message=f"receipt {j.receipt} is missing"))
             continue
         add(Check(id="complete", status="passed", subject=subject, message=f"complete ({j.done} rows)"))
 
         # 2. receipts: the receipt's own hash, then every output
         try:
-            receipt = json.loads(receipt_path.read_text(encoding="utf-8"))
+            receipt = read_campaign_json(receipt_path, limit=RECEIPT_LIMIT)
+            if not isinstance(receipt, dict):
+                raise ValueError(f"a JSON {type(receipt).__name__}, not a receipt")
             content = receipt["content"]
             if not isinstance(content, dict) or not isinstance(content.get("outputs", {}), dict):
                 raise ValueError("its content is not an object with outputs")
+        except CheckFailed as exc:
+            add(Check(id="receipt", status="failed", subject=j.receipt, message=f"unreadable receipt: {exc.message}"))
+            continue
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             add(Check(id="receipt", status="failed", subject=j.receipt, message=f"unreadable receipt: {exc}"))
             continue
@@ -291,31 +596,50 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
         else:
             add(Check(id="receipt", status="passed", subject=j.receipt, message="receipt intact"))
         bad = 0
+        unread = False  # an output that was not read: no score is recomputed from this receipt
         for rel, want in sorted(content.get("outputs", {}).items()):
-            path = inside(root, rel)
+            path, why = locate(root, rel)
+            want = want if isinstance(want, dict) else {}
             if path is None:
-                add(Check(id="output", status="failed", subject=str(rel),
-                          message="output path is outside the campaign; it was not read"))
+                add(Check(id="output", status="failed", subject=str(rel)[:200], message=f"output path {why}"))
                 bad += 1
+                unread = True
                 continue
-            if not path.is_file():
-                add(Check(id="output", status="failed", subject=rel, message="output missing",
-                          expected=want["sha256"]))
+            kind = _kind_of(path)
+            if kind is not None:
+                add(Check(id="output", status="failed", subject=rel,
+                          message="output missing" if kind == "absent" else f"output is {kind}, not a file; "
+                                                                            "it was not read",
+                          expected=want.get("sha256")))
                 bad += 1
+                unread = unread or kind != "absent"
                 continue
             got, size = sha256_file_size(path)
-            if got != want["sha256"] or size != want.get("bytes", size):
+            if got != want.get("sha256") or size != want.get("bytes", size):
                 add(Check(id="output", status="failed", subject=rel, message="output differs from its receipt",
-                          expected=want["sha256"], actual=got))
+                          expected=want.get("sha256"), actual=got))
                 bad += 1
         if not bad:
             add(Check(id="output", status="passed", subject=subject,
                       message=f"{len(content.get('outputs', {}))} output(s) match their sha256"))
 
-        # 3. scores recomputed from per-row results (never from a file outside the campaign)
+        # 3. scores recomputed from per-row results (never from a file outside the campaign, a FIFO or a device)
         recorded = content.get("score")
-        if any(inside(root, rel) is None for rel in content.get("outputs", {})):
-            content = {**content, "score": None, "slices": {}}
+        slice_records = content.get("slices") if isinstance(content.get("slices"), dict) else {}
+        sub_scores = {name: sub for name, sub in sorted(slice_records.items())
+                      if isinstance(sub, dict) and sub.get("score") is not None}
+        not_numbers = [(subject, recorded)] if recorded is not None and not _is_number(recorded) else []
+        not_numbers += [(f"{j.step} {name}", sub["score"]) for name, sub in sub_scores.items()
+                        if not _is_number(sub["score"])]
+        for where, value in not_numbers:
+            add(Check(id="score", status="failed", subject=where, message=f"score {cut(value)} is not a number"))
+        if not_numbers:
+            recorded, sub_scores = None, {}
+        if (unread or unsafe) and (recorded is not None or sub_scores):
+            add(Check(id="score", status="failed", subject=subject,
+                      message="not recomputed: " + ("the campaign holds FIFOs or devices (see the output checks)"
+                                                    if unsafe else "an output was not read")))
+            recorded, sub_scores = None, {}
         if recorded is not None:
             kind = content.get("kind") or by_step_kind.get(j.step, "")
             if j.score is not None and abs(j.score - recorded) > SCORE_TOLERANCE:
@@ -328,9 +652,7 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                 if cmp_ is not None:
                     res.comparisons.append(cmp_)
 
-        for name, sub in sorted((content.get("slices") or {}).items()):
-            if sub.get("score") is None:
-                continue
+        for name, sub in sub_scores.items():
             kind = content.get("kind") or by_step_kind.get(j.step, "")
             # the whole-step job's recomputer is asked about one slice
             add(score_check(kind, root, {**content, "slice": name, "model": sub.get("model"), "seed": sub.get("seed"),
@@ -352,36 +674,77 @@ def verify_sharded(root: Path, *, lock: Any = None,
                    published: dict[tuple[str, int | None, str], tuple[float, float]] | None = None,
                    published_source: str | None = None) -> CampaignVerification:
     """A Slurm campaign: merged, its shards covering the recipe's slices once each, and every shard
-    verified with the same checks as a single-node campaign (subjects name the shard)."""
-    from trace_tui.campaign_files.shard_files import MERGED_FILE, read_plan
-    from trace_tui.campaign_files.shards import coverage_problems
+    verified with the same checks as a single-node campaign (subjects name the shard). Only a shard's
+    own folder inside the parent is read: a shard id that is not a plain name, or a shard folder that is
+    a link, fails its check unread."""
+    from trace_tui.campaign_files.shard_files import MERGED_FILE, merged_problem, read_plan, shard_dir
+    from trace_tui.campaign_files.shards import PLAN_FILE, coverage_problems
 
-    plan = read_plan(root)
-    res = CampaignVerification(campaign=str(root), recipe=plan.recipe, run_tag=plan.run_tag,
-                               published_source=published_source)
+    res = CampaignVerification(campaign=str(root), published_source=published_source)
     add = res.checks.append
-    resolved = _resolved_recipe(root, add)
-    if resolved is None:
+    try:
+        plan = read_plan(root)
+    except CheckFailed as exc:
+        add(Check(id="complete", status="failed", subject=PLAN_FILE, message=exc.message))
         return res
-    want = sorted(f"{s['model']}/{s['seed']}/{s['benchmark']}" for s in resolved.get("slices", []))
+    res.recipe, res.run_tag = plan.recipe, plan.run_tag
+    data = _resolved_recipe(root, add)
+    if data is None:
+        return res
+    typed, checks = recipe_checks(data, {"config_sha256": plan.config_sha256, "run_tag": plan.run_tag,
+                                         "recipe": plan.recipe})
+    res.checks.extend(checks)
+    if typed is None:
+        return res
+    want = sorted(x.id for x in typed.slices)
     problems = coverage_problems(plan)
     if want != sorted(plan.slices):
         problems.append("the shard plan's slices are not the recipe's")
     for p in problems:
-        add(Check(id="complete", status="failed", subject="shards.json", message=p))
-    if not (root / MERGED_FILE).is_file():
-        add(Check(id="complete", status="failed", subject=MERGED_FILE,
-                  message="the shards were never merged (run `trace-tui merge --campaign DIR` once all are complete)"))
+        add(Check(id="complete", status="failed", subject=PLAN_FILE, message=p))
+    merged = merged_problem(root, plan)
+    if merged is not None:
+        add(Check(id="complete", status="failed", subject=MERGED_FILE, message=merged))
     for shard in plan.shards:
-        where = root / shard.dir
-        if not (where / "state.sqlite").is_file():
+        try:
+            where = shard_dir(root, shard)
+        except CheckFailed as exc:
+            add(Check(id="complete", status="failed", subject=shard.dir, message=exc.message))
+            continue
+        if where is None or not os.path.lexists(where / "state.sqlite"):
             add(Check(id="complete", status="failed", subject=shard.dir, message="shard never ran"))
             continue
-        sub = verify_campaign(where, lock=lock, published=published, published_source=published_source)
+        try:
+            sub = verify_campaign(where, lock=lock, published=published, published_source=published_source)
+        except TraceTuiError as exc:  # its state unreadable: this shard's failure, the others still verified
+            add(Check(id="complete", status="failed", subject=shard.dir, message=exc.line()))
+            continue
         for c in sub.checks:
             add(c.model_copy(update={"subject": f"{shard.dir}: {c.subject}"}))
+        shard_recipe = next((c for c in sub.checks if c.id == "recipe"), None)
+        ran = _shard_slices(where)
+        if shard_recipe is not None and ran is not None and ran != sorted(shard.slices):
+            add(Check(id="complete", status="failed", subject=f"{shard.dir}: {RECIPE_FILE} slices",
+                      message="the shard ran other slices than the plan gives it", expected=len(shard.slices),
+                      actual=len(ran)))
         res.comparisons.extend(sub.comparisons)
     return res
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _shard_slices(where: Path) -> list[str] | None:
+    """The slices a shard's recipe.json lists (None when it has none to read: its own checks say why)."""
+    try:
+        data = read_campaign_recipe(where)
+    except TraceTuiError:
+        return None
+    listed = data.get("slices")
+    if not isinstance(listed, list) or not all(isinstance(x, dict) for x in listed):
+        return None
+    return sorted(f"{x.get('model')}/{x.get('seed')}/{x.get('benchmark')}" for x in listed)
 
 
 def _image_checks(jobs: list[Any], recipe_steps: dict[str, Any], add: Callable[[Check], None]) -> None:
@@ -507,5 +870,6 @@ def run_cli(args: argparse.Namespace) -> int:
     return res.exit_code
 
 
-__all__ = ["CampaignVerification", "Check", "Comparison", "compare", "load_published", "recomputer_for",
-           "render", "run_cli", "verify_campaign", "verify_sharded"]
+__all__ = ["CampaignVerification", "Check", "Comparison", "compare", "load_published", "locate",
+           "recipe_against_state", "recipe_checks", "recomputer_for", "render", "run_cli", "unsafe_files",
+           "verify_campaign", "verify_sharded"]
