@@ -227,6 +227,15 @@ def test_report_reads_a_slurm_campaign_through_its_shards(tmp_path):
     after = subprocess.run(args, capture_output=True, text=True)
     assert after.returncode == 1 and f"shards/{plan.shards[0].id}/outputs/score/_step/scores.json: absent" \
         in after.stderr, after.stderr
+    # a shard folder that is a link to a campaign elsewhere is not read, and a damaged merge is no merge
+    first = parent / "shards" / plan.shards[0].id
+    first.rename(tmp_path / "elsewhere")
+    first.symlink_to(tmp_path / "elsewhere")
+    linked = subprocess.run(args, capture_output=True, text=True)
+    assert linked.returncode == 1 and f"{first}" in linked.stderr and "link" in linked.stderr, linked.stderr
+    (parent / "merged.json").write_text("[1,2")
+    damaged = subprocess.run(args, capture_output=True, text=True)
+    assert damaged.returncode == 1 and "merged.json" in damaged.stderr and len(damaged.stderr.splitlines()) == 1
 
 
 def test_a_campaign_path_that_is_a_file_is_bad_input(tmp_path):

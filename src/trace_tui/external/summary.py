@@ -151,18 +151,25 @@ def _slices(campaign: Path, data: dict[str, Any], rel: str) -> tuple[list[Any], 
 
 def _sharded_slices(campaign: Path) -> tuple[dict[str, Any], list[Any], list[str]]:
     """A Slurm campaign: every shard's recorded slices, each checked as in a single-node campaign."""
-    from trace_tui.campaign_files.shard_files import MERGED_FILE, read_plan
+    from trace_tui.campaign_files.shard_files import MERGED_FILE, merged_problem, read_plan, shard_dir
 
     plan = read_plan(campaign)
-    if not (campaign / MERGED_FILE).is_file():
+    if not (campaign / MERGED_FILE).exists():
         raise CheckFailed(f"{campaign}: the shards are not merged yet",
                           hint="wait for the campaign's merge job, or run `trace-tui merge --campaign DIR`")
+    damaged = merged_problem(campaign, plan)  # a merged.json that is not this plan's merge is no merge
+    if damaged is not None:
+        raise CheckFailed(f"{campaign}: {damaged}", hint="run `trace-tui merge --campaign DIR` again")
     resolved = read_campaign_recipe(campaign)
     slices: list[Any] = []
     problems: list[str] = []
     for shard in plan.shards:
-        _, data, rel = recorded_scores(campaign / shard.dir)
-        got, bad = _slices(campaign / shard.dir, data, rel)
+        folder = shard_dir(campaign, shard)  # never a link to a campaign elsewhere
+        if folder is None:
+            problems.append(f"{shard.dir}: not run")
+            continue
+        _, data, rel = recorded_scores(folder)
+        got, bad = _slices(folder, data, rel)
         slices += got
         problems += [f"{shard.dir}/{p}" for p in bad]
     return resolved, slices, problems
