@@ -373,3 +373,14 @@ def test_a_damaged_shard_plan_names_its_field(parent: Path, change: Any, names: 
 @pytest.mark.parametrize("command", ["status", "merge"])
 def test_an_empty_campaign_flag_is_a_usage_error(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     error_line(capsys, [command, "--campaign", ""], 2, "--campaign")
+
+
+@pytest.mark.parametrize(("argv", "flag"), [(["verify", "--campaign", ""], "--campaign"),
+                                            (["verify", "--release-dir", "R", "--report-dir", ""], "--report-dir"),
+                                            (["verify", "--release-dir", "R", "--log-file", ""], "--log-file"),
+                                            (["report", "--release-dir", "R", "--campaign", ""], "--campaign"),
+                                            (["report", "--release-dir", ""], "--release-dir")])
+def test_an_empty_path_flag_is_a_usage_error_not_ignored(argv: list[str], flag: str,
+                                                         capsys: pytest.CaptureFixture[str],
+                                                         trace_release_dir: Path) -> None:
+    error_line(capsys, [str(trace_release_dir) if a == "R" else a for a in argv], 2, flag)

@@ -124,7 +124,8 @@ def add_common(p: argparse.ArgumentParser, *, top: bool = True) -> None:
                                                                 "(default $TRACE_TUI_HOME)", **keep)
     p.add_argument("--log-format", choices=("console", "json"), action=action,
                    help="log lines for people (console) or machines (json)", **({"default": "console"} | keep))
-    p.add_argument("--log-file", metavar="FILE", action=action, help="also write JSON log lines to FILE", **keep)
+    p.add_argument("--log-file", metavar="FILE", action=action, type=non_empty, help="also write JSON log lines to FILE",
+                   **keep)
 
 
 def apply_global_options(args: argparse.Namespace) -> None:

@@ -17,10 +17,12 @@ import sys
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--release-dir", metavar="DIR", required=False,
+    from trace_tui.cli import non_empty
+
+    p.add_argument("--release-dir", metavar="DIR", required=False, type=non_empty,
                    help="a release directory laid out like the upstream repository (rlvr/...)")
     p.add_argument("--format", choices=("markdown", "json"), default="markdown", help="output format")
-    p.add_argument("--campaign", metavar="DIR", help="a `full` campaign: its reproduced scores beside the published "
+    p.add_argument("--campaign", metavar="DIR", type=non_empty, help="a `full` campaign: its reproduced scores beside the published "
                    "ones (results.json from --release-dir DIR, else from the store) and its release tables")
 
 

@@ -19,12 +19,14 @@ STATUS_WORD = {"passed": "PASS", "failed": "FAIL", "absent": "ABSENT"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from trace_tui.cli import non_empty
+
     p.add_argument("--release-dir", metavar="DIR",
                    help="a release directory laid out like the upstream repository (rlvr/..., paper.pdf)")
-    p.add_argument("--campaign", metavar="DIR", help="a campaign directory to verify offline")
+    p.add_argument("--campaign", metavar="DIR", type=non_empty, help="a campaign directory to verify offline")
     p.add_argument("--strict", action="store_true", help="also fail when any release file is absent")
     p.add_argument("--json", action="store_true", help="print the checklist as JSON")
-    p.add_argument("--report-dir", metavar="OUT", help="also write OUT/report.json and OUT/report.md")
+    p.add_argument("--report-dir", metavar="OUT", type=non_empty, help="also write OUT/report.json and OUT/report.md")
     p.epilog = ("exit status: 0 nothing present failed and every file the checks need is present; "
                 "1 a check failed or a needed file is absent (with --strict: any file absent); 2 usage error "
                 "or DIR missing / not a release layout")
