@@ -61,9 +61,11 @@ def test_tmux_navigates_to_verify_on_the_release(tmp_path: Path, trace_release_d
         wait_for_text(target, "No GPU")  # the probe says it plainly
         wait_for_text(target, "can run")  # the probe and the per-recipe checks finished
         tmux("send-keys", "-t", target, "v")
-        screen = wait_for_text(target, "VERIFIED")
+        wait_for_text(target, "VERIFIED")
+        # the checklist's columns are fitted to its text after the verdict is shown: wait for the rows
+        screen = wait_for_text(target, "rlvr/evaluation/trace_eval/results.json")
+        assert "VERIFIED" in screen
         assert "passed" in screen and "absent" in screen and "failed" not in screen.split("VERIFIED")[1].split("\n")[0]
-        assert "rlvr/evaluation/trace_eval/results.json" in screen
         tmux("send-keys", "-t", target, "?")
         wait_for_text(target, "Keys — Verify")
         tmux("send-keys", "-t", target, "Escape")

@@ -20,6 +20,7 @@ class Checklist(LiteralTable):
     # item, expected, actual and detail share the width and wrap: an empty hash column keeps only its
     # title's width, and full hashes (w) fold instead of pushing actual and detail off the screen
     wrap_column = (1, 2, 3, 4)
+    wrap_weights = {1: 3}  # the file's path wraps last: it is what a reader looks for
     MIN_WRAP_WIDTH = 6
 
     def show(self, checks: tuple[CheckRow, ...], wide: bool = False) -> None:

@@ -98,6 +98,9 @@ class LiteralTable(DataTable):
     noun: str = "rows"
     # this column (or these) wrap to the width the other columns leave (None: no column wraps)
     wrap_column: int | tuple[int, ...] | None = None
+    # column -> its share of the width the wrap columns divide (default 1): a table gives its key column
+    # (a path) more, so that it wraps last
+    wrap_weights: dict[int, int] = {}
     MIN_WRAP_WIDTH = 16
     # False: the wrap columns use the scrollbar's room until it shows (a table refitted often, or short)
     reserve_scrollbar = True
@@ -251,18 +254,23 @@ class LiteralTable(DataTable):
         left = self.size.width - others - pad * len(wrap) - self.scrollbar_room()
         widths: dict[int, int] = {}
         todo = sorted(wrap, key=self._widest)
+
+        def share(i: int) -> int:
+            return left * self.wrap_weights.get(i, 1) // sum(self.wrap_weights.get(j, 1) for j in todo)
+
         while todo:
-            share = left // len(todo)
-            narrow = [i for i in todo if self._widest(i) <= share]
+            narrow = [i for i in todo if self._widest(i) <= share(i)]
             if not narrow:
                 break
             for i in narrow:
                 widths[i] = self._widest(i)
-                left -= widths[i]
+            left -= sum(widths[i] for i in narrow)
             todo = [i for i in todo if i not in narrow]
-        if todo:  # these wrap: they share what is left
+        if todo:  # these wrap: they share what is left, by weight
+            shares = {i: share(i) for i in todo}
+            spare = left - sum(shares.values())
             for n, i in enumerate(sorted(todo)):
-                widths[i] = max(self.MIN_WRAP_WIDTH, left // len(todo) + (left % len(todo) if n == 0 else 0))
+                widths[i] = max(self.MIN_WRAP_WIDTH, shares[i] + (spare if n == 0 else 0))
         else:  # every one fits: the last takes the rest of the width
             widths[wrap[-1]] += max(0, left)
         for i, width in widths.items():
