@@ -3,6 +3,7 @@ values, and keys a mapping repeats (PyYAML keeps the last one silently)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -86,26 +87,34 @@ def short_value(value: Any) -> str:
 MAX_INTEGER_DIGITS = 4300
 
 
-def too_long_integer(node: Any) -> tuple[int, int] | None:
-    """(digits, line) of the first integer scalar too long for Python to read, if any."""
+def _nodes(root: Any) -> Iterator[Any]:
+    """Every node of a composed YAML tree, each once: aliases share nodes, so a "billion laughs" stays small."""
     import yaml
 
-    stack = [node]
-    seen: set[int] = set()  # aliases share nodes: each is looked at once (a "billion laughs" stays small)
+    stack = [root]
+    seen: set[int] = set()
     while stack:
         n = stack.pop()
         if n is None or id(n) in seen:
             continue
         seen.add(id(n))
-        if isinstance(n, yaml.ScalarNode):
-            digits = sum(c.isdigit() for c in n.value) if len(n.value) > MAX_INTEGER_DIGITS else 0
-            if n.tag == "tag:yaml.org,2002:int" and digits > MAX_INTEGER_DIGITS:
-                return digits, n.start_mark.line + 1
-        elif isinstance(n, yaml.MappingNode):
+        yield n
+        if isinstance(n, yaml.MappingNode):
             for k, v in n.value:
                 stack += [k, v]
         elif isinstance(n, yaml.SequenceNode):
             stack.extend(n.value)
+
+
+def too_long_integer(node: Any) -> tuple[int, int] | None:
+    """(digits, line) of the first integer scalar too long for Python to read, if any."""
+    import yaml
+
+    for n in _nodes(node):
+        if isinstance(n, yaml.ScalarNode) and n.tag == "tag:yaml.org,2002:int" and len(n.value) > MAX_INTEGER_DIGITS:
+            digits = sum(c.isdigit() for c in n.value)
+            if digits > MAX_INTEGER_DIGITS:
+                return digits, n.start_mark.line + 1
     return None
 
 
@@ -113,23 +122,14 @@ def duplicate_key(node: Any) -> tuple[str, int] | None:
     """The first key a YAML mapping repeats (PyYAML keeps the last silently), with its line."""
     import yaml
 
-    stack = [node]
-    seen_nodes: set[int] = set()
-    while stack:
-        n = stack.pop()
-        if n is None or id(n) in seen_nodes:
-            continue
-        seen_nodes.add(id(n))
+    for n in _nodes(node):
         if isinstance(n, yaml.MappingNode):
             keys: set[str] = set()
-            for k, v in n.value:
+            for k, _v in n.value:
                 if isinstance(k, yaml.ScalarNode):
                     if k.value in keys:
                         return k.value, k.start_mark.line + 1
                     keys.add(k.value)
-                stack.append(v)
-        elif isinstance(n, yaml.SequenceNode):
-            stack.extend(n.value)
     return None
 
 
