@@ -32,6 +32,23 @@ def tmux(*args: str, check: bool = True) -> str:
     return out.stdout
 
 
+def start_terminal(session: str, columns: int, lines: int, command: str) -> str:
+    """A detached tmux window of exactly columns x lines running command; its pane target.
+
+    Two races made the app start at 80x24 about one time in three: a detached session's -x/-y is not
+    its size once a tmux server already runs, and tmux may size the pane's terminal after the command
+    has read it (0x0, so the app took the 80x24 fallback and no resize ever came). The window is fixed
+    to a manual size, and the command sets its own terminal's size (stty) before the app starts."""
+    tmux("-f", "/dev/null", "new-session", "-d", "-s", session, "-x", str(columns), "-y", str(lines), "sleep 600")
+    tmux("set-option", "-t", session, "window-size", "manual")
+    tmux("resize-window", "-t", session, "-x", str(columns), "-y", str(lines))
+    target = f"{session}:0.0"
+    size = tmux("display-message", "-p", "-t", target, "#{window_width}x#{window_height}").strip()
+    assert size == f"{columns}x{lines}", f"tmux made a {size} window, not {columns}x{lines}"
+    tmux("respawn-pane", "-k", "-t", target, f"stty cols {columns} rows {lines}; {command}")
+    return target
+
+
 def wait_for_text(target: str, text: str, timeout: float = 30.0) -> str:
     deadline = time.monotonic() + timeout
     screen = ""
@@ -54,8 +71,7 @@ def test_tmux_navigates_to_verify_on_the_release(tmp_path: Path, trace_release_d
         "TERM": "xterm-256color",
     }
     command = " ".join(f"{k}={v}" for k, v in env.items()) + f" {TRACE_TUI}; echo EXITED=$?; sleep 30"
-    tmux("-f", "/dev/null", "new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
-    target = f"{session}:0.0"
+    target = start_terminal(session, 100, 30, command)
     try:
         wait_for_text(target, "Recipes on this machine")  # first paint
         wait_for_text(target, "No GPU")  # the probe says it plainly
