@@ -145,14 +145,19 @@ def _summaries_by(values: Mapping[tuple, float], key_of) -> dict:
     return {k: summarize([v for _s, v in sorted(vals)]) for k, vals in grouped.items()}
 
 
-def category_summaries(records: Iterable[Any], categories: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], Summary]:
-    """(model, category) -> mean ± sample std of the per-seed category scores."""
-    return _summaries_by(category_scores(records, categories), lambda k: (k[0], k[2]))
+def category_summaries(records: Iterable[Any], categories: Mapping[str, Sequence[str]], *,
+                       per_seed: Mapping[tuple[str, int, str], float] | None = None) -> dict[tuple[str, str], Summary]:
+    """(model, category) -> mean ± sample std of the per-seed category scores (``per_seed``, when the
+    caller has ``category_scores(records, categories)`` already)."""
+    return _summaries_by(category_scores(records, categories) if per_seed is None else per_seed,
+                         lambda k: (k[0], k[2]))
 
 
-def overall_summaries(records: Iterable[Any], benchmarks: Sequence[str] | None = None) -> dict[str, Summary]:
-    """model -> mean ± sample std of the per-seed overall scores."""
-    return _summaries_by(overall_scores(records, benchmarks), lambda k: k[0])
+def overall_summaries(records: Iterable[Any], benchmarks: Sequence[str] | None = None, *,
+                      per_seed: Mapping[tuple[str, int], float] | None = None) -> dict[str, Summary]:
+    """model -> mean ± sample std of the per-seed overall scores (``per_seed``, when the caller has
+    ``overall_scores(records, benchmarks)`` already)."""
+    return _summaries_by(overall_scores(records, benchmarks) if per_seed is None else per_seed, lambda k: k[0])
 
 
 def paired(values: Mapping[int, float], base: Mapping[int, float]) -> PairedDelta:
@@ -165,18 +170,30 @@ def paired(values: Mapping[int, float], base: Mapping[int, float]) -> PairedDelt
     return PairedDelta(mean=mean(ds), stddev=sample_std(ds), seed_values=d)
 
 
-def overall_delta(records: Iterable[Any], model: str, base: str, benchmarks: Sequence[str] | None = None) -> PairedDelta:
-    """Paired change of the per-seed overall score of ``model`` against ``base``."""
-    ov = overall_scores(records, benchmarks)
+def overall_delta(records: Iterable[Any], model: str, base: str, benchmarks: Sequence[str] | None = None, *,
+                  overall: Mapping[tuple[str, int], float] | None = None) -> PairedDelta:
+    """Paired change of the per-seed overall score of ``model`` against ``base``.
+
+    ``overall``: ``overall_scores(records, benchmarks)`` when the caller has it already (it pairs
+    several models over the same scores)."""
+    ov = overall_scores(records, benchmarks) if overall is None else overall
     return paired({s: v for (m, s), v in ov.items() if m == model}, {s: v for (m, s), v in ov.items() if m == base})
 
 
-def benchmark_deltas(records: Iterable[Any], model: str, base: str) -> dict[str, PairedDelta]:
-    """benchmark -> paired change of ``model`` against ``base`` on that benchmark."""
+def seed_scores(records: Iterable[Any]) -> dict[tuple[str, str], dict[int, float]]:
+    """(model, benchmark) -> {seed: score}."""
     by: dict[tuple[str, str], dict[int, float]] = {}
     for (m, s, b), v in index(records).items():
-        if m in (model, base):
-            by.setdefault((m, b), {})[s] = v
+        by.setdefault((m, b), {})[s] = v
+    return by
+
+
+def benchmark_deltas(records: Iterable[Any], model: str, base: str, *,
+                     by_seed: Mapping[tuple[str, str], Mapping[int, float]] | None = None) -> dict[str, PairedDelta]:
+    """benchmark -> paired change of ``model`` against ``base`` on that benchmark.
+
+    ``by_seed``: ``seed_scores(records)`` when the caller has it already."""
+    by = seed_scores(records) if by_seed is None else by_seed
     out: dict[str, PairedDelta] = {}
     for (m, b), mine in by.items():
         theirs = by.get((base, b), {})

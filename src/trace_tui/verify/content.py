@@ -204,17 +204,25 @@ def aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: R
     from trace_tui.verify import aggregate as agg
 
     # Converted once per results document, not in each of the seven aggregate checks.
-    records = res.__dict__.get("_score_records")
-    if records is None:
-        records = res.__dict__["_score_records"] = agg.as_records(res.scores.benchmark_scores)
-    keys = [(x.model_id, x.seed, x.benchmark_id) for x in records]
-    if len(set(keys)) != len(keys):
-        return "", [Problem("cannot recompute: duplicate benchmark scores (see results.complete)")]
     scores = res.__dict__.get("_score_index")
     if scores is None:
-        scores = res.__dict__["_score_index"] = agg.index(records)
+        records = agg.as_records(res.scores.benchmark_scores)
+        keys = {(x.model_id, x.seed, x.benchmark_id) for x in records}
+        scores = res.__dict__["_score_index"] = agg.index(records) if len(keys) == len(records) else False
+    if scores is False:
+        return "", [Problem("cannot recompute: duplicate benchmark scores (see results.complete)")]
     records = scores  # every aggregate below accepts the index and skips re-indexing
     categories = {c: list(ks) for c, ks in suite.categories.items()}
+    # The seven checks share intermediate aggregates (per-seed overall and category scores, each
+    # model's scores by seed): computed once per results document and suite categories.
+    memo = res.__dict__.setdefault("_aggregates", {}).setdefault(
+        tuple((cat, tuple(ks)) for cat, ks in categories.items()), {})
+
+    def shared(key: str, compute):
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
+
     n_bench = len(suite.benchmarks)
     c = _Compare()
     sc = res.scores
@@ -229,7 +237,7 @@ def aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: R
                 c.value(f"{what} stddev", x.stddev, r.stddev)
                 c.equal(f"{what} seed_count", x.seed_count, r.n)
     elif name == "category_scores":
-        rec = agg.category_scores(records, categories)
+        rec = shared("category_scores", lambda: agg.category_scores(records, categories))
         c.keys("category score", [(x.model_id, x.seed, x.category_name) for x in sc.category_scores], rec)
         for x in sc.category_scores:
             r = rec.get((x.model_id, x.seed, x.category_name))
@@ -238,7 +246,8 @@ def aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: R
                 c.equal(f"{x.model_id}/{x.seed}/{x.category_name} benchmark_count", x.benchmark_count,
                         len(categories[x.category_name]))
     elif name == "category_summaries":
-        rec = agg.category_summaries(records, categories)
+        rec = agg.category_summaries(records, categories, per_seed=shared(
+            "category_scores", lambda: agg.category_scores(records, categories)))
         c.keys("category summary", [(x.model_id, x.category_name) for x in sc.category_summaries], rec)
         for x in sc.category_summaries:
             r = rec.get((x.model_id, x.category_name))
@@ -247,7 +256,7 @@ def aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: R
                 c.value(f"{x.model_id}/{x.category_name} stddev", x.stddev, r.stddev)
                 c.equal(f"{x.model_id}/{x.category_name} seed_count", x.seed_count, r.n)
     elif name == "overall_scores":
-        rec = agg.overall_scores(records)
+        rec = shared("overall_scores", lambda: agg.overall_scores(records))
         c.keys("overall score", [(x.model_id, x.seed) for x in sc.overall_scores], rec)
         for x in sc.overall_scores:
             r = rec.get((x.model_id, x.seed))
@@ -255,13 +264,13 @@ def aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: R
                 c.value(f"{x.model_id}/{x.seed}", x.score, r)
                 c.equal(f"{x.model_id}/{x.seed} benchmark_count", x.benchmark_count, n_bench)
         # The suite's rule: the overall also equals the mean of the category means.
-        cats = agg.category_scores(records, categories)
+        cats = shared("category_scores", lambda: agg.category_scores(records, categories))
         for (m, s), v in rec.items():
             cm = [cats[(m, s, cat)] for cat in categories if (m, s, cat) in cats]
             if len(cm) == len(categories) and not _close(v, agg.mean(cm)):
                 c.problems.append(Problem(f"{m}/{s}: overall {v!r} is not the mean of category means", v, agg.mean(cm)))
     elif name == "overall_summaries":
-        rec = agg.overall_summaries(records)
+        rec = agg.overall_summaries(records, per_seed=shared("overall_scores", lambda: agg.overall_scores(records)))
         c.keys("overall summary", [(x.model_id,) for x in sc.overall_summaries], [(k,) for k in rec])
         for x in sc.overall_summaries:
             r = rec.get(x.model_id)
@@ -271,11 +280,13 @@ def aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: R
                 c.equal(f"{x.model_id} seed_count", x.seed_count, r.n)
     elif name == "overall_deltas":
         for cmp in res.comparisons:
-            rec = agg.overall_delta(records, cmp.model_id, cmp.base_model_id)
+            rec = agg.overall_delta(records, cmp.model_id, cmp.base_model_id,
+                                    overall=shared("overall_scores", lambda: agg.overall_scores(records)))
             c.delta(f"{cmp.model_id} vs {cmp.base_model_id} overall", cmp.overall_delta, rec)
     elif name == "benchmark_deltas":
         for cmp in res.comparisons:
-            rec = agg.benchmark_deltas(records, cmp.model_id, cmp.base_model_id)
+            rec = agg.benchmark_deltas(records, cmp.model_id, cmp.base_model_id,
+                                       by_seed=shared("seed_scores", lambda: agg.seed_scores(records)))
             c.keys(f"{cmp.model_id} delta", [(x.benchmark_id,) for x in cmp.benchmark_deltas], [(k,) for k in rec])
             for x in cmp.benchmark_deltas:
                 r = rec.get(x.benchmark_id)

@@ -26,10 +26,16 @@ from trace_tui.verify import documents as d
 from trace_tui.verify import trust
 from trace_tui.verify.checklist import Check, FileReport, FileState, ReleaseVerification
 from trace_tui.verify.trust import NOT_READ
-from trace_tui.verify.yaml_docs import BackgroundParse
+from trace_tui.verify.yaml_docs import BackgroundParse, is_yaml
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
+
+
+# (check id, group, title, the file it is about, the documents it reads, what it computes from them)
+_ContentSpec = tuple[str, str, str, str, Sequence[str], Callable[..., tuple[str, list[ct.Problem]]]]
+# ("absent" | "unreadable", the document) or (message when passed, problems)
+_Outcome = tuple[Any, Any]
 
 
 class _Verifier(trust.TrustChain):
@@ -60,26 +66,36 @@ class _Verifier(trust.TrustChain):
                                         message=err))
 
     # ---- content checks -----------------------------------------------------------------------
-    def _content(self, cid: str, group: str, title: str, subject: str, involved: Sequence[str],
-                 fn: Callable[..., tuple[str, list[ct.Problem]]]) -> None:
+    def _outcome(self, involved: Sequence[str], fn: Callable[..., tuple[str, list[ct.Problem]]]) -> _Outcome:
+        """What a content check finds: its documents' state, else its message and problems."""
         docs = []
         for p in involved:
             if not self.rel.present(p):
-                self.checks.append(Check(id=cid, group=group, title=title, file=p, status="absent",
-                                        message=f"cannot check: {p} is not in this directory"))
-                return
+                return ("absent", p)
             doc, err = self.rel.doc(p, self.needed.get(p, d.AnyObject))
             if err is not None:
-                self.checks.append(Check(id=cid, group=group, title=title, file=p, status="failed",
-                                        message=f"cannot check: {p} is unreadable (see document:{p})"))
-                return
+                return ("unreadable", p)
             docs.append(doc)
         try:
-            ok_message, problems = fn(*docs)
+            return fn(*docs)
         except OverflowError:  # a stored number so large that sums or squares of it leave the floats
-            problems, ok_message = [ct.Problem("cannot recompute: a value out of range (the sums overflow)")], ""
+            return "", [ct.Problem("cannot recompute: a value out of range (the sums overflow)")]
         except (ValueError, KeyError, ArithmeticError, TypeError) as exc:
-            problems, ok_message = [ct.Problem(f"cannot recompute: {exc}")], ""
+            return "", [ct.Problem(f"cannot recompute: {exc}")]
+
+    def _content(self, spec: _ContentSpec) -> None:
+        cid, group, title, subject, involved, fn = spec
+        outcome = self._ahead.pop(cid, None) or self._outcome(involved, fn)
+        if outcome[0] == "absent":
+            self.checks.append(Check(id=cid, group=group, title=title, file=outcome[1], status="absent",
+                                    message=f"cannot check: {outcome[1]} is not in this directory"))
+            return
+        if outcome[0] == "unreadable":
+            p = outcome[1]
+            self.checks.append(Check(id=cid, group=group, title=title, file=p, status="failed",
+                                    message=f"cannot check: {p} is unreadable (see document:{p})"))
+            return
+        ok_message, problems = outcome
         if not problems:
             self.checks.append(Check(id=cid, group=group, title=title, file=subject, status="passed", message=ok_message))
             return
@@ -92,40 +108,56 @@ class _Verifier(trust.TrustChain):
             actual=None if first.actual is None else str(first.actual),
             message=first.message + more, details=[p.message for p in problems[:50]]))
 
-    def _content_checks(self) -> None:
+    def _content_specs(self) -> list[_ContentSpec]:
         lock = self.lock
         te, tv = lock.trace_eval, lock.trace_validation
         R, S, P = te.results_path, te.suite_path, trust.PROVENANCE
-        self._content("suite.categories", "results", "suite categories and benchmarks agree", S, [S], ct.suite_categories)
-        self._content("provenance.suite", "results", "provenance covers the suite's benchmarks", P, [P, S],
-                      ct.provenance_vs_suite)
-        self._content("results.suite", "results", "results.json names the suite it was built from", R, [R, S],
-                      ct.results_suite)
-        self._content("results.models", "results", "models are the release's models", R, [R],
-                      lambda r: ct.results_models(r, lock))
-        self._content("results.complete", "results", "models x seeds x benchmarks, once each", R, [R, S],
-                      lambda r, s: ct.results_complete(r, s, lock))
-        self._content("results.evaluated_rows", "results", "evaluated rows as in the suite", R, [R, S],
-                      ct.results_rows)
+        specs: list[_ContentSpec] = [
+            ("suite.categories", "results", "suite categories and benchmarks agree", S, [S], ct.suite_categories),
+            ("provenance.suite", "results", "provenance covers the suite's benchmarks", P, [P, S],
+             ct.provenance_vs_suite),
+            ("results.suite", "results", "results.json names the suite it was built from", R, [R, S],
+             ct.results_suite),
+            ("results.models", "results", "models are the release's models", R, [R],
+             lambda r: ct.results_models(r, lock)),
+            ("results.complete", "results", "models x seeds x benchmarks, once each", R, [R, S],
+             lambda r, s: ct.results_complete(r, s, lock)),
+            ("results.evaluated_rows", "results", "evaluated rows as in the suite", R, [R, S], ct.results_rows),
+        ]
         for name, title in ct.AGGREGATES:
-            self._content(f"aggregates.{name}", "aggregates", title, R, [R, S],
-                          lambda r, s, name=name: ct.aggregate_check(name, r, s, lock))
-        self._content("aggregates.pairs", "aggregates", "each trained model is compared with its same-scale base",
-                      R, [R], lambda r: ct.comparison_pairs(r, lock))
+            specs.append((f"aggregates.{name}", "aggregates", title, R, [R, S],
+                          lambda r, s, name=name: ct.aggregate_check(name, r, s, lock)))
+        specs.append(("aggregates.pairs", "aggregates", "each trained model is compared with its same-scale base",
+                      R, [R], lambda r: ct.comparison_pairs(r, lock)))
         V, VS, VR = tv.results_path, tv.suite_path, trust.VALIDATION_RECEIPT
-        self._content("validation.suite", "validation", "validation suite matches the release lock", VS, [VS],
-                      lambda s: ct.validation_suite(s, lock))
-        self._content("validation.models", "validation", "validation results cover the suite's models", V, [V, VS],
-                      lambda r, s: ct.validation_models(r, s, lock))
-        self._content("validation.rows", "validation", "every model scored on all rows, with the suite's seed", V,
-                      [V, VS], ct.validation_rows)
-        self._content("validation.scores", "validation", "scores are accuracies over whole rows", V, [V],
-                      ct.validation_scores)
-        self._content("validation.receipt", "validation", "release receipt agrees with results and suite", VR,
-                      [VR, V, VS], lambda rc, r, s: ct.validation_receipt(rc, r, s, lock))
+        specs += [
+            ("validation.suite", "validation", "validation suite matches the release lock", VS, [VS],
+             lambda s: ct.validation_suite(s, lock)),
+            ("validation.models", "validation", "validation results cover the suite's models", V, [V, VS],
+             lambda r, s: ct.validation_models(r, s, lock)),
+            ("validation.rows", "validation", "every model scored on all rows, with the suite's seed", V,
+             [V, VS], ct.validation_rows),
+            ("validation.scores", "validation", "scores are accuracies over whole rows", V, [V],
+             ct.validation_scores),
+            ("validation.receipt", "validation", "release receipt agrees with results and suite", VR,
+             [VR, V, VS], lambda rc, r, s: ct.validation_receipt(rc, r, s, lock)),
+        ]
         for scale, c in lock.training.configs.items():
-            self._content(f"config.pins:{c}", "results", f"{scale} training config pins the release's models and data",
-                          c, [c], lambda doc, scale=scale: ct.config_pins(doc, scale, lock))
+            specs.append((f"config.pins:{c}", "results", f"{scale} training config pins the release's models and data",
+                          c, [c], lambda doc, scale=scale: ct.config_pins(doc, scale, lock)))
+        return specs
+
+    def _content_ahead(self) -> None:
+        """The outcomes of the content checks that read no YAML, found while the YAML is parsed in the
+        background (yaml_docs); the checks themselves are made later, in their place, once the hash
+        checks have said which files to blame."""
+        for spec in self._content_specs():
+            if not any(is_yaml(p) for p in spec[4]):
+                self._ahead[spec[0]] = self._outcome(spec[4], spec[5])
+
+    def _content_checks(self) -> None:
+        for spec in self._content_specs():
+            self._content(spec)
 
     # ---- files -----------------------------------------------------------------------------------
     def _files(self) -> list[FileReport]:
@@ -176,7 +208,10 @@ class _Verifier(trust.TrustChain):
         return out
 
     def run(self) -> ReleaseVerification:
-        self.lock_checks()  # first: it needs no declarations, and meanwhile the YAML is parsed (yaml_docs)
+        # Meanwhile the YAML is parsed in the background (yaml_docs): first what needs none of it.
+        self.lock_checks()
+        self._ahead: dict[str, _Outcome] = {}
+        self._content_ahead()
         self.collect()
         self.propagate()
         self._document_checks()
