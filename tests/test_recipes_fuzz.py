@@ -171,9 +171,13 @@ def test_seeds_out_of_range_are_refused(seed):
     assert "selection.seeds" in _refused(_with(DEMO, ("selection", "seeds"), [seed]))
 
 
+@pytest.mark.parametrize("suite", ["trace_eval", "demo"])
 @pytest.mark.parametrize("path", [("selection", "models"), ("selection", "seeds"), ("selection", "benchmarks")])
-def test_empty_selections_giving_no_slices_are_refused(path):
-    assert "0 slices" in _refused(_with(BASE, path, []))
+def test_empty_selection_lists_are_refused(path, suite):
+    """An empty list is refused in every suite: the demo read `seeds: []` as all seeds (an absent field)."""
+    err = _refused(_with(BASE if suite == "trace_eval" else DEMO, path, []))
+    assert f"selection.{path[1]}: an empty list selects nothing" in err
+    assert "leave the field out" in err
 
 
 def test_a_demo_without_tasks_gives_no_slices_and_is_refused():

@@ -198,10 +198,16 @@ def _check_settings(recipe: Recipe, root: Any, source: str, base: dict[str, Any]
 
 
 def _check_selection(recipe: Recipe, root: Any, source: str) -> None:
-    """No repeated keys or seeds, seeds in range, task keys unique."""
+    """No empty lists, no repeated keys or seeds, seeds in range, task keys unique."""
     sel = recipe.selection
     for field in ("models", "seeds", "benchmarks"):
         values = getattr(sel, field)
+        # Written out, an empty list would select nothing, yet some suites read an absent field as
+        # "all": the two must not look alike.
+        if values == [] and field in sel.model_fields_set:
+            raise UsageError(f"{source}:{node_line(root, ('selection', field))}: selection.{field}: "
+                             "an empty list selects nothing",
+                             hint=f"list the {field} to run, write `all`, or leave the field out")
         if isinstance(values, list):
             dupes = [v for i, v in enumerate(values) if v in values[:i]]
             if dupes:
