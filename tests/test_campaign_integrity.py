@@ -384,3 +384,31 @@ def test_an_empty_path_flag_is_a_usage_error_not_ignored(argv: list[str], flag: 
                                                          capsys: pytest.CaptureFixture[str],
                                                          trace_release_dir: Path) -> None:
     error_line(capsys, [str(trace_release_dir) if a == "R" else a for a in argv], 2, flag)
+
+
+@pytest.mark.parametrize(("damage", "said"), [("truncated", "not valid JSON"), ("list", "a JSON list"),
+                                              ("no name", "names no recipe"), ("deleted", "missing")])
+def test_status_and_the_campaign_list_call_a_damaged_recipe_json_damaged_not_complete(
+        single: Path, damage: str, said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every job of this campaign finished; its recipe.json, which says what it ran, is damaged. status said
+    COMPLETE (exit 0) and the campaign list "complete", while opening or resuming it failed."""
+    path = single / "recipe.json"
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:40])
+    elif damage == "list":
+        path.write_text("[]")
+    elif damage == "no name":
+        path.write_text(json.dumps({"recipe": {"title": "x"}}))
+    else:
+        path.unlink()
+    assert main(["status", "--campaign", str(single)]) == 1
+    out, err = capsys.readouterr()
+    assert "DAMAGED" in out and "COMPLETE" not in out and f"damaged: {path}" in out
+    assert err.count("\n") == 1 and err.startswith(f"trace-tui: error: {path}") and said in err
+    assert main(["status", "--campaign", str(single), "--json", "--fail-if-incomplete"]) == 1
+    st = json.loads(capsys.readouterr().out)
+    assert st["complete"] is False and said in st["damaged"]
+    from trace_tui.engine.campaign_list import read_summary
+
+    summary = read_summary(single)
+    assert summary.state == "unreadable" and said in summary.message

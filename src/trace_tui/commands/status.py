@@ -54,10 +54,13 @@ def run(args: argparse.Namespace) -> int:
                     sys.stdout.write("\x1b[2J\x1b[H")
                 sys.stdout.write(render(st) + "\n")
             sys.stdout.flush()
-            if args.watch is None or st["complete"] or (not st["running"] and st["last_run_state"] is not None
+            if args.watch is None or st["complete"] or st.get("damaged") or (not st["running"] and st["last_run_state"] is not None
                                                         and args.fail_if_incomplete):
                 break
             time.sleep(args.watch)
     except KeyboardInterrupt:
         pass
+    if st.get("damaged"):  # shown with the status above; as an error line too, and a failed exit
+        print(f"trace-tui: error: {st['damaged']}", file=sys.stderr)
+        return 1
     return 1 if args.fail_if_incomplete and not st["complete"] else 0

@@ -40,6 +40,8 @@ def summary_state(st: dict[str, Any]) -> tuple[str, str]:
     """(state, why) of a status dict: running beats everything, then failures, then complete, else partial."""
     if st.get("running"):
         return "running", ""
+    if st.get("damaged"):
+        return "unreadable", st["damaged"]
     failures = [f"{s['step']}: {m}" for s in st.get("steps", []) for m in s.get("failures") or []]
     failures += [f"{s['id']}: {m}" for s in st.get("shards", []) for m in s.get("failures") or []]
     failed_steps = [s["step"] for s in st.get("steps", []) if s.get("state") == "failed"]

@@ -55,15 +55,35 @@ def campaign_status(path: Path | str, *, now: float | None = None) -> dict[str, 
                        "seed": j.seed, "benchmark": j.benchmark, "state": j.state if (active or j.state != "running")
                        else "interrupted", "phase": j.phase, "done": j.done, "total": j.total, "score": j.score,
                        "rate": rate, "eta_s": eta, "message": j.message})
-    complete = bool(jobs) and all(j.state == "completed" for j in jobs)
+    damaged = recipe_damage(path)
+    # Finished jobs of a campaign whose recipe.json cannot be read are not a result anyone can resume,
+    # verify or report: never COMPLETE.
+    complete = bool(jobs) and all(j.state == "completed" for j in jobs) and damaged is None
     return {"campaign": str(path), "recipe": meta.get("recipe"), "run_tag": meta.get("run_tag"),
-            "runtime": meta.get("runtime"), "running": active, "complete": complete,
+            "runtime": meta.get("runtime"), "running": active, "complete": complete, "damaged": damaged,
             "last_run_state": meta.get("last_run_state"),
             "jobs": len(jobs), "jobs_completed": sum(1 for j in jobs if j.state == "completed"),
             "rows_done": sum(j.done for j in jobs), "rows_total": sum(j.total for j in jobs),
             "slices_total": len(slices), "slices_completed": sum(1 for x in slices if x["state"] == "completed"),
             "steps": out_steps, "slices": slices, "superseded": _superseded(Path(path)),
             "gpu_plan": _gpu_plan(meta)}
+
+
+def recipe_damage(path: Path) -> str | None:
+    """Why the campaign's recipe.json cannot say what the campaign ran, in one line; None when it can.
+
+    Read as the TUI and a resume find which recipe a campaign holds (recipe_file.campaign_recipe_name),
+    so that status, the campaign list and opening the campaign agree on what is damaged.
+    """
+    from trace_tui.campaign_files.recipe_file import RECIPE_FILE, campaign_recipe_name
+    from trace_tui.errors import TraceTuiError
+
+    try:
+        if campaign_recipe_name(path) is None:
+            return f"{Path(path) / RECIPE_FILE}: missing (a run writes it when it starts)"
+    except TraceTuiError as exc:
+        return exc.line()
+    return None
 
 
 def _superseded(path: Path) -> list[dict[str, Any]]:
@@ -111,9 +131,11 @@ def format_columns(header: list[str], rows: list[list[str]], right: set[int] = f
 def render_status(st: dict[str, Any]) -> str:
     from trace_tui.engine.printer import fmt_duration
 
+    verdict = "DAMAGED" if st.get("damaged") else "COMPLETE" if st["complete"] else "incomplete"
     lines = [f"campaign {st['campaign']}", f"recipe {st['recipe']}  run tag {st['run_tag']}  "
-             f"{'running' if st['running'] else 'not running'}  "
-             f"{'COMPLETE' if st['complete'] else 'incomplete'}  jobs {st['jobs_completed']}/{st['jobs']}"]
+             f"{'running' if st['running'] else 'not running'}  {verdict}  jobs {st['jobs_completed']}/{st['jobs']}"]
+    if st.get("damaged"):
+        lines.append(f"damaged: {st['damaged']}")
     lines.append("")
     steps = [[s["step"], s["state"], f"{s['completed']}/{s['jobs']}", f"{s['rows_done']}/{s['rows_total']}",
               s["message"] or ""] for s in st["steps"]]
