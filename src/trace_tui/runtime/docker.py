@@ -231,7 +231,7 @@ class DockerRuntime:
     def check(self, image_kinds: set[str], *, gpus: bool) -> list[str]:
         problems: list[str] = []
         try:
-            client = self.client
+            self.client  # noqa: B018 - connects: an unreachable engine is the one problem worth saying
         except RequirementsError as exc:
             return [exc.line()]
         for kind in sorted(image_kinds):
