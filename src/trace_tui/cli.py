@@ -12,7 +12,9 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Any, NoReturn, Sequence
+TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, NoReturn, Sequence
 
 from trace_tui import __version__
 from trace_tui.errors import ExitCode, TraceTuiError

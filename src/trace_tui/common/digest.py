@@ -21,7 +21,9 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
 
 BLOCK = 8 << 20  # large reads: hashlib releases the GIL per block, and per-call overhead vanishes
 

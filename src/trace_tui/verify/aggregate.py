@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections import namedtuple
+
+TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
 
 from trace_tui.verify.record import FrozenRecord
 
 
-class ScoreRecord(NamedTuple):
-    model_id: str
-    seed: int
-    benchmark_id: str
-    score: float
+class ScoreRecord(namedtuple("ScoreRecord", "model_id seed benchmark_id score")):
+    """model_id (str), seed (int), benchmark_id (str), score (float)."""
+
+    __slots__ = ()
 
 
 # Frozen records, not pydantic models: computed here from typed numbers (never parsed from

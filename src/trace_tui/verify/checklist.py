@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, Literal
+TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 
 from trace_tui.verify.record import Record
 
-Status = Literal["passed", "failed", "absent"]
-FileState = Literal["verified", "failed", "absent", "unverified"]
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, Literal
+
+    Status = Literal["passed", "failed", "absent"]
+    FileState = Literal["verified", "failed", "absent", "unverified"]
 
 
 # Records, not pydantic models: the checklist is built from our own values (hundreds per

@@ -10,22 +10,24 @@ documents it names and turns the problems into a line of the checklist.
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, namedtuple
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple
+TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 
 from trace_tui.verify import documents as d
 
 if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
+
     from trace_tui.release import ReleaseLock
 
 TOLERANCE = 1e-9
 
 
-class Problem(NamedTuple):
-    message: str
-    expected: Any = None
-    actual: Any = None
+class Problem(namedtuple("Problem", "message expected actual", defaults=(None, None))):
+    """One thing a content check found wrong: a message, and the expected and actual values when there are any."""
+
+    __slots__ = ()
 
 
 

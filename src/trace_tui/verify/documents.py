@@ -8,19 +8,31 @@ may carry more than we read.
 
 import re
 import types
-import typing
 from functools import lru_cache
-from typing import Annotated, Any, Callable, Union, get_args, get_origin
 
 # No `from __future__ import annotations` here: with real (not string) annotations, compiling a
-# schema does not eval every annotation string on the timed first use.
+# schema reads them as they are, and never evals a string on the timed first use.
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Callable
+    from typing import Annotated, Any
+
+    Sha256 = Annotated[str, "sha256"]
+else:
+    # At run time the schemas name these two markers instead: importing typing (and reading its
+    # Annotated, get_type_hints) costs `trace-tui verify` more than all the schemas' validation.
+    class Any:
+        """Any JSON value (typing.Any to type checkers)."""
+
+    class Sha256(str):
+        """A sha256, 64 lower-case hex digits (Annotated[str, "sha256"] to type checkers)."""
+
 # Hand-rolled rather than pydantic: these ~45 small schemas sit on the timed
 # `trace-tui verify` path, and building them as pydantic models costs more than
 # the whole verification. Semantics follow pydantic's strict mode: no coercion
 # (a number stored as a string is an error), ints accepted for floats, bools
 # never accepted as numbers, unknown fields ignored.
 
-Sha256 = Annotated[str, "sha256"]
 _SHA = re.compile(r"[0-9a-f]{64}")
 
 
@@ -45,22 +57,20 @@ def _name(value: Any) -> str:
 
 
 @lru_cache(maxsize=None)
-def _compile(tp: Any) -> Callable[[Any], Any]:
+def _compile(tp: Any) -> "Callable[[Any], Any]":
     """A validator for one annotation: returns the (converted) value or raises SchemaError."""
     if tp is Any:
         return lambda v: v
-    origin = get_origin(tp)
-    if origin is Annotated:
-        base, *meta = get_args(tp)
-        inner = _compile(base)
-        if "sha256" in meta:
-            def sha(v: Any) -> Any:
-                v = inner(v)
-                if not _SHA.fullmatch(v):
-                    raise SchemaError(f"expected a sha256 (64 lower-case hex digits), got {v[:20]!r}")
-                return v
-            return sha
-        return inner
+    origin = getattr(tp, "__origin__", None)  # list[X] and dict[K, V] (types.GenericAlias)
+    if tp is Sha256:
+        inner = _compile(str)
+
+        def sha(v: Any) -> Any:
+            v = inner(v)
+            if not _SHA.fullmatch(v):
+                raise SchemaError(f"expected a sha256 (64 lower-case hex digits), got {v[:20]!r}")
+            return v
+        return sha
     if tp is str:
         def string(v: Any) -> Any:
             if type(v) is not str:
@@ -88,7 +98,7 @@ def _compile(tp: Any) -> Callable[[Any], Any]:
             return v
         return boolean
     if origin is list:
-        (item_tp,) = get_args(tp)
+        (item_tp,) = tp.__args__
         item = _compile(item_tp)
 
         def seq(v: Any) -> Any:
@@ -104,7 +114,7 @@ def _compile(tp: Any) -> Callable[[Any], Any]:
             return out
         return seq
     if origin is dict:
-        _k, val_tp = get_args(tp)
+        _k, val_tp = tp.__args__
         val = _compile(val_tp)
 
         def mapping(v: Any) -> Any:
@@ -119,8 +129,8 @@ def _compile(tp: Any) -> Callable[[Any], Any]:
                     raise
             return out
         return mapping
-    if origin in (Union, types.UnionType):
-        options = [_compile(a) for a in get_args(tp)]
+    if isinstance(tp, types.UnionType):  # X | Y
+        options = [_compile(a) for a in tp.__args__]
 
         def union(v: Any) -> Any:
             errors = []
@@ -145,12 +155,14 @@ def _compile(tp: Any) -> Callable[[Any], Any]:
 class Doc:
     """A document (or part of one): the annotated fields are required and typed; the rest is ignored."""
 
-    _fields: dict[str, Callable[[Any], Any]] | None = None
+    _fields = None  # field -> its validator, made on first use
 
     @classmethod
-    def _field_validators(cls) -> dict[str, Callable[[Any], Any]]:
+    def _field_validators(cls) -> "dict[str, Callable[[Any], Any]]":
         if cls.__dict__.get("_fields") is None:
-            hints = typing.get_type_hints(cls, include_extras=True)
+            hints: dict = {}
+            for klass in reversed(cls.__mro__):  # a base's fields first, as typing.get_type_hints orders them
+                hints.update(klass.__dict__.get("__annotations__", {}))
             cls._fields = {k: _compile(t) for k, t in hints.items() if not k.startswith("_")}
         return cls._fields  # type: ignore[return-value]
 

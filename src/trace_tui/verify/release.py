@@ -19,23 +19,25 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 
 from trace_tui.verify import content as ct
 from trace_tui.verify import documents as d
 from trace_tui.verify import trust
-from trace_tui.verify.checklist import Check, FileReport, FileState, ReleaseVerification
+from trace_tui.verify.checklist import Check, FileReport, ReleaseVerification
 from trace_tui.verify.trust import NOT_READ
 from trace_tui.verify.yaml_docs import BackgroundParse, is_yaml
 
 if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
+
     from trace_tui.release import ReleaseLock
+    from trace_tui.verify.checklist import FileState
 
-
-# (check id, group, title, the file it is about, the documents it reads, what it computes from them)
-_ContentSpec = tuple[str, str, str, str, Sequence[str], Callable[..., tuple[str, list[ct.Problem]]]]
-# ("absent" | "unreadable", the document) or (message when passed, problems)
-_Outcome = tuple[Any, Any]
+    # (check id, group, title, the file it is about, the documents it reads, what it computes from them)
+    _ContentSpec = tuple[str, str, str, str, Sequence[str], Callable[..., tuple[str, list[ct.Problem]]]]
+    # ("absent" | "unreadable", the document) or (message when passed, problems)
+    _Outcome = tuple[Any, Any]
 
 
 class _Verifier(trust.TrustChain):

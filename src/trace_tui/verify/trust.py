@@ -13,9 +13,9 @@ fails itself, not the file).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections import namedtuple
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 
 from trace_tui.common.digest import sha256_bytes
 from trace_tui.common.safe_read import MAX_DOCUMENT_BYTES, Folder, NotRead
@@ -24,6 +24,8 @@ from trace_tui.verify.checklist import Check
 from trace_tui.verify.yaml_docs import TOO_DEEP, BackgroundParse, is_yaml, parse as parse_yaml
 
 if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
+
     from trace_tui.release import ReleaseLock
 
 LOCK = "release lock"
@@ -38,17 +40,17 @@ VALIDATION_RECEIPT = "rlvr/evaluation/trace_validation/release_receipt.v1.json"
 SOURCE_MAP = "rlvr/source_map.v1.json"
 
 
-class Declaration(NamedTuple):
-    declarer: str  # a path, or LOCK
-    location: str  # where inside the declarer, e.g. "files[3].sha256"
-    target: str  # path from the repository root
-    sha256: str
+class Declaration(namedtuple("Declaration", "declarer location target sha256")):
+    """declarer: a path, or LOCK; location: where inside the declarer, e.g. "files[3].sha256"; target: a
+    path from the repository root; sha256: the hash it states (all str)."""
+
+    __slots__ = ()
 
 
-class Trust(NamedTuple):
-    sha256: str
-    decl: Declaration
-    depth: int
+class Trust(namedtuple("Trust", "sha256 decl depth")):
+    """sha256 (str), the Declaration it came from, its depth from the lock (int)."""
+
+    __slots__ = ()
 
 
 def _short(h: str | None) -> str:
@@ -154,10 +156,10 @@ def _rlvr(path: str) -> str:
     return path if path.startswith("rlvr/") else f"rlvr/{path}"
 
 
-class Declarer(NamedTuple):
-    path: str
-    schema: type
-    extract: Callable[[Any], list[tuple[str, str, str]]]  # doc -> [(location, target, sha256)]
+class Declarer(namedtuple("Declarer", "path schema extract")):
+    """path (str), schema (a documents.Doc class), extract: doc -> [(location, target, sha256)]."""
+
+    __slots__ = ()
 
 
 def declarers(lock: ReleaseLock) -> list[Declarer]:

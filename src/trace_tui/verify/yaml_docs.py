@@ -17,13 +17,16 @@ import marshal
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from trace_tui.common.safe_read import MAX_DOCUMENT_BYTES, Folder, NotRead
 
-TOO_DEEP = "nested too deeply to be a release document"
+TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
 
-Parsed = tuple[Any, "str | None"]  # (value, error line)
+    Parsed = tuple[Any, "str | None"]  # (value, error line)
+
+TOO_DEEP = "nested too deeply to be a release document"
 
 
 def is_yaml(path: str) -> bool:
