@@ -216,3 +216,26 @@ def test_a_log_file_that_cannot_be_written_is_one_line(trace_release_dir: Path) 
     assert proc.stderr.splitlines() == [
         "trace-tui: error: --log-file /dev/full: cannot be written (No space left on device) "
         "(free space there, or name a file elsewhere)"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_the_executable_exits_without_teardown_yet_loses_nothing(trace_release_dir: Path, tmp_path: Path,
+                                                                fmt: str) -> None:
+    """`trace-tui verify --release-dir` leaves the process at once after the checklist (os._exit, no
+    interpreter teardown): everything written before must be whole, the exit code as it returned; with
+    --log-file (a handler to flush) the process exits the ordinary way and the log holds its last event."""
+    out = tmp_path / "report"
+    args = ["verify", "--release-dir", str(trace_release_dir), "--report-dir", str(out)]
+    proc = _subprocess(*args, *(["--json"] if fmt == "json" else []))
+    assert proc.returncode == 0, proc.stderr
+    if fmt == "json":
+        assert json.loads(proc.stdout)["exit_code"] == 0
+    else:
+        assert proc.stdout.rstrip().splitlines()[-1].startswith("Result: OK")
+    assert json.loads((out / "report.json").read_text())["exit_code"] == 0
+    assert (out / "report.md").read_text().strip()
+    log = tmp_path / "verify.log"
+    proc = _subprocess(*args, "--log-file", str(log), "--log-format", "json", "--strict")
+    assert proc.returncode == 1
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert last["event"] == "verify.release" and last["exit_code"] == 1

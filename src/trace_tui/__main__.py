@@ -1,3 +1,3 @@
-from trace_tui.cli import main
+from trace_tui.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -41,7 +41,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.release_dir and not campaign_dir:
         raise UsageError("nothing to verify", hint="give --release-dir DIR and/or --campaign DIR")
     if not campaign_dir:
-        return _verify_release(args)
+        code = _verify_release(args)
+        if not getattr(args, "log_file", None):  # no log handler to flush; a report's files are closed
+            from trace_tui.cli import skip_teardown
+
+            skip_teardown()
+        return code
     campaign = _campaign_module()
     if not args.release_dir:
         return int(campaign.run_cli(args))
