@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.register("action", "parsers", _LazyCommands)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_module, help_line) in COMMANDS.items():
-        sub.add_parser(name, help=help_line, description=help_line)
+        sub.add_lazy_parser(name, help_line)
     return parser
 
 
@@ -226,9 +226,20 @@ class _LazyCommands(argparse._SubParsersAction):
     more); doing it for every command on every start cost more than `verify` itself.
     """
 
+    def add_lazy_parser(self, name: str, help_line: str) -> None:
+        """Command NAME in the list (`--help`, the choices), its parser made only when it is the one given:
+        each parser made costs argparse's set-up (a dozen translation lookups), ten of them more than
+        a check of `verify`."""
+        self._choices_actions.append(self._ChoicesPseudoAction(name, (), help_line))
+        self._name_parser_map[name] = None
+
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         name = values[0]
+        if self._name_parser_map.get(name, False) is None:
+            help_line = COMMANDS[name][1]
+            self._name_parser_map[name] = self._parser_class(prog=f"{self._prog_prefix} {name}",
+                                                             description=help_line)
         if name in self._name_parser_map and name in COMMANDS:
             _command_parser(name, self._name_parser_map[name])
         super().__call__(parser, namespace, values, option_string)
