@@ -121,30 +121,47 @@ class Folder:
         real = os.path.realpath(self.root)
         self._inside = real if real.endswith(os.sep) else real + os.sep
         self.name = name
+        self._real_folders: dict[str, str] = {}
 
     def _open(self, rel: str) -> io.FileIO | None:
         """``rel`` opened for reading; None when nothing is there (a path through a plain file included)."""
         path = os.path.join(self.root, rel)
         failure = None
         try:
-            os.stat(path)  # most paths a release lists are absent: this settles them in one call
+            # Most paths a release lists are absent: one call settles them (no link is there either).
+            st = os.lstat(path)
         except (FileNotFoundError, NotADirectoryError):
-            if not os.path.islink(path):
-                return None
-            failure = NotRead("a link to a file that does not exist; not read")
+            return None
         except OSError as exc:  # EACCES on a folder on the way, ELOOP, ...
-            failure = _cannot(exc)
-        # The real path decides, wherever the link is: the file itself or any folder on the way.
-        real = os.path.realpath(path)
+            st, failure = None, _cannot(exc)
+        link = st is not None and stat.S_ISLNK(st.st_mode)
+        if link:
+            try:
+                os.stat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                failure = NotRead("a link to a file that does not exist; not read")
+            except OSError as exc:
+                failure = _cannot(exc)
+        # The real path decides, wherever the link is: the file itself or any folder on the way. (A
+        # folder's real path is looked up once: a release's files share a few folders.)
+        folder, name = os.path.split(path)
+        if link or failure is not None or name in ("", ".", ".."):
+            real = os.path.realpath(path)
+        else:
+            real_folder = self._real_folders.get(folder)
+            if real_folder is None:
+                real_folder = self._real_folders[folder] = os.path.realpath(folder)
+            real = os.path.join(real_folder, name)
         if not real.startswith(self._inside):
             raise NotRead(f"a link out of {self.name}; not read")
         if failure is not None:
             raise failure
         # What is opened is the real path, checked above, not the path through the links again.
-        try:
-            st = os.stat(real, follow_symlinks=False)
-        except OSError as exc:
-            raise _cannot(exc) from None
+        if link or real != path:
+            try:
+                st = os.stat(real, follow_symlinks=False)
+            except OSError as exc:
+                raise _cannot(exc) from None
         return _open_regular(real, st, getattr(os, "O_NOFOLLOW", 0))
 
     def read(self, rel: str, limit: int = MAX_DOCUMENT_BYTES) -> bytes | None:
