@@ -412,3 +412,20 @@ def test_status_and_the_campaign_list_call_a_damaged_recipe_json_damaged_not_com
 
     summary = read_summary(single)
     assert summary.state == "unreadable" and said in summary.message
+
+
+def test_a_slurm_shard_with_a_damaged_recipe_json_is_named_not_complete(
+        parent: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The merged parent was COMPLETE with its one shard's recipe.json truncated: the shard now says damaged,
+    the parent is not complete, and the campaign list names the shard's file."""
+    shard_recipe = parent / "shards" / "seed-42" / "recipe.json"
+    shard_recipe.write_bytes(shard_recipe.read_bytes()[:40])
+    assert main(["status", "--campaign", str(parent), "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    shard = st["shards"][0]
+    assert st["complete"] is False and shard["campaign_state"] == "damaged"
+    assert any(str(shard_recipe) in f and "not valid JSON" in f for f in shard["failures"])
+    from trace_tui.engine.campaign_list import read_summary
+
+    summary = read_summary(parent)
+    assert summary.state == "failed" and str(shard_recipe) in summary.message

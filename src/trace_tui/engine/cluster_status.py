@@ -100,7 +100,9 @@ def shard_progress(parent: Path, shard: Shard, *, now: float | None = None) -> d
     rate = sum(rates) if rates else None
     left = st["rows_total"] - st["rows_done"]
     failures = [m for s in st["steps"] for m in s.get("failures", [])]
-    state = "complete" if st["complete"] else ("running" if st["running"] else
+    if st.get("damaged"):  # its recipe.json: the shard cannot be resumed, merged or verified
+        failures.append(st["damaged"])
+    state = "complete" if st["complete"] else ("damaged" if st.get("damaged") else "running" if st["running"] else
                                                (st["last_run_state"] or "incomplete"))
     return {"campaign_state": state, "complete": st["complete"], "rows_done": st["rows_done"],
             "rows_total": st["rows_total"], "rate": rate, "eta_s": left / rate if rate and left > 0 else None,
