@@ -12,12 +12,13 @@ import argparse
 import importlib
 import os
 import sys
-TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
-if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any, NoReturn, Sequence
 
 from trace_tui import __version__
 from trace_tui.errors import ExitCode, TraceTuiError
+
+TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, NoReturn, Sequence
 
 # name -> (module under trace_tui.commands, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {

@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
                     sys.stdout.write("\x1b[2J\x1b[H")
                 sys.stdout.write(render(st) + "\n")
             sys.stdout.flush()
-            if args.watch is None or st["complete"] or st.get("damaged") or (not st["running"] and st["last_run_state"] is not None
-                                                        and args.fail_if_incomplete):
+            finished = not st["running"] and st["last_run_state"] is not None and args.fail_if_incomplete
+            if args.watch is None or st["complete"] or st.get("damaged") or finished:
                 break
             time.sleep(args.watch)
     except KeyboardInterrupt:

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from pathlib import Path
+
 TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any

@@ -21,6 +21,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
+
 TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any

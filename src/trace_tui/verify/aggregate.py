@@ -21,14 +21,14 @@ record and seed order, bit for bit.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
 from collections import namedtuple
+from collections.abc import Iterable, Mapping, Sequence
+
+from trace_tui.verify.record import FrozenRecord
 
 TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any
-
-from trace_tui.verify.record import FrozenRecord
 
 
 class ScoreRecord(namedtuple("ScoreRecord", "model_id seed benchmark_id score")):

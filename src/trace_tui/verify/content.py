@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from collections import Counter, namedtuple
 from collections.abc import Iterable
-TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 
 from trace_tui.verify import documents as d
 
+TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any
 
@@ -225,6 +225,12 @@ def aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: R
             memo[key] = compute()
         return memo[key]
 
+    def per_seed_categories():
+        return shared("category_scores", lambda: agg.category_scores(records, categories))
+
+    def per_seed_overall():
+        return shared("overall_scores", lambda: agg.overall_scores(records))
+
     n_bench = len(suite.benchmarks)
     c = _Compare()
     sc = res.scores
@@ -239,7 +245,7 @@ def aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: R
                 c.value(f"{what} stddev", x.stddev, r.stddev)
                 c.equal(f"{what} seed_count", x.seed_count, r.n)
     elif name == "category_scores":
-        rec = shared("category_scores", lambda: agg.category_scores(records, categories))
+        rec = per_seed_categories()
         c.keys("category score", [(x.model_id, x.seed, x.category_name) for x in sc.category_scores], rec)
         for x in sc.category_scores:
             r = rec.get((x.model_id, x.seed, x.category_name))
@@ -248,8 +254,7 @@ def aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: R
                 c.equal(f"{x.model_id}/{x.seed}/{x.category_name} benchmark_count", x.benchmark_count,
                         len(categories[x.category_name]))
     elif name == "category_summaries":
-        rec = agg.category_summaries(records, categories, per_seed=shared(
-            "category_scores", lambda: agg.category_scores(records, categories)))
+        rec = agg.category_summaries(records, categories, per_seed=per_seed_categories())
         c.keys("category summary", [(x.model_id, x.category_name) for x in sc.category_summaries], rec)
         for x in sc.category_summaries:
             r = rec.get((x.model_id, x.category_name))
@@ -258,7 +263,7 @@ def aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: R
                 c.value(f"{x.model_id}/{x.category_name} stddev", x.stddev, r.stddev)
                 c.equal(f"{x.model_id}/{x.category_name} seed_count", x.seed_count, r.n)
     elif name == "overall_scores":
-        rec = shared("overall_scores", lambda: agg.overall_scores(records))
+        rec = per_seed_overall()
         c.keys("overall score", [(x.model_id, x.seed) for x in sc.overall_scores], rec)
         for x in sc.overall_scores:
             r = rec.get((x.model_id, x.seed))
@@ -266,13 +271,13 @@ def aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: R
                 c.value(f"{x.model_id}/{x.seed}", x.score, r)
                 c.equal(f"{x.model_id}/{x.seed} benchmark_count", x.benchmark_count, n_bench)
         # The suite's rule: the overall also equals the mean of the category means.
-        cats = shared("category_scores", lambda: agg.category_scores(records, categories))
+        cats = per_seed_categories()
         for (m, s), v in rec.items():
             cm = [cats[(m, s, cat)] for cat in categories if (m, s, cat) in cats]
             if len(cm) == len(categories) and not _close(v, agg.mean(cm)):
                 c.problems.append(Problem(f"{m}/{s}: overall {v!r} is not the mean of category means", v, agg.mean(cm)))
     elif name == "overall_summaries":
-        rec = agg.overall_summaries(records, per_seed=shared("overall_scores", lambda: agg.overall_scores(records)))
+        rec = agg.overall_summaries(records, per_seed=per_seed_overall())
         c.keys("overall summary", [(x.model_id,) for x in sc.overall_summaries], [(k,) for k in rec])
         for x in sc.overall_summaries:
             r = rec.get(x.model_id)
@@ -282,8 +287,7 @@ def aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: R
                 c.equal(f"{x.model_id} seed_count", x.seed_count, r.n)
     elif name == "overall_deltas":
         for cmp in res.comparisons:
-            rec = agg.overall_delta(records, cmp.model_id, cmp.base_model_id,
-                                    overall=shared("overall_scores", lambda: agg.overall_scores(records)))
+            rec = agg.overall_delta(records, cmp.model_id, cmp.base_model_id, overall=per_seed_overall())
             c.delta(f"{cmp.model_id} vs {cmp.base_model_id} overall", cmp.overall_delta, rec)
     elif name == "benchmark_deltas":
         for cmp in res.comparisons:

@@ -19,7 +19,6 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 
 from trace_tui.verify import content as ct
 from trace_tui.verify import documents as d
@@ -28,6 +27,7 @@ from trace_tui.verify.checklist import Check, FileReport, ReleaseVerification
 from trace_tui.verify.trust import NOT_READ
 from trace_tui.verify.yaml_docs import BackgroundParse, is_yaml
 
+TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any
 
@@ -85,9 +85,11 @@ class _Verifier(trust.TrustChain):
         except (ValueError, KeyError, ArithmeticError, TypeError) as exc:
             return "", [ct.Problem(f"cannot recompute: {exc}")]
 
-    def _content(self, spec: _ContentSpec) -> None:
+    def _content(self, spec: _ContentSpec, outcome: _Outcome | None) -> None:
+        """The checklist line of one content check, from its outcome (found now when not found ahead)."""
         cid, group, title, subject, involved, fn = spec
-        outcome = self._ahead.pop(cid, None) or self._outcome(involved, fn)
+        if outcome is None:
+            outcome = self._outcome(involved, fn)
         if outcome[0] == "absent":
             self.checks.append(Check(id=cid, group=group, title=title, file=outcome[1], status="absent",
                                     message=f"cannot check: {outcome[1]} is not in this directory"))
@@ -149,17 +151,11 @@ class _Verifier(trust.TrustChain):
                           c, [c], lambda doc, scale=scale: ct.config_pins(doc, scale, lock)))
         return specs
 
-    def _content_ahead(self) -> None:
-        """The outcomes of the content checks that read no YAML, found while the YAML is parsed in the
-        background (yaml_docs); the checks themselves are made later, in their place, once the hash
-        checks have said which files to blame."""
-        for spec in self._content_specs():
-            if not any(is_yaml(p) for p in spec[4]):
-                self._ahead[spec[0]] = self._outcome(spec[4], spec[5])
-
-    def _content_checks(self) -> None:
-        for spec in self._content_specs():
-            self._content(spec)
+    def _outcomes_ahead(self, specs: list[_ContentSpec]) -> dict[str, _Outcome]:
+        """check id -> outcome of the content checks that read no YAML, found while the YAML is parsed in
+        the background (yaml_docs); their lines are made later, in their place, once the hash checks
+        have said which files to blame."""
+        return {spec[0]: self._outcome(spec[4], spec[5]) for spec in specs if not any(is_yaml(p) for p in spec[4])}
 
     # ---- files -----------------------------------------------------------------------------------
     def _files(self) -> list[FileReport]:
@@ -212,13 +208,14 @@ class _Verifier(trust.TrustChain):
     def run(self) -> ReleaseVerification:
         # Meanwhile the YAML is parsed in the background (yaml_docs): first what needs none of it.
         self.lock_checks()
-        self._ahead: dict[str, _Outcome] = {}
-        self._content_ahead()
+        specs = self._content_specs()
+        ahead = self._outcomes_ahead(specs)
         self.collect()
         self.propagate()
         self._document_checks()
         self.declared_checks()
-        self._content_checks()
+        for spec in specs:
+            self._content(spec, ahead.get(spec[0]))
         files = self._files()  # may add the failures of files and folders no other check reads
         return ReleaseVerification(release_dir=str(self.rel.root), checks=self.checks, files=files)
 
