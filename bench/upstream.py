@@ -10,10 +10,13 @@ different script can never be timed as "the upstream" one.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import sys
 import tarfile
 import tempfile
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
 ARCHIVE = "trace-rlvr-af32fe0.tar.gz"
@@ -21,9 +24,13 @@ ARCHIVE = "trace-rlvr-af32fe0.tar.gz"
 # (the values rlvr/release_files.v1.json declares for them).
 VALIDATOR = "rlvr/evaluation/scripts/validate_release_inputs.py"
 EXTRACTOR = "rlvr/evaluation/scripts/trace_benchmark_answer_parsing.py"
+# The original implementation of the answer-extraction contract (CONTRACTS.md §1,
+# trace-validation-answer-extraction-v1), run as a black box: timed and compared, never read or ported.
+CONTRACT_EXTRACTOR = "rlvr/evaluation/trace_validation/answer_extraction.py"
 PINNED = {
     VALIDATOR: "81f431cae5a5e369039bfadd35cf3e058c9453d910112ac1519fb4ab9a1f20f5",
     EXTRACTOR: "ad95cceacbf0d68188b5e03e7f38a8a1c5b52fb790dac1db2e31724c1e1d2ac1",
+    CONTRACT_EXTRACTOR: "20239d57d5550ec23fd590f345a4413792e7b0870f7e5dc8e503f91705757363",
 }
 
 
@@ -56,3 +63,21 @@ def script(member: str) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(body)
     return dest
+
+
+def load(member: str, name: str) -> ModuleType:
+    """The upstream file MEMBER imported as module NAME, unchanged (registered in sys.modules,
+    where its dataclasses look their module up)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, script(member))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{member}: cannot be loaded")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
