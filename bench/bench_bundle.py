@@ -22,14 +22,29 @@ def _time(fn) -> float:  # type: ignore[no-untyped-def]
 
 
 def run() -> list[str]:
-    from trace_tui import bundle, images
-    from trace_tui.store import Store
+    from trace_tui import images
 
     client = images.docker_client()
     img = client.images.get(IMAGE)
+    # A bundle's lock names an image for each stage, tagged as trace-tui tags it: here all three are
+    # the one base image under bench tags (removed at the end), which the export saves once.
+    tags = {name: f"trace-tui/{name}:bench-cpu" for name in images.IMAGE_NAMES}
+    for tag in tags.values():
+        img.tag(tag)
     lock = images.ImagesLock(flavor="cpu", version="bench", images={
-        "train": images.LockedImage(name="train", tag=IMAGE, id=img.id, base_image=IMAGE, base_id=img.id,
-                                    build_args={}, requirement_locks={})})
+        name: images.LockedImage(name=name, tag=tag, id=img.id, base_image=IMAGE, base_id=img.id,
+                                 build_args={}, requirement_locks={}) for name, tag in tags.items()})
+    try:
+        return _run(client, img, lock)
+    finally:
+        for tag in tags.values():
+            client.images.remove(tag, noprune=True)
+
+
+def _run(client, img, lock) -> list[str]:  # type: ignore[no-untyped-def]
+    from trace_tui import bundle
+    from trace_tui.store import Store
+
     with tempfile.TemporaryDirectory() as tmp:
         tmpd = Path(tmp)
         t_save = _time(lambda: subprocess.run(["docker", "save", "-o", str(tmpd / "plain.tar"), img.id], check=True))

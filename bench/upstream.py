@@ -1,10 +1,12 @@
-"""The release's own code, run as the benchmarks' baselines: one file out of the pinned evaluator archive.
+"""The release's own code, run unchanged as the benchmarks' baselines, out of the pinned evaluator archive.
 
 The archive (``trace-rlvr-af32fe0.tar.gz``, ``git archive`` of the rlvr/ tree of maveryn/trace at the
-release commit; ../shared/evaluator/README.md) is opened in place and only the one script a baseline
-runs is unpacked, into a temporary directory, never into this repository. The rlvr/ tree hash of
-the whole archive is checked by the evaluator tests; here the member's own sha256 is pinned, so a
-different script can never be timed as "the upstream" one.
+release commit; ../shared/evaluator/README.md) is unpacked into a temporary directory, never into
+this repository: one file where a baseline is one module (the extractors), the whole rlvr/ tree
+where the baseline checks the repository it sits in (the validator). The rlvr/ tree hash of the
+archive is checked by the evaluator tests; here each file a baseline runs has its sha256 pinned
+(the values the release's rlvr/release_files.v1.json declares), so a different script can never be
+timed as "the upstream" one.
 """
 
 from __future__ import annotations
@@ -20,17 +22,21 @@ from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
 ARCHIVE = "trace-rlvr-af32fe0.tar.gz"
-# The upstream scripts the benchmarks run, and their sha256 at af32fe0e668eb878e909daef7322ac1c4ae20f64
-# (the values rlvr/release_files.v1.json declares for them).
+# The upstream files the benchmarks run, and their sha256 at af32fe0e668eb878e909daef7322ac1c4ae20f64.
 VALIDATOR = "rlvr/evaluation/scripts/validate_release_inputs.py"
 EXTRACTOR = "rlvr/evaluation/scripts/trace_benchmark_answer_parsing.py"
 # The original implementation of the answer-extraction contract (CONTRACTS.md §1,
 # trace-validation-answer-extraction-v1), run as a black box: timed and compared, never read or ported.
 CONTRACT_EXTRACTOR = "rlvr/evaluation/trace_validation/answer_extraction.py"
+# What the validator loads to check the TRACE validation release (its trace_validation step).
+VALIDATION_VERIFIER = "rlvr/evaluation/trace_validation/verify.py"
+VALIDATION_DATASET = "rlvr/evaluation/trace_validation/prepare_dataset.py"
 PINNED = {
     VALIDATOR: "81f431cae5a5e369039bfadd35cf3e058c9453d910112ac1519fb4ab9a1f20f5",
     EXTRACTOR: "ad95cceacbf0d68188b5e03e7f38a8a1c5b52fb790dac1db2e31724c1e1d2ac1",
     CONTRACT_EXTRACTOR: "20239d57d5550ec23fd590f345a4413792e7b0870f7e5dc8e503f91705757363",
+    VALIDATION_VERIFIER: "660d77f76cfe05a3799e37d06001a1945d7e4da768e7129a725a233497881a14",
+    VALIDATION_DATASET: "c515c3b87114b90927862c738ee0640e1928c286af1c151a377a6aced1a0f940",
 }
 
 
@@ -45,12 +51,17 @@ def archive() -> Path:
 _DIR: tempfile.TemporaryDirectory[str] | None = None
 
 
-def script(member: str) -> Path:
-    """The upstream file MEMBER, unpacked alone into a temporary directory (kept for the process)."""
+def _tmp() -> Path:
+    """This process's temporary directory for upstream files (removed when it exits)."""
     global _DIR
     if _DIR is None:
         _DIR = tempfile.TemporaryDirectory(prefix="trace-upstream-")
-    dest = Path(_DIR.name) / member
+    return Path(_DIR.name)
+
+
+def script(member: str) -> Path:
+    """The upstream file MEMBER, unpacked alone into a temporary directory (kept for the process)."""
+    dest = _tmp() / member
     if not dest.is_file():
         with tarfile.open(archive()) as tar:
             data = tar.extractfile(member)
@@ -63,6 +74,29 @@ def script(member: str) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(body)
     return dest
+
+
+def release_tree(release: Path) -> Path:
+    """The archive's whole rlvr/ tree in a temporary directory, with RELEASE's files laid over it.
+
+    The release's validator checks the repository it sits in (its own path gives REPO_ROOT), so
+    this is where it runs unchanged on the release copy's files: the copy's 20 files are the
+    archive's own at the release commit, and a copy that differs is what the validator then sees.
+    """
+    root = _tmp() / "tree"
+    if not root.is_dir():
+        with tarfile.open(archive()) as tar:
+            tar.extractall(root, filter="data")
+        for member, pinned in PINNED.items():
+            digest = hashlib.sha256((root / member).read_bytes()).hexdigest()
+            if digest != pinned:
+                raise ValueError(f"{archive()}: {member} has sha256 {digest}, pinned {pinned}")
+        for path in release.rglob("*"):
+            if path.is_file():
+                dest = root / path.relative_to(release)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(path.read_bytes())
+    return root
 
 
 def load(member: str, name: str) -> ModuleType:
