@@ -10,7 +10,6 @@ hardware → `trace-tui hw`, recipes → `trace-tui recipes`, preview →
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,6 +26,8 @@ from trace_tui.tui.messages import SchedulerChanged
 from trace_tui.tui.screens.hardware import HardwareScreen
 
 if TYPE_CHECKING:  # pragma: no cover
+    import argparse
+
     from trace_tui.tui.backends import Backends
     from trace_tui.tui.screens.run import RunScreen
 

@@ -7,7 +7,6 @@ is a plain callable so that no screen imports Docker, NVML or the engine.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from collections.abc import Callable
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # what the backends return; a screen gets them through Backends and imports none of them
+    import argparse
+
     from trace_tui.engine.campaign import Campaign
     from trace_tui.engine.campaign_list import CampaignSummary
     from trace_tui.engine.events import Event, SliceState

@@ -9,10 +9,12 @@ than drawing the first screen (the few values it allows are checked here).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import shlex
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # pragma: no cover
+    import argparse
 
 SLURM_FIELDS = ("partition", "account", "gpus_per_node", "time", "max_parallel")
 RUNTIMES = (None, "docker", "local")

@@ -9,13 +9,15 @@ Screens see only :class:`ClusterBackend`'s callables, never the engine.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trace_tui.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import argparse
 
 SCHEDULERS = ("none", "slurm")  # the command line's --scheduler values: none = this machine
 
@@ -112,6 +114,8 @@ def submission_args(args: Any, choice: SchedulerChoice, campaign_dir: Path,
                     run_options: dict[str, Any] | None = None) -> argparse.Namespace:
     """The command line's arguments for this submission: the TUI's own, the choice, and a resumed campaign's
     recorded run options where the TUI was not given its own."""
+    import argparse  # here, not at the top: the app imports this module before its first paint
+
     base = dict(vars(args)) if args is not None else {}
     for key, value in (run_options or {}).items():
         if not base.get(key):

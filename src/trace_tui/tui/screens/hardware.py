@@ -13,12 +13,12 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from trace_tui.tui.messages import HardwareReady
-from trace_tui.tui.views import HardwareView, RecipeRow, hardware_view, recipe_row
 from trace_tui.tui.widgets.table import LiteralTable
 
 if TYPE_CHECKING:
     from trace_tui.hardware import HardwareReport
     from trace_tui.tui.backends import Backends
+    from trace_tui.tui.views import HardwareView, RecipeRow
 
 VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "unknown": "dim"}
 NO_GPU_RECIPES = ("verify", "eval-preview", "demo")
@@ -33,6 +33,9 @@ def again(what: str, done: int) -> str:
 
 def probe_all(backends: Backends) -> tuple[HardwareView, HardwareReport | None, str]:
     """The hardware report and each recipe's verdict on it (runs in a thread)."""
+    # Imported here, in the probe's thread: the screen's first paint needs none of the views.
+    from trace_tui.tui.views import HardwareView, RecipeRow, hardware_view, recipe_row
+
     try:
         report = backends.hardware_probe()
     except Exception as exc:  # noqa: BLE001 - shown on screen, the UI keeps working
