@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import compileall
 import os
 import statistics
 import subprocess
@@ -88,6 +89,9 @@ def _spawn(code: str, env: dict[str, str]) -> tuple[float, float | None]:
 
 
 def first_screen(repeat: int = 9) -> list[str]:
+    # An installed wheel carries its bytecode (pip compiles it, as it did Textual's); an editable
+    # checkout under PYTHONDONTWRITEBYTECODE would recompile every module on every start instead.
+    compileall.compile_dir(REPO / "src" / "trace_tui", quiet=1)
     with tempfile.TemporaryDirectory() as home:
         env = dict(os.environ, TRACE_TUI_HOME=home, TRACE_TUI_FAKE_NVML="none",
                    PYTHONPATH=os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]))
