@@ -295,6 +295,12 @@ def skip_teardown() -> None:
 
 def entry() -> None:
     """The `trace-tui` executable and `python -m trace_tui`: main(), then exit with its code."""
+    import signal
+
+    # SIGINT means stop, whoever sends it (the exit code 130 of the README). A shell without job control
+    # starts `trace-tui ... &` with SIGINT ignored, and Python then installs no handler: the Slurm watch
+    # and `status --watch` ran on through a `kill -INT`, unlike a run on one node, which sets its own.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     code = main()
     if _teardown_skippable:
         try:
