@@ -115,6 +115,25 @@ def test_a_lost_state_database_is_rebuilt_from_receipts_not_redone(tmp_path: Pat
     assert verify_campaign(tmp_path / "c").ok
 
 
+def test_readers_of_a_campaign_without_its_state_database_say_how_to_rebuild_it(tmp_path: Path, capsys) -> None:
+    """status and verify do not write: for a campaign whose state.sqlite is gone they say so and how to get
+    it back (they called it "not a campaign"); a directory without receipts is still not a campaign."""
+    from trace_tui.cli import main
+
+    assert run(tmp_path, resolved_for(two_step()))[0].exit_code == 0
+    db = tmp_path / "c/state.sqlite"
+    for extra in (db, db.with_name("state.sqlite-wal"), db.with_name("state.sqlite-shm")):
+        extra.unlink(missing_ok=True)
+    for command in ("status", "verify"):
+        capsys.readouterr()
+        assert main([command, "--campaign", str(tmp_path / "c")]) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"trace-tui: error: {db}: missing") and "rebuilt from its receipts" in line
+    (tmp_path / "other").mkdir()
+    assert main(["status", "--campaign", str(tmp_path / "other")]) == 2
+    assert "is not a campaign" in capsys.readouterr().err
+
+
 def test_a_corrupt_state_database_is_one_line_saying_how(tmp_path: Path) -> None:
     resolved = resolved_for(two_step())
     assert run(tmp_path, resolved)[0].exit_code == 0

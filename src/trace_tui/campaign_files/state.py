@@ -217,6 +217,14 @@ def check_state_files(path: Path) -> None:
                                   "recipe on this campaign again")
 
 
+REBUILD_HINT = "run the recipe on this campaign again: the state is rebuilt from its receipts"
+
+
+def has_receipts(path: Path) -> bool:
+    """Receipts say work was finished in campaign PATH: its state can be rebuilt from them."""
+    return any((path / "receipts").rglob("*.json"))
+
+
 def connect_readonly(path: Path) -> sqlite3.Connection:
     """Open a campaign's state without writing anything (status, verify).
 
@@ -226,6 +234,8 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
     """
     db = Path(path) / "state.sqlite"
     if not os.path.lexists(db):
+        if has_receipts(Path(path)):  # a campaign whose state is gone, not some other directory
+            raise UsageError(f"{db}: missing, though the campaign's receipts are there", hint=REBUILD_HINT)
         raise UsageError(f"{path} is not a campaign (no state.sqlite)",
                          hint="give the directory a `trace-tui --recipe` run printed")
     check_state_files(Path(path))
@@ -243,8 +253,7 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
             return conn
     except sqlite3.DatabaseError as exc:  # empty, truncated or not a database at all
         raise UsageError(f"{db}: not a readable campaign database ({exc})",
-                         hint="run the recipe on this campaign again: the state is rebuilt from its receipts "
-                              f"(move a broken file aside first: `mv {db} {db}.broken`)") from None
+                         hint=f"{REBUILD_HINT} (move a broken file aside first: `mv {db} {db}.broken`)") from None
 
 
 

@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trace_tui.campaign_files.state import (JOB_COLUMNS, JobRecord, STEP_SLICE, SliceRecord, _SCHEMA, _drop_torn_tail, read_jobs, read_meta, read_slices, slice_path)
+from trace_tui.campaign_files.state import (JOB_COLUMNS, JobRecord, STEP_SLICE, SliceRecord, _SCHEMA, _drop_torn_tail, has_receipts, read_jobs, read_meta, read_slices, slice_path)
 from trace_tui.errors import TraceTuiError, UsageError
 
 class Campaign:
@@ -76,7 +76,7 @@ class Campaign:
             empty = db.stat().st_size == 0
         except FileNotFoundError:
             empty = True
-        if not empty or not any((self.path / "receipts").rglob("*.json")):
+        if not empty or not has_receipts(self.path):
             return False
         for stale in (db.with_name("state.sqlite-wal"), db.with_name("state.sqlite-shm")):
             stale.unlink(missing_ok=True)  # a log of a database that is no more must not be replayed
