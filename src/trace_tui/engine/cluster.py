@@ -96,9 +96,17 @@ def merge_campaign(parent: Path | str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- submission
 
 
+# Python before 3.11 has no -P: the same, by hand (sys.path[0] is the working directory under -c).
+_SAFE_PATH_MAIN = "import runpy, sys; sys.path.pop(0); runpy.run_module('trace_tui', run_name='__main__', alter_sys=True)"
+
+
 def _trace_tui_argv() -> list[str]:
     # The same interpreter (and so the same installed trace-tui) on every node: the venv on a shared path.
-    return [sys.executable, "-m", "trace_tui"]
+    # -P: a batch job starts in the folder it was submitted from, and `python -m` puts that folder first
+    # on sys.path, so a trace_tui/ (or json.py) there would run in place of the installed package.
+    if sys.version_info >= (3, 11):
+        return [sys.executable, "-P", "-m", "trace_tui"]
+    return [sys.executable, "-c", _SAFE_PATH_MAIN]  # pragma: no cover - Python 3.10
 
 
 def _common_args(args: Any) -> list[str]:
