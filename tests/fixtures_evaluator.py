@@ -112,6 +112,26 @@ def stand_in_env(spec: Path) -> dict[str, str]:
             "FAKE_EVAL_TESTS": str(Path(__file__).parent), "PYTHON_BIN": sys.executable}
 
 
+JUDGE_SOURCE = "rlvr/evaluation/trace_validation/judge_extract.py"
+
+
+@pytest.fixture(scope="session")
+def release_judge_source(tmp_path_factory) -> Path:
+    """A folder holding only the release's judge module (judge_extract.py, read from the rlvr/ archive at its
+    pinned path): where the extract worker reads the judge's system prompt (TRACE_TUI_EVALUATOR)."""
+    root = tmp_path_factory.mktemp("release-judge")
+    with tarfile.open(evaluator_sources() / TRACE_ARCHIVE) as tar:
+        tar.extractall(root, members=[tar.getmember(JUDGE_SOURCE)], filter="data")
+    return root
+
+
+@pytest.fixture()
+def release_judge(release_judge_source, monkeypatch) -> Path:
+    """TRACE_TUI_EVALUATOR at the release's judge source, for this test."""
+    monkeypatch.setenv("TRACE_TUI_EVALUATOR", str(release_judge_source))
+    return release_judge_source
+
+
 @pytest.fixture(scope="session")
 def release_evaluator(tmp_path_factory) -> Path:
     sources = evaluator_sources()

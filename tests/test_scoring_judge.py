@@ -14,14 +14,16 @@ import pytest
 from fixtures_scoring import Samples, scoring_samples  # noqa: F401 - fixture import
 
 from trace_tui.scoring import (
-    JUDGE_PROMPT_SHA256,
-    JUDGE_SYSTEM_PROMPT,
+    OWN_JUDGE_PROMPT,
+    JudgePrompt,
     check_judge_output,
     judge_messages,
     judge_with_retries,
     parse_judge_output,
 )
 
+# The library takes the system prompt from its caller (the worker reads the release's own: test_judge_prompt.py).
+PROMPT = JudgePrompt("Extract the final answer the response states.", "test")
 RESPONSE = "The first bar is 3 and the second 45; I think the answer is 42, or maybe 43."
 
 
@@ -30,15 +32,17 @@ def out(status: str, answer: object, evidence: str) -> str:
 
 
 def test_messages_are_system_then_canonical_user_json() -> None:
-    msgs = judge_messages("Résumé: 42", " Integer ")
+    msgs = judge_messages("Résumé: 42", " Integer ", PROMPT)
     assert [m["role"] for m in msgs] == ["system", "user"]
-    assert msgs[0]["content"] == JUDGE_SYSTEM_PROMPT
+    assert msgs[0]["content"] == PROMPT.text
     assert msgs[1]["content"] == '{"answer_type":"integer","model_response":"Résumé: 42"}'
-    assert JUDGE_PROMPT_SHA256 == hashlib.sha256(JUDGE_SYSTEM_PROMPT.encode()).hexdigest()
+    assert PROMPT.sha256 == hashlib.sha256(PROMPT.text.encode()).hexdigest()
+    # trace-tui's own prompt (a non-release judge without the release's sources) states the same contract
     for rule in ("exactly one JSON object", "untrusted", '"evidence"', "null", "A-Z"):
-        assert rule in JUDGE_SYSTEM_PROMPT
+        assert rule in OWN_JUDGE_PROMPT.text
+    assert OWN_JUDGE_PROMPT.source == "trace-tui"
     with pytest.raises(ValueError, match="answer_type"):
-        judge_messages("x", "float")
+        judge_messages("x", "float", PROMPT)
 
 
 def test_valid_outputs(scoring_samples: Samples) -> None:
@@ -113,15 +117,15 @@ class Script:
 
 def test_first_valid_output_resolves() -> None:
     gen = Script(out("ok", 42, "the answer is 42"))
-    res = judge_with_retries(gen, RESPONSE, "integer")
+    res = judge_with_retries(gen, RESPONSE, "integer", prompt=PROMPT)
     assert (res.status, res.value, res.judge_status) == ("resolved", 42, "ok")
     assert [b for _, b in gen.calls] == [128]
-    assert gen.calls[0][0] == judge_messages(RESPONSE, "integer")
+    assert gen.calls[0][0] == judge_messages(RESPONSE, "integer", PROMPT)
 
 
 def test_retry_succeeds_at_256() -> None:
     gen = Script('{"status": "ok", "answer": 42, "evid', out("ambiguous", None, ""))
-    res = judge_with_retries(gen, RESPONSE, "integer")
+    res = judge_with_retries(gen, RESPONSE, "integer", prompt=PROMPT)
     assert (res.status, res.value, res.judge_status) == ("resolved", None, "ambiguous")
     assert [(a.max_tokens, a.valid) for a in res.attempts] == [(128, False), (256, True)]
     assert res.attempts[0].reason == "not exactly one JSON object"
@@ -129,17 +133,17 @@ def test_retry_succeeds_at_256() -> None:
 
 def test_still_invalid_after_512_is_unresolved() -> None:
     gen = Script(out("ok", 42, "not in response"), out("ok", 7, "is 42"), "{}")
-    res = judge_with_retries(gen, RESPONSE, "integer")
+    res = judge_with_retries(gen, RESPONSE, "integer", prompt=PROMPT)
     assert res.status == "unresolved" and res.value is None and res.verdict is None
     assert [a.max_tokens for a in res.attempts] == [128, 256, 512]
     record = res.to_dict()
     json.dumps(record)
-    assert record["prompt_sha256"] == JUDGE_PROMPT_SHA256 and len(record["attempts"]) == 3
+    assert record["prompt_sha256"] == PROMPT.sha256 and len(record["attempts"]) == 3
 
 
 def test_custom_budgets() -> None:
     gen = Script("x", out("ok", "B", "B"))
-    res = judge_with_retries(gen, "B", "option_letter", budgets=(64, 1024))
+    res = judge_with_retries(gen, "B", "option_letter", budgets=(64, 1024), prompt=PROMPT)
     assert res.value == "B" and [b for _, b in gen.calls] == [64, 1024]
 
 
@@ -149,14 +153,14 @@ def test_validation_row_uses_judge_only_when_needed(scoring_samples: Samples) ->
     gt = scoring_samples.integer
     v = gt["value"]
     never = Script()  # calling it would fail: found rows never reach the judge
-    row = score_validation_row(f'{{"answer": {v}}}', gt, never)
+    row = score_validation_row(f'{{"answer": {v}}}', gt, never, prompt=PROMPT)
     assert (row.source, row.value, row.correct, row.judge) == ("extraction", v, True, None) and not never.calls
 
     ambiguous = f"Answer: {v}\nFinal answer: {v + 1}\nI settle on {v}."
-    row = score_validation_row(ambiguous, gt, Script(out("ok", v, f"I settle on {v}")))
+    row = score_validation_row(ambiguous, gt, Script(out("ok", v, f"I settle on {v}")), prompt=PROMPT)
     assert (row.extraction.status, row.source, row.value, row.correct) == ("ambiguous", "judge", v, True)
 
-    row = score_validation_row(ambiguous, gt, Script("no", "no", "no"))
+    row = score_validation_row(ambiguous, gt, Script("no", "no", "no"), prompt=PROMPT)
     assert (row.source, row.value, row.correct, row.judge.status) == (None, None, False, "unresolved")
 
     row = score_validation_row("I cannot tell.", gt)  # no judge configured: unresolved, scores 0

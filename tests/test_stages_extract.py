@@ -16,6 +16,8 @@ import pytest
 
 from stages_support import run_worker
 
+from trace_tui.common.digest import sha256_text
+
 
 class ScriptedJudge:
     """A GenerationBackend that answers each judge request from a script keyed by the model response."""
@@ -76,8 +78,8 @@ def extract_job(args: list[str]) -> dict:
             "upstream_outputs": {"generate": "outputs/generate/s"}, "output_dir": "outputs/extract/s"}
 
 
-def test_judge_path_with_scripted_outputs(monkeypatch, tmp_path) -> None:
-    from trace_tui.scoring import JUDGE_PROMPT_SHA256
+def test_judge_path_with_scripted_outputs(monkeypatch, tmp_path, release_judge) -> None:
+    from trace_tui.release import release_lock
     from trace_tui.stages import extract
 
     write_generate_rows(tmp_path, "outputs/generate/s")
@@ -100,12 +102,18 @@ def test_judge_path_with_scripted_outputs(monkeypatch, tmp_path) -> None:
     assert "does not contain the answer" in rows[4]["judge"]["attempts"][0]["reason"]
     assert rows[5]["extraction"]["status"] == "ambiguous" and rows[5]["judge"]["judge_status"] == "ambiguous"
     # What the judge was sent: only the answer type and the response; greedy; thinking off; no image.
+    # The system prompt is the release's own (read from its judge_extract.py), sampled as the release did.
+    pin = release_lock().judge.system_prompt
     for r in judge.requests:
         assert r.images == [] and r.sampling.temperature == 0.0 and r.template_kwargs == {"enable_thinking": False}
+        assert (r.sampling.top_p, r.seed) == (1.0, 0)
         assert set(json.loads(r.messages[-1]["content"])) == {"answer_type", "model_response"}
+        assert r.messages[0]["role"] == "system" and sha256_text(r.messages[0]["content"]) == pin.sha256
     assert len(judge.requests) == 1 + 2 + 3 + 3 + 1
     content = receipt["content"]
-    assert content["judge"]["prompt_sha256"] == JUDGE_PROMPT_SHA256 and content["judge"]["budgets"] == [128, 256, 512]
+    assert content["judge"]["prompt_sha256"] == pin.sha256 and content["judge"]["budgets"] == [128, 256, 512]
+    assert content["judge"]["prompt_source"] == "rlvr/evaluation/trace_validation/judge_extract.py#SYSTEM_PROMPT"
+    assert rows[1]["judge"]["prompt_sha256"] == pin.sha256
     assert content["counts"] == {"found": 1, "judged": 2, "unresolved_missing": 2, "unresolved_ambiguous": 1}
     assert any(e["type"] == "progress" and e["phase"] == "judge" for e in events)
     # A rerun reads the rows back and asks the judge nothing.
@@ -176,12 +184,15 @@ def test_batched_judge_equals_the_library_row_by_row() -> None:
     from trace_tui.scoring import judge_with_retries
     from trace_tui.stages.extract import JudgeClient, judge_rows
 
+    from trace_tui.scoring import OWN_JUDGE_PROMPT as prompt
+
     cases = [c for c in CASES if c[3]]
     batched = judge_rows(JudgeClient(None, "scripted", ScriptedJudge({c[0]: c[3] for c in cases})),
-                         [(c[0], c[1]) for c in cases], [128, 256, 512])
+                         [(c[0], c[1]) for c in cases], [128, 256, 512], prompt)
     for case, got in zip(cases, batched, strict=True):
         alone = ScriptedJudge({case[0]: case[3]})
-        want = judge_with_retries(JudgeClient(None, "scripted", alone), case[0], case[1], [128, 256, 512])
+        want = judge_with_retries(JudgeClient(None, "scripted", alone), case[0], case[1], [128, 256, 512],
+                                  prompt=prompt)
         assert got.to_dict() == want.to_dict()
 
 

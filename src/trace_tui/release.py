@@ -67,6 +67,17 @@ class ServingPin(_Frozen):
     """vLLM engine settings the release pins for a served model (not vLLM's defaults)."""
     max_model_len: int
     gpu_memory_utilization: float
+    # vLLM's --generation-config: "vllm" = vLLM's own sampling defaults, not the checkpoint's
+    # generation_config.json (the release's validation judge server passes it).
+    generation_config: str
+
+
+class SourceStringPin(_Frozen):
+    """A string constant of one of the release's source files, pinned by the sha256 of its UTF-8 bytes.
+    The text is read at run time from the release's sources, never kept in this project."""
+    file: str  # relative to the release checkout's root
+    name: str  # the module-level name assigned to it
+    sha256: Sha256
 
 
 class JudgePin(RepoPin):
@@ -74,8 +85,10 @@ class JudgePin(RepoPin):
     temperature: float
     thinking: bool
     max_token_retries: list[int]
-    # the release's score queue: --judge-max-model-len 8192, --judge-gpu-memory-utilization 0.90
+    # the release's validation judge server: --max-model-len 8192 --generation-config vllm, memory 0.90
     vllm: ServingPin
+    # the validation judge's SYSTEM_PROMPT (judge_extract.py), sent with seed 0 through /v1/completions
+    system_prompt: SourceStringPin
 
 
 class GitPin(_Frozen):

@@ -25,9 +25,9 @@ from .extraction import (
 )
 from .judge import (
     JUDGE_BUDGETS,
-    JUDGE_PROMPT_SHA256,
-    JUDGE_SYSTEM_PROMPT,
+    OWN_JUDGE_PROMPT,
     JudgeAttempt,
+    JudgePrompt,
     JudgeResult,
     JudgeVerdict,
     check_judge_output,
@@ -43,7 +43,7 @@ from .reward import reward_answer, reward_components, trace_reward
 
 __all__ = [
     "AMBIGUOUS", "ANSWER_TYPES", "Candidate", "EXTRACTION_CONTRACT_ID", "Extraction", "FOUND", "JUDGE_BUDGETS",
-    "JUDGE_PROMPT_SHA256", "JUDGE_SYSTEM_PROMPT", "JudgeAttempt", "JudgeResult", "JudgeVerdict", "MATCH_CONTRACT_ID",
+    "OWN_JUDGE_PROMPT", "JudgeAttempt", "JudgePrompt", "JudgeResult", "JudgeVerdict", "MATCH_CONTRACT_ID",
     "MISSING", "ROUTE_ORDER", "answers_match", "canonical", "check_judge_output", "extract_answer", "judge_messages",
     "judge_with_retries", "normalize_answer_type", "parse_judge_output", "parse_structured", "reward_answer",
     "reward_components", "score_validation_row", "trace_reward", "ValidationRowScore",

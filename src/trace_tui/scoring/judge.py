@@ -1,7 +1,11 @@
 """Judge fallback for rows the deterministic extraction leaves missing or ambiguous (CONTRACTS §4).
 
 Pure functions only: the caller supplies `generate(messages, max_tokens) -> str`
-(a real model behind the chat template with thinking disabled, temperature 0).
+(a real model behind the chat template with thinking disabled, temperature 0) and the
+system prompt (a :class:`JudgePrompt`). The release's judge runs with the release's own
+prompt, which is read at run time from the release's sources (trace_tui.stages.judge_prompt)
+and never kept in this project; OWN_JUDGE_PROMPT is trace-tui's own, only for a judge that
+is not the release's where those sources are absent (the demo's tiny model on a bare host).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ if TYPE_CHECKING:
 
 JUDGE_BUDGETS = (128, 256, 512)
 
-JUDGE_SYSTEM_PROMPT = """\
+# trace-tui's own judge prompt (not the release's): see the module docstring for where it is used.
+_OWN_PROMPT_TEXT = """\
 You extract the final answer from a model response. You do not solve anything.
 
 The user message is a JSON object with two fields:
@@ -44,7 +49,21 @@ Examples of replies:
 {"status": "missing", "answer": null, "evidence": ""}
 """
 
-JUDGE_PROMPT_SHA256 = sha256_text(JUDGE_SYSTEM_PROMPT)
+
+
+@dataclass(frozen=True, slots=True)
+class JudgePrompt:
+    """The judge's system prompt and where it was read (receipts record both, and its sha256)."""
+
+    text: str
+    source: str
+
+    @property
+    def sha256(self) -> str:
+        return sha256_text(self.text)
+
+
+OWN_JUDGE_PROMPT = JudgePrompt(_OWN_PROMPT_TEXT, "trace-tui")
 
 STATUS_OK = "ok"
 STATUS_MISSING = "missing"
@@ -62,10 +81,10 @@ def judge_user_message(response: str, answer_type: str) -> str:
     )
 
 
-def judge_messages(response: str | None, answer_type: str) -> list[dict[str, str]]:
+def judge_messages(response: str | None, answer_type: str, prompt: JudgePrompt) -> list[dict[str, str]]:
     """System prompt + user message, ready for the judge's chat template (thinking disabled)."""
     return [
-        {"role": "system", "content": JUDGE_SYSTEM_PROMPT},
+        {"role": "system", "content": prompt.text},
         {"role": "user", "content": judge_user_message(response or "", answer_type)},
     ]
 
@@ -188,6 +207,7 @@ class JudgeResult:
     status: str
     verdict: JudgeVerdict | None
     attempts: tuple[JudgeAttempt, ...]
+    prompt_sha256: str
 
     @property
     def value(self) -> Any:
@@ -205,7 +225,7 @@ class JudgeResult:
             "judge_status": self.judge_status,
             "value": self.value,
             "evidence": None if self.verdict is None else self.verdict.evidence,
-            "prompt_sha256": JUDGE_PROMPT_SHA256,
+            "prompt_sha256": self.prompt_sha256,
             "attempts": [
                 {"max_tokens": a.max_tokens, "valid": a.valid, "reason": a.reason, "output": a.output}
                 for a in self.attempts
@@ -218,17 +238,19 @@ def judge_with_retries(
     response: str | None,
     answer_type: str,
     budgets: Sequence[int] = JUDGE_BUDGETS,
+    *,
+    prompt: JudgePrompt,
 ) -> JudgeResult:
     """Ask the judge with growing token budgets until its output is valid (§4)."""
-    messages = judge_messages(response, answer_type)
+    messages = judge_messages(response, answer_type, prompt)
     attempts: list[JudgeAttempt] = []
     for budget in budgets:
         output = generate(messages, budget)
         verdict, reason = check_judge_output(output, response or "", answer_type)
         attempts.append(JudgeAttempt(budget, output if isinstance(output, str) else repr(output), verdict is not None, reason))
         if verdict is not None:
-            return JudgeResult(RESOLVED, verdict, tuple(attempts))
-    return JudgeResult(UNRESOLVED, None, tuple(attempts))
+            return JudgeResult(RESOLVED, verdict, tuple(attempts), prompt.sha256)
+    return JudgeResult(UNRESOLVED, None, tuple(attempts), prompt.sha256)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +278,8 @@ def score_validation_row(
     answer_gt: dict[str, Any],
     generate: Callable[[list[dict[str, str]], int], str] | None = None,
     budgets: Sequence[int] = JUDGE_BUDGETS,
+    *,
+    prompt: JudgePrompt | None = None,
 ) -> ValidationRowScore:
     """§1 extraction, §4 judge for missing/ambiguous rows (when `generate` is given), §2 match.
 
@@ -274,7 +298,9 @@ def score_validation_row(
         return ValidationRowScore(ex, None, ex.value, "extraction", answers_match(ex.value, answer_gt))
     if generate is None:
         return ValidationRowScore(ex, None, None, None, False)
-    res = judge_with_retries(generate, response, answer_gt["type"], budgets)
+    if prompt is None:
+        raise ValueError("a judge needs its system prompt (prompt=JudgePrompt(...))")
+    res = judge_with_retries(generate, response, answer_gt["type"], budgets, prompt=prompt)
     if res.value is None:
         return ValidationRowScore(ex, res, None, None, False)
     return ValidationRowScore(ex, res, res.value, "judge", answers_match(res.value, answer_gt))

@@ -12,8 +12,13 @@ Job spec: the runner's per-slice job. Read here: ``slice``; ``upstream_outputs.g
     --backend NAME          transformers | vllm (default: vllm on a GPU where installed)
     --judge-batch N         rows per judge batch (default 64 with vLLM, 8 otherwise)
 
-The judge runs through the same generation backend as the models, at temperature 0
-with thinking disabled, and sees only the response and the answer type.
+The judge runs as the release's validation judge ran it: its system prompt is the
+release's own ``SYSTEM_PROMPT`` (judge_extract.py), read at run time from the release
+sources the images carry and checked against the lock (trace_tui.stages.judge_prompt);
+the prompt is rendered with the judge's chat template (``enable_thinking=False``) and
+completed as text (the release's ``/v1/completions``), temperature 0, top-p 1, seed 0,
+with the release server's engine settings (max_model_len 8192, generation config
+``vllm``, memory 0.90). It sees only the response and the answer type.
 
 A batch job (``batch``: one such spec per slice, the runner's form for a ``keep_loaded``
 step) serves its slices in turn with one judge, loaded once for all of them (on the first
@@ -21,8 +26,8 @@ row that needs it); each slice still gets its own rows, receipt and status line.
 
 Outputs under ``output_dir``: ``rows/<index>.json`` (extraction record, judge record,
 final status and value), written atomically per row so a rerun resumes, and
-``extract.receipt.json`` (contracts, judge identity, prompt sha256 and budgets, counts,
-row file hashes).
+``extract.receipt.json`` (contracts, judge identity, the prompt's sha256 and where it was
+read, budgets, counts, row file hashes).
 """
 
 from __future__ import annotations
@@ -118,11 +123,7 @@ class JudgeClient:
             assert self.model_dir is not None
             options: dict[str, Any] = {}
             if self.backend_name == "vllm":  # the engine settings the release served its judge with
-                from trace_tui.release import release_lock
-
-                serving = release_lock().judge.vllm
-                options = {"tensor_parallel_size": self.gpus, "max_model_len": serving.max_model_len,
-                           "gpu_memory_utilization": serving.gpu_memory_utilization}
+                options = judge_engine_options(self.gpus)
             t0 = time.monotonic()
             self.backend = build_backend(self.backend_name, str(self.model_dir), **options)
             self.loads += 1
@@ -135,7 +136,23 @@ class JudgeClient:
         return self.backend.generate(reqs)
 
 
-def judge_rows(judge: JudgeClient, pending: list[tuple[str | None, str]], budgets: list[int]) -> list[Any]:
+def judge_engine_options(gpus: int) -> dict[str, Any]:
+    """The release's judge server settings for the vLLM engine: max_model_len, memory, generation config."""
+    import inspect
+
+    from trace_tui.release import release_lock
+    from trace_tui.stages.backends.vllm_backend import VllmBackend
+
+    serving = release_lock().judge.vllm
+    options: dict[str, Any] = {"tensor_parallel_size": max(1, gpus), "max_model_len": serving.max_model_len,
+                               "gpu_memory_utilization": serving.gpu_memory_utilization}
+    # vLLM's own sampling defaults, not the checkpoint's generation_config.json (where the backend takes it)
+    if "generation_config" in inspect.signature(VllmBackend.__init__).parameters:
+        options["generation_config"] = serving.generation_config
+    return options
+
+
+def judge_rows(judge: JudgeClient, pending: list[tuple[str | None, str]], budgets: list[int], prompt: Any) -> list[Any]:
     """CONTRACTS §4 for many rows at once: every row still without a valid output is retried at the
     next budget, all of them in one batch per budget. Row by row this is exactly
     ``trace_tui.scoring.judge_with_retries`` (a test holds the two equal); batching only lets a
@@ -149,7 +166,7 @@ def judge_rows(judge: JudgeClient, pending: list[tuple[str | None, str]], budget
     for budget in budgets:
         if not open_rows:
             break
-        outputs = judge.many([judge_messages(pending[i][0], pending[i][1]) for i in open_rows], budget)
+        outputs = judge.many([judge_messages(pending[i][0], pending[i][1], prompt) for i in open_rows], budget)
         still = []
         for i, output in zip(open_rows, outputs, strict=True):
             response, answer_type = pending[i]
@@ -161,7 +178,7 @@ def judge_rows(judge: JudgeClient, pending: list[tuple[str | None, str]], budget
             else:
                 still.append(i)
         open_rows = still
-    return [JudgeResult(RESOLVED if i in verdicts else UNRESOLVED, verdicts.get(i), tuple(attempts[i]))
+    return [JudgeResult(RESOLVED if i in verdicts else UNRESOLVED, verdicts.get(i), tuple(attempts[i]), prompt.sha256)
             for i in range(len(pending))]
 
 
@@ -204,6 +221,22 @@ def judged_identity(name: str | None, folder: Path | None) -> str | None:
     return dir_sha256set(folder)[1]
 
 
+def shared_prompt(shared: dict[str, Any] | None, judge_name: str) -> Any:
+    """The judge's system prompt, read once per worker (trace_tui.stages.judge_prompt)."""
+    from trace_tui.stages.judge_prompt import judge_prompt
+
+    key = f"judge-prompt:{judge_name == judge_entry()}"
+    if shared is not None and key in shared:
+        return shared[key]
+    prompt = judge_prompt(judge_is_release=judge_name == judge_entry())
+    if prompt.source == "trace-tui":
+        protocol.log(f"judge {judge_name}: no release sources here, so trace-tui's own judge prompt "
+                     f"(sha256 {prompt.sha256[:12]}…), not the release's")
+    if shared is not None:
+        shared[key] = prompt
+    return prompt
+
+
 def shared_judge(shared: dict[str, Any] | None, model_dir: Path | None, backend_name: str, backend: Any,
                  gpus: int, label: str | None = None) -> JudgeClient:
     """The worker's judge for these settings: the one already built for an earlier slice, else a new one."""
@@ -218,7 +251,7 @@ def shared_judge(shared: dict[str, Any] | None, model_dir: Path | None, backend_
 def run(job: dict[str, Any], *, judge_backend: Any = None, shared: dict[str, Any] | None = None) -> dict[str, Any]:
     """Extract every row of the slice not yet extracted; return the receipt. ``judge_backend`` replaces the
     built one; ``shared`` (a batch worker's) keeps the judge across the slices it serves."""
-    from trace_tui.scoring import EXTRACTION_CONTRACT_ID, JUDGE_PROMPT_SHA256
+    from trace_tui.scoring import EXTRACTION_CONTRACT_ID
     from trace_tui.stages.generate import choose_backend
 
     campaign = campaign_dir()
@@ -239,8 +272,11 @@ def run(job: dict[str, Any], *, judge_backend: Any = None, shared: dict[str, Any
     judge = None if judge_name is None else shared_judge(shared, judge_dir, backend_name, judge_backend,
                                                          len(job.get("gpus") or []), label=judge_name)
     calls0, loads0 = (judge.calls, judge.loads) if judge is not None else (0, 0)
-    judge_settings = {"entry": judge_name, "budgets": budgets, "temperature": 0.0, "thinking": False,
-                      "prompt_sha256": JUDGE_PROMPT_SHA256, "backend": backend_name if judge_name else None}
+    prompt = shared_prompt(shared, judge_name) if judge_name else None
+    judge_settings = {"entry": judge_name, "budgets": budgets, "temperature": 0.0, "top_p": 1.0, "seed": 0,
+                      "thinking": False, "prompt_sha256": prompt.sha256 if prompt else None,
+                      "prompt_source": prompt.source if prompt else None,
+                      "backend": backend_name if judge_name else None}
     done = 0
     protocol.progress(phase="extract", done=0, total=total, **where)
     last = time.monotonic()
@@ -266,7 +302,7 @@ def run(job: dict[str, Any], *, judge_backend: Any = None, shared: dict[str, Any
         if pending:
             protocol.progress(phase="judge", done=done, total=total, **where)
             results = judge_rows(judge, [(chunk[i][1].get("response"), chunk[i][1]["answer_type"]) for i in pending],
-                                 budgets)
+                                 budgets, prompt)
             for i, result in zip(pending, results, strict=True):
                 extracted[i] = with_judgement(extracted[i], result)
         for (target, _rec), row in zip(chunk, extracted, strict=True):
