@@ -245,15 +245,35 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(uri, uri=True, timeout=5)
             conn.execute("SELECT count(*) FROM jobs").fetchone()
-            return conn
         except sqlite3.OperationalError:
             # e.g. a read-only copy of a campaign whose -shm is missing: read the file as it is
             conn = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
             conn.execute("SELECT count(*) FROM jobs").fetchone()
-            return conn
+        check_integrity(conn, db)
+        return conn
     except sqlite3.DatabaseError as exc:  # empty, truncated or not a database at all
-        raise UsageError(f"{db}: not a readable campaign database ({exc})",
-                         hint=f"{REBUILD_HINT} (move a broken file aside first: `mv {db} {db}.broken`)") from None
+        raise unreadable_state(db, exc) from None
+
+
+def unreadable_state(db: Path, exc: BaseException | str) -> UsageError:
+    """The one line for a state database that cannot be read (not a database, a damaged page), with the
+    hint a missing one has: readers (status, verify) and the runner (a resume) say the same."""
+    return UsageError(f"{db}: not a readable campaign database ({exc})",
+                      hint=f"{REBUILD_HINT} (move a broken file aside first: `mv {db} {db}.broken`)")
+
+
+def check_integrity(conn: sqlite3.Connection, db: Path) -> None:
+    """UsageError (unreadable_state) unless every page of the database reads back. A damaged page is found
+    here, when the database is opened, not by whichever query first reaches it (a DatabaseError mid-run or
+    mid-report). quick_check reads each page once: milliseconds for a campaign's state of a few MB."""
+    try:
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
+    except sqlite3.DatabaseError as exc:
+        raise unreadable_state(db, exc) from None
+    if problems != ["ok"]:
+        first = " ".join(str(problems[0]).replace("*** in database main ***", "").split())[:200] if problems \
+            else "no answer"
+        raise unreadable_state(db, f"damaged: {first}")
 
 
 

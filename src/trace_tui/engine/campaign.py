@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trace_tui.campaign_files.state import (JOB_COLUMNS, JobRecord, STEP_SLICE, SliceRecord, _SCHEMA, _drop_torn_tail, has_receipts, read_jobs, read_meta, read_slices, slice_path)
+from trace_tui.campaign_files.state import (JOB_COLUMNS, JobRecord, STEP_SLICE, SliceRecord, _SCHEMA, _drop_torn_tail, check_integrity, has_receipts, read_jobs, read_meta, read_slices, slice_path, unreadable_state)
 from trace_tui.errors import TraceTuiError, UsageError
 
 class Campaign:
@@ -57,7 +57,13 @@ class Campaign:
             self._acquire_lock()
         state_lost = lock and self._state_lost()
         self.rebuilt = 0  # jobs whose state was rebuilt from their receipts on this open
-        self.db = self._open_db()
+        try:
+            self.db = self._open_db()
+        except BaseException:  # an unreadable database: the lock goes too (a TUI retries in this process)
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+            raise
         self.id = self._identity()
         if state_lost:
             self.rebuilt = self.rebuild_from_receipts()
@@ -92,11 +98,10 @@ class Campaign:
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
             db.execute("SELECT count(*) FROM jobs").fetchone()
+            check_integrity(db, db_path)  # a damaged page: this one line now, not a DatabaseError mid-run
             return db
         except sqlite3.DatabaseError as exc:
-            raise UsageError(f"{db_path}: not a readable campaign database ({exc})",
-                             hint=f"move it aside (`mv {db_path} {db_path}.broken`) and run again: the state "
-                                  "is rebuilt from the receipts") from None
+            raise unreadable_state(db_path, exc) from None
 
     def rebuild_from_receipts(self, receipts: list[Path] | None = None) -> int:
         """Job and slice rows from the intact receipts (all of them, or the ones given)."""
