@@ -35,6 +35,8 @@ from trace_tui.runtime.base import (
 
 UNPRIVILEGED = (65534, 65534)  # nobody:nogroup, for runs invoked as root
 IMAGE_HINT = "build the images: `make appliance`"
+LOCK_HINT = ("build the images and their lock with `make appliance`, import a bundle's with `trace-tui bundle import "
+             "DIR`, or run without containers: `--runtime local`")
 DAEMON_HINT = "start it (`sudo systemctl start docker`), or run with `--runtime local`"
 GPU_HINT = "install the NVIDIA Container Toolkit and restart Docker (`sudo nvidia-ctk runtime configure && " \
            "sudo systemctl restart docker`)"
@@ -208,12 +210,13 @@ class DockerRuntime:
             self._client = docker_client()
         return self._client
 
-    def image_name(self, kind: str) -> str:
+    def image_name(self, kind: str) -> str | None:
+        """The image a stage of KIND runs from: one named explicitly (TRACE_TUI_IMAGE_<KIND>, or given to
+        this runtime), else the one the image lock names; None when neither names one. An image that merely
+        carries trace-tui's tag is never taken without the lock: its build is not the one the lock records."""
         # The image lock holds one flavour's images under their kind (train, infer, score).
         env = os.environ.get(f"TRACE_TUI_IMAGE_{kind.upper()}")
-        from trace_tui.images import image_tag
-
-        return env or self._images.get(kind) or _images_lock().get(kind) or image_tag(kind, self.flavour)
+        return env or self._images.get(kind) or _images_lock().get(kind)
 
     def image_id(self, kind: str | None) -> str:
         if kind is None:
@@ -222,6 +225,11 @@ class DockerRuntime:
             from docker.errors import ImageNotFound
 
             name = self.image_name(kind)
+            if name is None:
+                from trace_tui.images import images_lock_path
+
+                raise RequirementsError(f"the {kind} image is not in the image lock ({images_lock_path()}): "
+                                        "a stage runs only from an image the lock names", hint=LOCK_HINT)
             try:
                 self._image_ids[kind] = self.client.images.get(name).id
             except ImageNotFound:
@@ -310,6 +318,8 @@ class DockerRuntime:
             kwargs.update(gpu_container_settings(launch.gpus))
             kwargs["environment"].update(GPU_ENV)
         image = self.image_name(launch.image)
+        if image is None:
+            self.image_id(launch.image)  # raises the refusal that names the lock
         kwargs.pop("detach")
         try:
             container = self.client.containers.create(image, kwargs.pop("command"), **kwargs)

@@ -262,8 +262,16 @@ def without_steps(resolved: ResolvedRecipe, skip: frozenset[str]) -> ResolvedRec
     kept = [s for s in recipe.steps if s.id not in skip]
     # a skipped step's store entries are not needed either (the requirement check reads these)
     entries = {k: v for k, v in resolved.store_entries.items() if k not in skip}
-    return resolved.model_copy(update={"recipe": recipe.model_copy(update={"steps": kept}),
-                                       "store_entries": entries})
+    narrowed = recipe.model_copy(update={"steps": kept})
+    # The campaign records the recipe it ran, less the skipped steps; its configuration hash is the one of
+    # that content (as trace_tui.recipes computes it), so `verify --campaign` recomputes it and a skip is not
+    # taken for an edit. The run tag stays: it names the campaign folder the run was planned in.
+    from trace_tui.common.digest import sha256_json
+    from trace_tui.recipe_schema import config_data
+
+    sha = sha256_json(config_data(narrowed, resolved.suite, resolved.suite_sha256, resolved.models, resolved.seeds,
+                                  resolved.benchmarks, resolved.settings, resolved.training, entries))
+    return resolved.model_copy(update={"recipe": narrowed, "store_entries": entries, "config_sha256": sha})
 
 
 def campaign_holds(campaign: Path, recipe: str) -> bool:
