@@ -236,3 +236,29 @@ def test_a_full_disk_stops_the_export_in_one_line_and_gives_the_space_back(tmp_p
         assert "export to a larger disk" in line
         assert not dest.exists()
         assert sum(p.stat().st_size for p in mnt.rglob("*") if p.is_file()) == 0
+
+
+def test_cli_export_of_the_demo_on_a_fresh_home_carries_what_the_site_cannot_make(tmp_path, stage_lock):
+    """`bundle export DIR --recipe demo` on a fresh home: the demo's model and tasks are made by its own first
+    step (no fetch makes them), so the bundle carries the images and no store entry, says what it leaves out,
+    and the site imports it (it told the user to run a `store fetch` that fetches nothing)."""
+    import os
+    import subprocess
+    import sys
+
+    lock = tmp_path / "images.lock.json"
+    lock.write_text(stage_lock.model_dump_json(indent=2))
+    env = {**os.environ, "TRACE_TUI_IMAGES_LOCK": str(lock), "TRACE_TUI_HOME": str(tmp_path / "fresh")}
+    dest = tmp_path / "bundle"
+    out = subprocess.run([sys.executable, "-m", "trace_tui", "bundle", "export", str(dest), "--recipe", "demo",
+                          "--no-wheelhouse"], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "store fetch" not in out.stderr
+    assert "not carried: local:model/tiny-qwen2.5-vl, local:dataset/demo-tasks" in out.stderr, out.stderr
+    assert json.loads((dest / "manifest.json").read_text())["entries"] in ([], {})
+    site = {**env, "TRACE_TUI_IMAGES_LOCK": str(tmp_path / "site" / "images.lock.json"),
+            "TRACE_TUI_HOME": str(tmp_path / "site")}
+    back = subprocess.run([sys.executable, "-m", "trace_tui", "bundle", "import", str(dest)], capture_output=True,
+                          text=True, env=site, timeout=300)
+    assert back.returncode == 0, back.stderr
+    assert "trace-tui --recipe demo --offline" in back.stderr

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from trace_tui.bundle.files import (CHUNK, LOCK_FILE, MANIFEST, MANIFEST_LIMIT, RECORD_LIMIT, REEXPORT, BundleFile,
                                     BundleManifest, RecipeName, Say, bundle_files, check_bundle, read_manifest, shown)
-from trace_tui.bundle.export import IMAGES_TAR, UNSIZED_STEP, _save_images, export_bundle
+from trace_tui.bundle.export import IMAGES_TAR, UNSIZED_STEP, _save_images, entries_to_carry, export_bundle
 from trace_tui.bundle.archives import (DOCKER_MANIFEST, IMAGE_ID, INDEX_LIMIT, OCI_INDEX, REPOSITORIES, ArchiveIndex,
                                        is_stage_tag, load_untagged, read_archive_index, stage_tag_rule)
 from trace_tui.bundle.importing import CheckedBundle, HostChanges, _import_entry, check_before_import, import_bundle
@@ -41,7 +41,7 @@ __all__ = [
     "CHUNK", "LOCK_FILE", "MANIFEST", "MANIFEST_LIMIT", "RECORD_LIMIT", "REEXPORT", "BundleFile", "BundleManifest",
     "RecipeName", "Say", "bundle_files", "check_bundle", "read_manifest", "shown",
     # export
-    "IMAGES_TAR", "UNSIZED_STEP", "_save_images", "export_bundle",
+    "IMAGES_TAR", "UNSIZED_STEP", "_save_images", "entries_to_carry", "export_bundle",
     # archives
     "DOCKER_MANIFEST", "IMAGE_ID", "INDEX_LIMIT", "OCI_INDEX", "REPOSITORIES", "ArchiveIndex", "is_stage_tag",
     "load_untagged", "read_archive_index", "stage_tag_rule",

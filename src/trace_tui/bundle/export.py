@@ -75,6 +75,15 @@ def _copy_mode(src: Path) -> int:
     return (stat.S_IMODE(src.stat().st_mode) & 0o444) | 0o200
 
 
+def entries_to_carry(resolved: Any) -> tuple[list[str], list[str]]:
+    """(the store entries a bundle of RESOLVED carries, those it leaves out): an entry one of the recipe's own
+    steps makes (the demo's tiny model and tasks, made by its first step) is made again at the site, as it
+    is here; carrying it would ask the exporting host to run the recipe first, and no fetch makes it."""
+    made = {o for step in resolved.recipe.steps for o in step.outputs}
+    entries = resolved.all_store_entries()
+    return [e for e in entries if e not in made], [e for e in entries if e in made]
+
+
 def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Any, images_lock: Any,
                   client: Any, say: Say = print, wheelhouse: bool = True) -> BundleManifest:
     """Write the bundle for ``recipe`` into ``dest`` (created; must be empty or absent)."""

@@ -50,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
         broken = {n: s for n, s in status.items() if s != "ok"}
         if broken:
             raise UsageError(f"images not as locked: {broken}", hint="rebuild with `make appliance`")
-        bundle.export_bundle(Path(args.dir), recipe=resolved.recipe.name, entries=resolved.all_store_entries(),
+        carried, made_there = bundle.entries_to_carry(resolved)
+        if made_there:
+            _say(f"not carried: {', '.join(made_there)} (made by the recipe's own steps when it runs at the site)")
+        bundle.export_bundle(Path(args.dir), recipe=resolved.recipe.name, entries=carried,
                              store=store, images_lock=lock, client=client, say=_say,
                              wheelhouse=not args.no_wheelhouse)
         return 0
