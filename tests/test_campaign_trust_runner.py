@@ -40,3 +40,152 @@ def test_slurm_scripts_never_import_a_trace_tui_folder_from_where_they_were_subm
     assert not marker.exists(), "a trace_tui/ in the submission folder ran in the batch job"
     # the installed trace-tui ran: the merge refuses the unstarted shards in one line
     assert "has not started" in run.stderr + run.stdout, run.stderr
+
+
+# -- 1. nothing a campaign file says chooses what runs --------------------------------------------------
+
+
+def _backends(home: Path, campaign: Path | None = None):
+    import argparse
+
+    from trace_tui.tui.backends import default_backends
+
+    args = argparse.Namespace(home=str(home), runtime="local", models=None, seeds=None, benchmarks=None,
+                              offline=False, campaign=str(campaign) if campaign else None, release_dir=None,
+                              recipe=None)
+    return default_backends(args)
+
+
+def _eval_preview_campaign(tmp_path: Path) -> Path:
+    from trace_tui.cli import main
+
+    home = tmp_path / "home"
+    campaign = tmp_path / "c"
+    assert main(["--recipe", "eval-preview", "--runtime", "local", "--yes", "--home", str(home),
+                 "--campaign", str(campaign)]) == 0
+    return campaign
+
+
+def _add_step(campaign: Path, step: dict, *, rehash: bool) -> None:
+    """A step added to the campaign's recipe.json (its configuration hash redone, as a careful attacker would)."""
+    import json
+    from types import SimpleNamespace as NS
+
+    from trace_tui.common.digest import sha256_json
+    from trace_tui.recipe_schema import BenchmarkRef, config_data
+
+    data = json.loads((campaign / "recipe.json").read_text())
+    data["recipe"]["steps"].append(step)
+    if rehash:  # from the raw data: the schema would refuse the step before any hash is computed
+        recipe = NS(**{**data["recipe"], "steps": [NS(**{"image": None, "env": {}, "per_slice": False, **s})
+                                                   for s in data["recipe"]["steps"]]})
+        data["config_sha256"] = sha256_json(config_data(
+            recipe, data["suite"], data["suite_sha256"], [NS(**m, ref=f"{m['repo_id']}@{m['revision']}") for m in data["models"]], data["seeds"],
+            [BenchmarkRef(**b) for b in data["benchmarks"]], data["settings"], data["training"],
+            data["store_entries"]))
+    (campaign / "recipe.json").write_text(json.dumps(data))
+
+
+def _resume_in_the_tui(home: Path, campaign: Path) -> Exception | None:
+    """What `r` on the TUI's run screen does for a campaign opened from disk: open it, build its runner, run."""
+    backends = _backends(home, campaign)
+    try:
+        opened = backends.open_campaign(campaign)
+        backends.runner_factory(opened.resolved, campaign).run(lambda _e: None)
+    except Exception as exc:  # noqa: BLE001 - the refusal is what the test looks at
+        return exc
+    return None
+
+
+def test_a_host_step_added_to_recipe_json_never_runs_on_a_tui_resume(tmp_path: Path, capsys) -> None:
+    """The issue's attack: a host step whose run is `timeit -s "..."` added to recipe.json ran as the user on `r`."""
+    campaign = _eval_preview_campaign(tmp_path)
+    marker = tmp_path / "campaign-code-ran"
+    original = (campaign / "recipe.json").read_bytes()
+    for rehash in (False, True):
+        (campaign / "recipe.json").write_bytes(original)
+        _add_step(campaign, {"id": "evil", "title": "x", "stage": "host",
+                             "run": ["timeit", "-s", f"open({str(marker)!r}, 'w').write('ran')", "pass"]},
+                  rehash=rehash)
+        refused = _resume_in_the_tui(tmp_path / "home", campaign)
+        assert not marker.exists(), "a step recipe.json named ran"
+        assert refused is not None and "timeit" in str(refused)
+
+
+def test_a_step_of_trace_tuis_own_workers_added_to_recipe_json_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Even a step that names a worker of ours is not run when the shipped recipe has no such step:
+    the resume takes the shipped recipe, and refuses a campaign whose recorded recipe is another."""
+    from trace_tui.errors import UsageError
+
+    campaign = _eval_preview_campaign(tmp_path)
+    _add_step(campaign, {"id": "extra", "title": "x", "stage": "host", "run": ["trace_tui.stages.selftest", "whoami"]},
+              rehash=True)
+    refused = _resume_in_the_tui(tmp_path / "home", campaign)
+    assert isinstance(refused, UsageError), refused
+    line = refused.line()
+    assert "\n" not in line and str(campaign / "recipe.json") in line and "step 'extra'" in line
+    assert not (campaign / "outputs" / "extra").exists()
+
+
+def test_an_untampered_campaign_resumes_in_the_tui_with_the_shipped_recipe(tmp_path: Path) -> None:
+    campaign = _eval_preview_campaign(tmp_path)
+    assert _resume_in_the_tui(tmp_path / "home", campaign) is None
+
+
+def test_a_run_naming_anything_but_trace_tuis_entry_points_is_refused_by_the_schema_and_at_launch(
+        tmp_path: Path) -> None:
+    """The recipe schema refuses the step (file:line, field); a step built past the schema (model_construct)
+    is refused before anything starts, by the runner and by the local runtime."""
+    from test_engine_support import make_recipe, resolved_for, selftest_step
+
+    from trace_tui.engine.campaign import Campaign
+    from trace_tui.engine.runner import Runner
+    from trace_tui.errors import UsageError
+    from trace_tui.recipe_schema import Step
+    from trace_tui.recipes import parse_recipe
+    from trace_tui.runtime.base import Launch
+    from trace_tui.runtime.local import LocalRuntime
+
+    marker = tmp_path / "ran"
+    code = f"open({str(marker)!r}, 'w').write('ran')"
+    recipe_text = ("name: mine\ntitle: t\npurpose: p\nsteps:\n  - id: x\n    title: x\n    stage: host\n"
+                   f"    run: [timeit, -s, \"{code}\", pass]\n")
+    import pytest
+
+    with pytest.raises(UsageError, match=r"mine.yaml:\d+: .*'timeit' is not a trace-tui stage worker"):
+        parse_recipe(recipe_text, source="mine.yaml")
+    for run in (["timeit", "-s", code, "pass"], ["trace_tui", "bundle", "import", "/x"],
+                ["trace_tui", "verify", "--log-file", str(marker)]):
+        with pytest.raises(ValueError, match="not a trace-tui stage worker|not a command a step may run|would write"):
+            Step(id="x", title="x", stage="host", run=run)
+    good = selftest_step("who", "whoami", per_slice=False, image=None)
+    evil = Step.model_construct(**{**dict(good), "run": ["timeit", "-s", code, "pass"]})
+    resolved = resolved_for(make_recipe([good]))
+    resolved = resolved.model_copy(update={"recipe": resolved.recipe.model_copy(update={"steps": [evil]})})
+    with Campaign(tmp_path / "c") as c, pytest.raises(UsageError, match="step who: run 'timeit'"):
+        Runner(resolved, c, LocalRuntime(), store=tmp_path / "store").run(lambda _e: None)
+    launch = Launch(step="who", slice="_step", module="timeit", args=["-s", code, "pass"], job_dir=tmp_path,
+                    campaign=tmp_path / "c", store=tmp_path / "store", log_path=tmp_path / "log")
+    with pytest.raises(ValueError, match="not started"):
+        LocalRuntime().start(launch)
+    assert not marker.exists()
+
+
+def test_a_slurm_plan_naming_a_recipe_file_is_refused(tmp_path: Path) -> None:
+    """shards.json's recipe is a shipped recipe's name; a path there would have the TUI's resubmission load
+    a recipe file of the campaign's choosing."""
+    import json
+
+    import pytest
+
+    from trace_tui.campaign_files.shards import plan_shards
+    from trace_tui.engine.cluster import read_plan
+    from trace_tui.errors import TraceTuiError
+    from trace_tui.recipes import resolve_recipe
+
+    (tmp_path / "evil.yaml").write_text("name: demo\n")
+    data = plan_shards(resolve_recipe("demo")).model_dump(mode="json")
+    data["recipe"] = str(tmp_path / "evil.yaml")
+    (tmp_path / "shards.json").write_text(json.dumps(data))
+    with pytest.raises(TraceTuiError, match="shards.json"):
+        read_plan(tmp_path)

@@ -84,6 +84,36 @@ class StepNeeds(_Strict):
 # Workers that accept a batch job (one per-slice spec per slice, served in turn; trace_tui.stages.jobs.run_slices).
 BATCH_WORKERS = ("trace_tui.stages.extract", "trace_tui.stages.selftest")
 
+# What a step's `run` may start: trace-tui's own stage workers, or trace-tui itself with one of the
+# commands that only check, preview, fetch into the store or build tables. A recipe (and so a campaign's
+# recipe.json) is data: a `run` naming any other module (`timeit -s ...`, `runpy`, a site package) would
+# run code of its choosing as the user.
+STAGE_WORKERS = ("trace_tui.stages.demo_prepare", "trace_tui.stages.eval_prepare", "trace_tui.stages.extract",
+                 "trace_tui.stages.generate", "trace_tui.stages.release_eval", "trace_tui.stages.score",
+                 "trace_tui.stages.selftest", "trace_tui.stages.train_smoke")
+HOST_COMMANDS = (("verify",), ("hw",), ("preview",), ("report",), ("store", "fetch"))
+# Options of those commands that would write outside the campaign and the store (a log file anywhere,
+# another home); no shipped step uses them.
+HOST_FORBIDDEN_OPTIONS = ("--log-file", "--home")
+
+
+def entry_point_problem(run: list[str] | tuple[str, ...]) -> str | None:
+    """Why ``run`` (a step's module and arguments) is not one of trace-tui's own entry points; None when it is."""
+    if not run:
+        return "names no worker"
+    module, args = run[0], list(run[1:])
+    if module in STAGE_WORKERS:
+        return None
+    allowed = ", ".join([*STAGE_WORKERS, *("trace_tui " + " ".join(c) for c in HOST_COMMANDS)])
+    if module != "trace_tui":
+        return f"{module!r} is not a trace-tui stage worker; allowed: {allowed}"
+    if not any(args[:len(c)] == list(c) for c in HOST_COMMANDS):
+        return f"'trace_tui {' '.join(args[:2])}' is not a command a step may run; allowed: {allowed}"
+    bad = next((a for a in args if a.split("=", 1)[0] in HOST_FORBIDDEN_OPTIONS), None)
+    if bad is not None:
+        return f"{bad.split('=', 1)[0]} would write outside the campaign; a step may not give it"
+    return None
+
 
 class Step(_Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=64)
@@ -102,6 +132,14 @@ class Step(_Strict):
         False, description="per-slice step whose worker keeps its model (the judge) loaded: one container per GPU "
                            "group serves its share of the slices in turn; each slice keeps its own job, receipt "
                            "and resume")
+
+    @field_validator("run")
+    @classmethod
+    def _own_entry_point(cls, run: list[str]) -> list[str]:
+        problem = entry_point_problem(run)
+        if problem is not None:
+            raise ValueError(problem)
+        return run
 
     @model_validator(mode="after")
     def _stage_and_image(self) -> "Step":

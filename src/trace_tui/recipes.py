@@ -429,3 +429,66 @@ __all__ = [
     "StepNeeds", "SYMBOLIC_NEEDS", "TrainingTarget", "VALIDATION_BENCHMARK", "known_recipes",
     "load_recipe", "parse_recipe", "resolve_recipe",
 ]
+
+
+# --------------------------------------------------------------------------- resuming
+
+
+def _model_field(model: Any, key: str) -> Any:
+    """A resolved model's field, whether it is a pin or local model, or the dict recipe.json gave back."""
+    return model.get(key) if isinstance(model, dict) else getattr(model, key, None)
+
+
+def trusted_resolved(recorded: ResolvedRecipe, *, source: str, recipe_file: str | Path | None = None) -> ResolvedRecipe:
+    """The recipe a resume runs: RECORDED's recipe as trace-tui ships it (or as the user's own recipe
+    file says), resolved for RECORDED's selection, never the steps RECORDED carries.
+
+    RECORDED may come from a campaign's recipe.json, which is data: a step added or changed there
+    (a `run` of its own) must not run. Its steps may be fewer than the recipe's (steps skipped in the
+    TUI), each equal to the recipe's step of that id. ``recipe_file``: the recipe file the user named
+    (`--recipe FILE`), trusted like a shipped recipe when its name is RECORDED's. Raises UsageError,
+    one line naming ``source``, when the recipe is neither, when a step is not the recipe's, or when
+    the configuration is not RECORDED's (the recipe changed since, or RECORDED was edited).
+    """
+    name = recorded.recipe.name
+    given = load_recipe(recipe_file) if recipe_file is not None else None
+    if given is not None and given.name == name:
+        recipe, whose = given, "the recipe file"  # the user's own choice on the command line
+    elif name in known_recipes():
+        recipe, whose = load_recipe(name), "trace-tui's"
+    else:
+        raise UsageError(f"{source}: recipe {short_value(name)} is not a recipe trace-tui ships, so it is not "
+                         "resumed from what the campaign says",
+                         hint="resume it with the recipe file it was made from: `trace-tui --recipe FILE --campaign DIR`")
+    hint = f"run `trace-tui --recipe {name}` with the same selection: changed inputs are listed, `--redo` redoes them"
+    ours = {s.id: s for s in recipe.steps}
+    for step in recorded.recipe.steps:
+        if step.id not in ours:
+            raise UsageError(f"{source}: step {short_value(step.id)} is not a step of {whose} recipe {name}; "
+                             "it is not run", hint=hint)
+        if step != ours[step.id]:
+            raise UsageError(f"{source}: step {step.id} differs from {whose} recipe {name} (run "
+                             f"{short_value(' '.join(step.run))}); it is not run", hint=hint)
+    kept = {s.id for s in recorded.recipe.steps}
+    shipped_local = {m.id for m in recipe.local_models}
+    # the user's own checkpoints (`--local-model`) are part of the selection; the demo's are the recipe's
+    own = [m if isinstance(m, LocalModel) else LocalModel.model_validate(m) for m in recorded.models
+           if _model_field(m, "store_entry") and _model_field(m, "id") not in shipped_local]
+    own_ids = {m.id for m in own}
+    named = [str(_model_field(m, "id")) for m in recorded.models if _model_field(m, "id") not in own_ids]
+    selection = dict(models=named or None, seeds=list(recorded.seeds) or None,
+                     benchmarks=[b.key for b in recorded.benchmarks] or None, local_models=own or None)
+    try:
+        full = resolve_recipe(recipe, **selection)
+        again = full
+        if kept != set(ours):  # steps skipped: the configuration of the steps that ran, in the campaign's folder
+            fewer = recipe.model_copy(update={"steps": [s for s in recipe.steps if s.id in kept]})
+            again = resolve_recipe(fewer, **selection).model_copy(update={"run_tag": full.run_tag})
+    except (UsageError, ValidationError) as exc:
+        why = exc.line() if isinstance(exc, UsageError) else one_line(str(exc))
+        raise UsageError(f"{source}: its selection is not one recipe {name} can run ({why})", hint=hint) from None
+    if recorded.config_sha256 not in (again.config_sha256, full.config_sha256):
+        raise UsageError(f"{source}: records recipe {name} with another configuration than {whose} "
+                         f"(configuration {short_value(recorded.config_sha256)[:12]}, the recipe's "
+                         f"{again.config_sha256[:12]}): a setting or pin differs", hint=hint)
+    return again

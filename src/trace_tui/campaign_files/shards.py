@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from trace_tui.errors import UsageError
 
@@ -59,7 +59,8 @@ class ShardPlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_: str = "trace-tui-shards-v1"
-    recipe: str
+    # A recipe's name, never a path: a resubmission loads the recipe of this name that trace-tui ships.
+    recipe: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=64)
     run_tag: str
     config_sha256: str
     shard_by: ShardBy

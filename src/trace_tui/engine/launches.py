@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from trace_tui.common.atomic import atomic_write_json
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.planner import PlannedJob, job_spec
+from trace_tui.errors import UsageError
 from trace_tui.runtime.base import LABEL_CAMPAIGN, Launch
 
 if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
@@ -87,6 +88,13 @@ class Launches:
 
     def _launch(self, step: Step, name: str, gpus: list[int], output_dir: Path) -> Launch:
         """``name``: the job's slice, or a keep_loaded worker's name (its job.json folder and log)."""
+        from trace_tui.recipe_schema import entry_point_problem
+
+        # The schema refuses such a step; a recipe object built past it (model_construct, model_copy) is
+        # refused here, before anything starts.
+        problem = entry_point_problem(list(step.run))
+        if problem is not None:
+            raise UsageError(f"step {step.id}: run {problem}", hint="a step runs only trace-tui's own workers")
         c = self.campaign
         return Launch(step=step.id, slice=name, module=step.run[0], args=self.arguments(step),
                       job_dir=c.job_dir(step.id, name), campaign=c.path, store=self.store,

@@ -124,6 +124,12 @@ class Runner:
 
     def preflight(self) -> None:
         """Everything that must hold before the first container starts (exit 3 otherwise)."""
+        from trace_tui.recipe_schema import entry_point_problem
+
+        for step in self.recipe.steps:  # the schema's check, again on what is about to run (exit 2)
+            problem = entry_point_problem(list(step.run))
+            if problem is not None:
+                raise UsageError(f"step {step.id}: run {problem}", hint="a step runs only trace-tui's own workers")
         kinds = {s.image for s in self.recipe.steps if s.image}
         gpus = any(needs_gpus(s) for s in self.recipe.steps)
         problems = self.runtime.check(kinds, gpus=gpus) if kinds else []

@@ -366,6 +366,12 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         from trace_tui.engine.runner import Runner
         from trace_tui.runtime import make_runtime
 
+        from trace_tui.recipes import trusted_resolved
+
+        # A resumed campaign's recipe comes from its recipe.json, which is data: what runs is the recipe
+        # trace-tui ships (or the user's --recipe FILE) for the same selection, as a headless run takes it.
+        resolved = trusted_resolved(resolved, source=str(Path(campaign_dir) / "recipe.json"),
+                                    recipe_file=getattr(args, "recipe", None))
         steps = without_steps(resolved, skip)
         plan = run_gpu_plan(steps, hardware_probe())  # the same plan a headless run of it gets
         campaign = Campaign(campaign_dir)
