@@ -6,7 +6,9 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from test_tui_flows import SIZE, hardware_ready, text_of, wait_for
+from test_tui_whole import screen_text
 from tui_support import make_backends, selftest_resolved
 
 from trace_tui.tui.app import TraceTuiApp
@@ -107,3 +109,89 @@ def test_campaign_comparisons_view_highlights_outside() -> None:
     table = view.comparisons[0]
     assert table.rows[1][7] == "outside" and (1, 7) in table.differs and (0, 7) not in table.differs
     assert table.rows[0][3:6] == ("41.20", "41.05", "+0.15")
+
+
+# -- what the verify screen shows at 80x24 and 120x40 -----------------------------------------
+
+async def open_release_verify(pilot, app):
+    await hardware_ready(pilot, app)
+    await pilot.press("v")
+    screen = app.screen
+    assert isinstance(screen, VerifyScreen)
+    await wait_for(pilot, lambda: screen.view is not None, what="the release verification")
+    await pilot.pause()
+    return screen
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_number_keys_switch_tabs_from_a_table(tmp_path: Path, trace_release_dir: Path, size) -> None:
+    """1/2/3 did nothing once a table on the Tables tab had the focus: the focus left in the hidden tab
+    brought that tab back. Each key now shows its tab and gives the keys to its first table."""
+    from trace_tui.tui.widgets.checklist import Checklist
+
+    app = TraceTuiApp(make_backends(tmp_path, release_dir=trace_release_dir))
+    async with app.run_test(size=size) as pilot:
+        screen = await open_release_verify(pilot, app)
+        tabs = screen.query_one("#verify-tabs")
+        await pilot.press("2")
+        await pilot.pause()
+        assert tabs.active == "tab-tables" and isinstance(screen.focused, ResultTable)
+        for key, pane in (("1", "tab-checklist"), ("2", "tab-tables"), ("3", "tab-scores"), ("1", "tab-checklist")):
+            await pilot.press(key)
+            await pilot.pause()
+            assert tabs.active == pane, (key, tabs.active)
+        assert isinstance(screen.focused, Checklist)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_checklist_and_tables_fit_the_terminal(tmp_path: Path, trace_release_dir: Path, size) -> None:
+    """At 80x24 the detail got ~11 columns (a row 9 lines) and `w` folded a hash over 7 lines; the Tables
+    tab cut the aggregates' detail even at 120 columns. Rows stay short, hashes fold at most 3 times, and
+    no table of the Tables tab is wider than the screen."""
+    from trace_tui.tui.widgets.checklist import Checklist
+
+    app = TraceTuiApp(make_backends(tmp_path, release_dir=trace_release_dir))
+    async with app.run_test(size=size) as pilot:
+        screen = await open_release_verify(pilot, app)
+        checklist = screen.query_one(Checklist)
+        await pilot.pause()
+        widths = [c.get_render_width(checklist) for c in checklist.ordered_columns]
+        assert widths[4] >= 20, widths  # the detail
+        heights = [r.height for r in checklist.rows.values()]
+        assert heights[0] <= 4 and sorted(heights)[len(heights) // 2] <= 4, heights  # the first: 9 lines at 80
+        await pilot.press("w")
+        await pilot.pause(0.3)
+        assert any(len(str(cell)) == 64 for cell in checklist.source[0][0])  # full hashes
+        hash_lines = [len(str(checklist.get_row_at(i)[2]).splitlines()) for i in range(checklist.row_count)]
+        assert max(hash_lines) <= 3, hash_lines  # 7 at 80 columns
+        assert sum(c.get_render_width(checklist) for c in checklist.ordered_columns) <= size[0]
+        await pilot.press("2")
+        await pilot.pause(0.3)
+        aggregates = screen.query(ResultTable).first()
+        assert aggregates.virtual_size.width <= aggregates.size.width, (aggregates.virtual_size, aggregates.size)
+        shown = "\n".join(str(line) for line in screen_text(app).splitlines())
+        assert "recomputation from 576" in shown and "(tolerance" in shown
+
+
+async def test_first_verification_of_a_directory_is_not_again_and_toggle_clears_tables(
+        tmp_path: Path, trace_release_dir: Path) -> None:
+    """"verified again" was said for the first verification of a second directory (the count was per
+    screen), and after ctrl+t the release's tables stayed under the campaign's line."""
+    copy = tmp_path / "copy"
+    shutil.copytree(trace_release_dir, copy)
+    app = TraceTuiApp(make_backends(tmp_path, release_dir=trace_release_dir))
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_release_verify(pilot, app)
+        assert "again" not in text_of(app, "#verify-summary")
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: "again" in text_of(app, "#verify-summary"), what="verified again")
+        screen.path = copy
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: str(copy) in text_of(app, "#verify-summary"), what="the copy verified")
+        assert "again" not in text_of(app, "#verify-summary")
+        assert list(screen.query(ResultTable))
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        assert screen.kind == "campaign"
+        assert not list(screen.query(ResultTable))
+        assert [str(w.render()) for w in screen.query_one("#verify-tables").children] == ["no tables"]

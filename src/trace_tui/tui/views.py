@@ -237,8 +237,11 @@ def _short(h: object) -> str:
 
 
 def _release_rows(checks: Iterable[Check]) -> list[CheckRow]:
+    # the item column names the file: the detail says "this file" instead of naming it a second time (a long
+    # path twice made a row of 9 lines at 80 columns)
     return [CheckRow(item=c.file, status=c.status, expected=_short(c.expected), actual=_short(c.actual),
-                     detail=" — ".join(x for x in (c.title, c.message) if x)) for c in checks]
+                     detail=" — ".join(x.replace(c.file, "this file") if c.file else x
+                                       for x in (c.title, c.message) if x)) for c in checks]
 
 
 def _campaign_rows(result: CampaignVerification) -> list[CheckRow]:

@@ -12,11 +12,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+from textual.widgets._tabbed_content import ContentTabs
 
 from trace_tui.tui.messages import VerifyReady
 from trace_tui.tui.screens.hardware import again
 from trace_tui.tui.views import VerifyView, campaign_scores_table, verify_view
 from trace_tui.tui.widgets.checklist import Checklist, ResultTable
+from trace_tui.tui.widgets.table import LiteralTable
 
 if TYPE_CHECKING:
     from trace_tui.engine.events import SliceState
@@ -57,7 +59,8 @@ class VerifyScreen(Screen):
         self.wide = False
         self.paths: dict[str, Path | None] = {kind: path}
         self.filter_text = ""
-        self.checked = 0  # verifications finished on this screen (f5 says it checked again)
+        # verifications finished on this screen, per directory verified (f5 says it checked that one again)
+        self.checked: dict[tuple[str, str], int] = {}
         self.typed = False  # the last verification was asked for by enter in the path box
 
     def compose(self) -> ComposeResult:
@@ -159,6 +162,9 @@ class VerifyScreen(Screen):
         self.query_one("#verify-summary", Static).update(
             f"{self.kind}: enter (in the path box) or f5 verifies it" if self.path else f"type a {self.kind} directory")
         self.query_one(Checklist).clear(columns=True)
+        # nor the other kind's tables and scores under this kind's line
+        self._fill("#verify-tables", (), "no tables")
+        self._fill("#verify-scores", (), "nothing verified")
         if self.path is None:
             box.focus()
 
@@ -204,9 +210,9 @@ class VerifyScreen(Screen):
             self._fill("#verify-scores", (), "nothing verified")
             return
         self.view = view = message.view
-        self.checked += 1
+        done = self.checked[(self.kind, view.target)] = self.checked.get((self.kind, view.target), 0) + 1
         verdict = Text("VERIFIED" if view.ok else "FAILED", style="bold green" if view.ok else "bold red")
-        again_text = again("verified", self.checked)
+        again_text = again("verified", done)
         summary.update(Text.assemble(verdict, f" · {view.target} · {view.summary}{again_text}"))
         self._show_checks()
         self._fill("#verify-tables", view.tables, "no tables")
@@ -231,7 +237,16 @@ class VerifyScreen(Screen):
             table.show(t)
 
     def action_tab(self, pane: str) -> None:
-        self.query_one("#verify-tabs", TabbedContent).active = pane
+        """Show a tab and give the keys to its first table: focus left in the hidden tab would bring it back
+        (a pane whose widget gets the focus is made the active one), so 1/2/3 did nothing from a table."""
+        tabs = self.query_one("#verify-tabs", TabbedContent)
+        shown = [w for w in tabs.get_pane(pane).query("*") if w.focusable and w.display]
+        target = next((w for w in shown if isinstance(w, LiteralTable)), shown[0] if shown else None)
+        if target is not None:
+            target.focus()
+        elif self.focused is not None and not isinstance(self.focused, Input):
+            self.query_one(ContentTabs).focus()  # nothing to focus in the tab: the tab row keeps the keys
+        tabs.active = pane
 
     def action_toggle_wide(self) -> None:
         self.wide = not self.wide

@@ -17,30 +17,45 @@ def short_hash(h: str, width: int = 12) -> str:
 class Checklist(LiteralTable):
     filterable = False  # the verify screen's own box filters the checklist (status, item, detail)
     noun = "checks"
-    # item, expected, actual and detail share the width and wrap: an empty hash column keeps only its
-    # title's width, and full hashes (w) fold instead of pushing actual and detail off the screen
-    wrap_column = (1, 2, 3, 4)
-    wrap_weights = {1: 3}  # the file's path wraps last: it is what a reader looks for
+    # item and detail share the width the short hashes leave and wrap, the detail (a sentence) the larger
+    # share: at 80 columns a detail given what the path left over took 11 columns and a row 9 lines
+    wrap_column = (1, 4)
+    wrap_weights = {1: 2, 4: 3}
     MIN_WRAP_WIDTH = 6
 
     def show(self, checks: tuple[CheckRow, ...], wide: bool = False) -> None:
+        """Short hashes with every column; `wide`: full hashes beside the path, the detail left to `i` (no
+        terminal holds two 64-digit hashes and a sentence on one line: they folded over 7 lines at 80)."""
         self.clear(columns=True)
         self.rows_shown = checks
         self.details = lambda i: [("status", checks[i].status), ("item", checks[i].item),
                                   ("expected", checks[i].expected), ("actual", checks[i].actual),
                                   ("detail", checks[i].detail)]
-        self.add_columns("status", "item", "expected", "actual", "detail")
-        width = 64 if wide else 12
+        if wide:
+            self.wrap_column, self.wrap_weights = (1, 2, 3), {1: 1, 2: 2, 3: 2}
+            self.add_columns("status", "item", "expected sha256", "actual sha256")
+        else:
+            self.wrap_column, self.wrap_weights = type(self).wrap_column, type(self).wrap_weights
+            self.add_columns("status", "item", "expected", "actual", "detail")
         for c in checks:
             style = STATUS_STYLE.get(c.status, "")
             actual_style = "bold red" if c.status == "failed" else ""
-            self.add_row(Text(c.status, style=style), c.item, short_hash(c.expected, width),
-                         Text(short_hash(c.actual, width), style=actual_style), c.detail)
+            hashes = (c.expected, Text(c.actual, style=actual_style)) if wide else (
+                short_hash(c.expected), Text(short_hash(c.actual), style=actual_style))
+            self.add_row(Text(c.status, style=style), c.item, *hashes, *(() if wide else (c.detail,)))
 
 
 class ResultTable(LiteralTable):
+    # the prose columns (an aggregate's name, a detail) wrap to the width the others leave: at 120 columns
+    # the aggregates' detail was cut; columns of numbers keep one line each and scroll sideways if need be
+    MIN_WRAP_WIDTH = 12
+    PROSE_WIDTH = 24
+
     def show(self, table: TableView) -> None:
         self.clear(columns=True)
+        self.wrap_column = tuple(c for c in range(len(table.columns))
+                                 if any(len(row[c]) > self.PROSE_WIDTH and " " in row[c]
+                                        for row in table.rows if c < len(row))) or None
         self.add_columns(*table.columns)
         for r, row in enumerate(table.rows):
             cells = [Text(v, style="bold reverse red") if (r, c) in table.differs else v for c, v in enumerate(row)]
