@@ -335,3 +335,17 @@ def verify_view(result: ReleaseVerification | CampaignVerification, target: str,
 def preview_lines(preview: Preview) -> list[str]:
     """The configuration-only preview (what `trace-tui preview NAME` prints) as text lines."""
     return preview.lines()
+
+
+def previewed_recipe(recipe: Recipe) -> str | None:
+    """The recipe a configuration-only recipe previews (eval-preview: `full`), else None.
+
+    Such a recipe's every step is `trace_tui preview --recipe NAME`: it starts nothing and writes nothing,
+    so the UI shows that preview itself instead of making a campaign and a run of it."""
+    names = set()
+    for step in recipe.steps:
+        run = list(step.run)
+        if run[:2] != ["trace_tui", "preview"] or "--recipe" not in run[:-1]:
+            return None
+        names.add(run[run.index("--recipe") + 1])
+    return names.pop() if len(names) == 1 else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -10,7 +12,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from trace_tui.tui.messages import PreviewReady, SchedulerChanged
-from trace_tui.tui.views import preview_lines
+from trace_tui.tui.views import preview_lines, previewed_recipe
 
 
 class PreviewScreen(Screen):
@@ -32,6 +34,8 @@ class PreviewScreen(Screen):
         self._body: list[str] = []
         self.all_models: list[str] = []  # the recipe's own selection, before any narrowing (the Options lists)
         self.all_seeds: list[int] = []
+        # a configuration-only recipe (eval-preview) is this preview of another recipe (full): nothing to run
+        self.previews: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(f"trace-tui · Preview · {self.recipe_name}", classes="title", markup=False)
@@ -44,15 +48,26 @@ class PreviewScreen(Screen):
         self._show_command()
         self._resolve(self.app.choices)
 
+    def _command(self) -> str:
+        choices = self.app.choices
+        if self.previews is None:
+            return choices.command()
+        # `trace-tui preview` takes the selection, the runtime and the campaign folder (not --offline or Slurm)
+        flags = [f for f in choices.replace(recipe=self.previews, offline=False, scheduler="none").argv()]
+        return shlex.join(["trace-tui", "preview", *flags])
+
     def _show_command(self) -> None:
-        self.query_one("#preview-command", Static).update(
-            f"same as: {self.app.choices.command()}  · o: options · w: where it runs · y: copy")
+        keys = "o: options · y: copy" if self.previews else "o: options · w: where it runs · y: copy"
+        self.query_one("#preview-command", Static).update(f"same as: {self._command()}  · {keys}")
 
     @work(thread=True, exclusive=True, group="preview")
     def _resolve(self, choices) -> None:
         backends = self.app.backends
         try:
             recipe = backends.load_recipe(self.recipe_name)
+            self.previews = previewed_recipe(recipe)
+            if self.previews is not None:
+                recipe = backends.load_recipe(self.previews)
             whole = backends.resolve_recipe(recipe)
             self.all_models = [str(m.id) for m in whole.models]
             self.all_seeds = [int(s) for s in whole.seeds]
@@ -74,14 +89,23 @@ class PreviewScreen(Screen):
             return
         self.resolved, self.checks = message.resolved, message.checks
         self.refresh_bindings()
+        self._show_command()
         recipe = message.resolved.recipe
         head = [] if message.preview_lines else [recipe.title, recipe.purpose.strip(), ""]
+        if self.previews is not None:
+            head = [f"{self.recipe_name} is this preview of {self.previews}: configuration only, it starts nothing "
+                    "and writes nothing (no campaign, no run).", "", *head]
         self._body = head + message.preview_lines
         self._show()
 
     def _show(self) -> None:
         recipe = self.resolved.recipe
         where = self.app.scheduler
+        if self.previews is not None:
+            foot = ["", f"nothing to run: {self.recipe_name} is this preview · "
+                        f"`trace-tui --recipe {self.previews}` runs it · esc: back"]
+            self.query_one("#preview-text", Static).update("\n".join(self._body + foot))
+            return
         # said only when it is not this machine (w: change), as the command line's --scheduler slurm
         foot = ["", *([f"runs on: {where.describe()} · w: change"] if where.slurm else []),
                 f"{len(recipe.steps)} step(s) · enter: walk the steps · esc: back"]
@@ -93,17 +117,19 @@ class PreviewScreen(Screen):
             self._show()
 
     def action_steps(self) -> None:
-        if self.resolved is not None:
+        if self.resolved is not None and self.previews is None:
             self.app.walk_steps(self.resolved, self.checks)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Walking the steps and the options need the resolved recipe: no hint before it is there."""
-        if action in ("steps", "options"):
+        if action == "steps":
+            return self.resolved is not None and self.previews is None
+        if action == "options":
             return self.resolved is not None
         return True
 
     def action_copy(self) -> None:
-        command = self.app.choices.command()
+        command = self._command()
         self.app.copy_to_clipboard(command)
         self.notify(f"copied: {command}", markup=False, timeout=3)
 
