@@ -189,3 +189,74 @@ def test_a_slurm_plan_naming_a_recipe_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "shards.json").write_text(json.dumps(data))
     with pytest.raises(TraceTuiError, match="shards.json"):
         read_plan(tmp_path)
+
+
+# -- 3. a resume keeps only rows that prove themselves ---------------------------------------------------
+
+
+def _rows(folder: Path) -> dict[int, dict]:
+    import json
+
+    return {int(f.stem): json.loads(f.read_text()) for f in sorted((folder / "rows").glob("*.json"))}
+
+
+def test_a_resumed_generate_worker_redoes_a_row_whose_response_or_dataset_facts_were_edited(
+        monkeypatch, tmp_path: Path, tiny_qwen25vl_dir: Path, trace_sample_dir: Path) -> None:
+    """The issue's attack: a slice marked failed, one of its rows edited (response changed, its
+    response_sha256 left as it was; or an answer_gt changed): the worker said "resuming at row N", kept the
+    row and wrote a fresh receipt over it. Now the edited rows are generated again, the others kept."""
+    import json
+
+    from stages_support import run_worker, sample_generate_job
+
+    from trace_tui.common.digest import sha256_file
+    from trace_tui.stages import generate
+
+    job = sample_generate_job(tiny_qwen25vl_dir, trace_sample_dir, [0, 1, 2, 3], batch_size=4)
+    run_worker(monkeypatch, tmp_path, tmp_path / "store", generate.run, job)
+    out = tmp_path / "outputs/generate/s"
+    before = _rows(out)
+    edited = dict(before[2], response="The answer is 7.")  # response_sha256 left as it was
+    (out / "rows/000002.json").write_text(json.dumps(edited))
+    forged = dict(before[1], answer_gt="forged")
+    (out / "rows/000001.json").write_text(json.dumps(forged))
+    moved = dict(before[3], index=0)  # a row copied into another index's file
+    (out / "rows/000000.json").write_text(json.dumps(moved))
+    receipt, events = run_worker(monkeypatch, tmp_path, tmp_path / "store", generate.run, job)
+    after = _rows(out)
+    assert after == before  # the edited rows generated again (seeded per row: the same), the rest kept
+    first = next(e for e in events if e["type"] == "progress")
+    assert first["done"] == 1  # only row 3 was kept
+    for rel, digest in receipt["content"]["outputs"].items():
+        assert sha256_file(tmp_path / rel) == digest
+
+
+def test_a_resumed_extract_worker_redoes_an_edited_row_and_refuses_an_edited_response(
+        monkeypatch, tmp_path: Path) -> None:
+    """An extract row whose final/value (or copied answer_gt) was edited is extracted again on resume, not
+    kept; a generate row whose response no longer matches its response_sha256 is refused in one line."""
+    import json
+
+    import pytest
+    from stages_support import run_worker
+    from test_stages_extract import extract_job, write_generate_rows
+
+    from trace_tui.errors import TraceTuiError
+    from trace_tui.stages import extract
+
+    write_generate_rows(tmp_path, "outputs/generate/s")
+    job = extract_job(["--no-judge"])
+    run_worker(monkeypatch, tmp_path, tmp_path / "store", extract.run, job)
+    out = tmp_path / "outputs/extract/s"
+    before = _rows(out)
+    assert before[1]["final"] == "unresolved"
+    (out / "rows/000001.json").write_text(json.dumps(dict(before[1], final="found", value=42)))
+    (out / "rows/000000.json").write_text(json.dumps(dict(before[0], answer_gt=41)))
+    receipt, events = run_worker(monkeypatch, tmp_path, tmp_path / "store", extract.run, job)
+    assert _rows(out) == before
+    assert receipt["content"]["counts"]["found"] == 1
+    gen = tmp_path / "outputs/generate/s/rows/000003.json"
+    row = json.loads(gen.read_text())
+    gen.write_text(json.dumps(dict(row, response='{"answer": "C"}')))
+    with pytest.raises(TraceTuiError, match="000003.json: its response does not match its response_sha256"):
+        run_worker(monkeypatch, tmp_path, tmp_path / "store", extract.run, job)

@@ -208,6 +208,8 @@ def test_rows_generated_before_under_a_non_ascii_model_path_are_kept_on_resume(t
     rows = tmp_path / "rows"
     rows.mkdir()
     for i, key in enumerate((PREVIOUS_ROW_KEY, now, "0" * 64)):
-        (rows / f"{i:06d}.json").write_text(json.dumps({"index": i, "inputs_sha256": key}))
+        # whole rows: a resume keeps only a row whose response is its response_sha256's
+        (rows / f"{i:06d}.json").write_text(json.dumps({"index": i, "inputs_sha256": key, "seed": 42, "response": "r",
+                                                        "response_sha256": digest.sha256_text("r")}))
     assert generate.existing_rows(rows, now, also=(previous,)) == {0, 1}
     assert generate.existing_rows(rows, now) == {1}

@@ -66,19 +66,35 @@ class TraceDataset:
         sub = self.ds.select(positions)
         out = []
         for pos, rec in zip(positions, sub, strict=True):
-            gt = rec["answer_gt"]
-            try:
-                gt = json.loads(gt) if isinstance(gt, str) else gt
-            except json.JSONDecodeError:
-                gt = None
-            if not isinstance(gt, dict) or "type" not in gt or "value" not in gt:
-                _fail(self.path, f"row {pos}: answer_gt is not {{type, value}}: {str(rec['answer_gt'])[:80]}",
-                      "answer_gt must be a JSON object with 'type' and 'value'")
+            answer_type, answer_gt = self._answer(pos, rec["answer_gt"])
             images = rec[self.image_key] or []
             out.append(TraceRow(index=pos, instance_id=rec["instance_id"], domain=rec["domain"], task=rec["task"],
                                 prompt=rec[self.prompt_key], images=[_as_pil(im) for im in images],
-                                answer_type=str(gt["type"]).strip().lower(), answer_gt=gt["value"]))
+                                answer_type=answer_type, answer_gt=answer_gt))
         return out
+
+    def facts(self, indices: list[int]) -> dict[int, dict[str, Any]]:
+        """What a generated row copies from the dataset (instance_id, domain, task, answer_type, answer_gt),
+        per index, without decoding a prompt or an image: what a kept row must still say on resume."""
+        sub = self.ds.select_columns(list(REQUIRED_COLUMNS)).select(list(indices))
+        out = {}
+        for pos, rec in zip(indices, sub, strict=True):
+            answer_type, answer_gt = self._answer(pos, rec["answer_gt"])
+            out[pos] = {"instance_id": rec["instance_id"], "domain": rec["domain"], "task": rec["task"],
+                        "answer_type": answer_type, "answer_gt": answer_gt}
+        return out
+
+    def _answer(self, pos: int, raw: Any) -> tuple[str, Any]:
+        """(answer type, typed reference value) of a row's answer_gt column."""
+        gt = raw
+        try:
+            gt = json.loads(gt) if isinstance(gt, str) else gt
+        except json.JSONDecodeError:
+            gt = None
+        if not isinstance(gt, dict) or "type" not in gt or "value" not in gt:
+            _fail(self.path, f"row {pos}: answer_gt is not {{type, value}}: {str(raw)[:80]}",
+                  "answer_gt must be a JSON object with 'type' and 'value'")
+        return str(gt["type"]).strip().lower(), gt["value"]
 
 
 def load_rows(path: str | Path, *, prompt_key: str = "prompt_answer", image_key: str = "images",

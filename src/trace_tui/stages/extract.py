@@ -204,6 +204,64 @@ def with_judgement(row: dict[str, Any], result: Any) -> dict[str, Any]:
     return row
 
 
+def check_generated_row(rec: Any, path: Path) -> None:
+    """A generate row this step reads: its response's sha256 must be its own ``response_sha256`` (JobError otherwise:
+    an edited response is not extracted, and so not scored, under the hash the generate receipt lists)."""
+    from trace_tui.common.digest import sha256_text
+
+    response = rec.get("response") if isinstance(rec, dict) else None
+    if not isinstance(response, str) or rec.get("response_sha256") != sha256_text(response):
+        raise JobError(f"{path}: its response does not match its response_sha256 (the row was edited)",
+                       "move the row aside and run the same command again: the generate step makes it again")
+
+
+class _RecordedJudge:
+    """A judge that answers with the outputs a row's judge record holds, in order: replaying them through
+    judge_rows gives the judge record (and the row) the real judge would have given for those outputs."""
+
+    def __init__(self, outputs: list[Any]) -> None:
+        self.outputs = outputs
+        self.calls = 0
+
+    def many(self, conversations: list[Any], max_tokens: int) -> list[Any]:
+        if self.calls >= len(self.outputs):
+            raise LookupError("more judge calls than recorded outputs")
+        self.calls += 1
+        return [self.outputs[self.calls - 1]] * len(conversations)
+
+
+def extract_row_proves_itself(prev: Any, rec: dict[str, Any], judge_settings: dict[str, Any], budgets: list[int],
+                              prompt: Any) -> bool:
+    """Whether an extract row found on resume is kept: every field of it derived again, from its generate row
+    (the deterministic extraction, pure) and from the judge outputs it records (replayed through judge_rows),
+    equals what it says. Anything else is redone: a resume writes a fresh receipt over what it keeps, so a
+    kept row must not be able to carry an edit (a `final`, a `value`, a copied answer_gt)."""
+    import json
+
+    if not isinstance(prev, dict) or prev.get("judge_settings") != judge_settings:
+        return False
+    want = extract_row(rec)
+    if want.pop("needs_judge") and budgets:
+        record = prev.get("judge")
+        attempts = record.get("attempts") if isinstance(record, dict) else None
+        if not isinstance(attempts, list) or not all(isinstance(a, dict) for a in attempts):
+            return False
+        replay = _RecordedJudge([a.get("output") for a in attempts])
+        try:
+            (result,) = judge_rows(replay, [(rec.get("response"), rec["answer_type"])], budgets, prompt)
+        except (LookupError, TypeError, ValueError):
+            return False
+        if replay.calls != len(attempts):
+            return False  # outputs recorded that no budget asked for
+        want = with_judgement(want, result)
+    want["judge_settings"] = judge_settings
+
+    def canonical(obj: Any) -> str:
+        return json.dumps(obj, sort_keys=True, default=repr)
+
+    return canonical(prev) == canonical(want)
+
+
 def judged_identity(name: str | None, folder: Path | None) -> str | None:
     """The judge's sha256set: the store's record (hashed and verified on import; the judge is
     large), else computed over its folder."""
@@ -284,9 +342,13 @@ def run(job: dict[str, Any], *, judge_backend: Any = None, shared: dict[str, Any
     for f in gen_rows:
         target = rows / f.name
         rec = read_json(f)
+        check_generated_row(rec, f)
         if target.is_file():
-            prev = read_json(target)
-            if prev.get("response_sha256") == rec.get("response_sha256") and prev.get("judge_settings") == judge_settings:
+            try:
+                prev = read_json(target)
+            except ValueError:
+                prev = None  # unreadable: redone
+            if extract_row_proves_itself(prev, rec, judge_settings, budgets if judge is not None else [], prompt):
                 done += 1
                 continue
         todo.append((target, rec))

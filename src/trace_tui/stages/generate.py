@@ -106,20 +106,48 @@ def previous_inputs_sha256(content_inputs: dict[str, Any], model_files: dict[str
     return ascii_sha(old)
 
 
-def existing_rows(rows: Path, inputs_sha256: str, *, also: tuple[str, ...] = ()) -> set[int]:
-    """Indices already generated under the same inputs (a row from other inputs is redone)."""
-    keys = {inputs_sha256, *also}
-    done: set[int] = set()
+def row_proves_itself(rec: Any, path: Path, keys: set[str], *, seed: int | None = None) -> bool:
+    """Whether a row found on resume may be kept: written under these inputs (``keys``), in the file of its
+    own index, for this seed, its response's sha256 its own ``response_sha256``. (What it copied from the
+    dataset is compared with the dataset's by the caller.) Anything else is redone, never kept: a resume
+    writes a fresh receipt over what it keeps, so a kept row must not be able to carry an edit."""
+    if not isinstance(rec, dict) or rec.get("inputs_sha256") not in keys:
+        return False
+    index = rec.get("index")
+    if type(index) is not int or index < 0 or path.name != row_file(path.parent, index).name:
+        return False
+    if seed is not None and rec.get("seed") != seed:
+        return False
+    response = rec.get("response")
+    if not isinstance(response, str) or rec.get("response_sha256") != sha256_text(response):
+        return False
+    return True
+
+
+def proven_rows(rows: Path, keys: set[str], *, seed: int | None = None) -> dict[int, dict[str, Any]]:
+    """{index: row} of the rows found that prove themselves (row_proves_itself, without the dataset's facts)."""
+    found: dict[int, dict[str, Any]] = {}
     if not rows.is_dir():
-        return done
+        return found
     for f in rows.glob("*.json"):
         try:
             rec = read_json(f)
         except ValueError:
             continue  # unreadable: cannot happen with atomic writes, but redo rather than trust it
-        if rec.get("inputs_sha256") in keys:
-            done.add(int(rec["index"]))
-    return done
+        if row_proves_itself(rec, f, keys, seed=seed):
+            found[int(rec["index"])] = rec
+    return found
+
+
+def existing_rows(rows: Path, inputs_sha256: str, *, also: tuple[str, ...] = (), seed: int | None = None) -> set[int]:
+    """Indices already generated under the same inputs whose rows prove themselves (row_proves_itself);
+    any other row is redone."""
+    return set(proven_rows(rows, {inputs_sha256, *also}, seed=seed))
+
+
+def copies_the_dataset(rec: dict[str, Any], facts: dict[str, Any]) -> bool:
+    """Whether a row still says what it copied from its dataset row (compared as the JSON the row is)."""
+    return all(json.dumps(rec.get(k), sort_keys=True) == json.dumps(v, sort_keys=True) for k, v in facts.items())
 
 
 def make_request(row: Any, system_prompt: str, sampling: Sampling, seed: int, min_px: int, max_px: int) -> Request:
@@ -166,7 +194,12 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
     if bad:
         raise JobError(f"job rows {bad[:5]} are outside the dataset's {n} rows", "fix the job's 'rows'")
     previous = previous_inputs_sha256(content_inputs, model_files, settings)
-    done = existing_rows(rows, inputs_sha256, also=(previous,)) & set(wanted)
+    found = proven_rows(rows, {inputs_sha256, previous}, seed=seed)
+    present = sorted(set(found) & set(wanted))
+    # and what they copied from the dataset is still the dataset's (text columns only: cheap), so an edited
+    # answer_gt is redone, not kept
+    facts = data.facts(present) if present else {}
+    done = {i for i in present if copies_the_dataset(found[i], facts[i])}
     todo = [i for i in wanted if i not in done]
     total = len(wanted)
     where = {"model": sl["model"], "seed": seed, "benchmark": sl["benchmark"]}
