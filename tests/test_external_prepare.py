@@ -148,9 +148,9 @@ def test_the_dataset_view_is_linked_and_the_evaluators_manifest_script_names_wha
     assert done.returncode == 1 and status.state == "failed" and "Traceback" not in done.stderr
     assert "prepare_trace_eval_manifest.py exited 1: 24 of 24 benchmarks not prepared" in status.message
     assert "blink, chartqapro" in status.message and "first error: " in status.message
-    # the view lives in the campaign, linked from the evaluator's .work, under VLMEvalKit's file names
+    # the view lives in the campaign (nothing in the evaluator's .work), under VLMEvalKit's file names
     lmu = campaign / "evaluator" / "LMUData"
-    assert (evaluator / "rlvr/evaluation/.work/LMUData").resolve() == lmu.resolve()
+    assert not (evaluator / "rlvr/evaluation/.work/LMUData").exists()
     assert os.readlink(lmu / "ChartQAPro_CoT.tsv") == str(store.path_of(benchmark_entry("chartqapro")))
     assert (lmu / "evochart").is_symlink() and (lmu / "evochart" / "data/train-00000-of-00001.parquet").is_file()
     # the script's own receipts: one per benchmark, each recording why
@@ -188,7 +188,7 @@ def test_the_model_markers_pass_the_evaluators_own_deep_verify(setup):
 def test_a_model_without_weights_is_refused_naming_them(setup):
     tmp_path, evaluator, campaign, store = setup
     prepared_dataset_view(evaluator, campaign)
-    view = eval_prepare.model_view(evaluator, "empty")
+    view = eval_prepare.model_view(eval_prepare.work_root(campaign), "empty")
     view.mkdir(parents=True)
     (view / "config.json").write_text("{}")
     argv = eval_prepare.register_local_argv(sys.executable, "empty", str(view), "local/empty@" + "0" * 64)
@@ -235,7 +235,7 @@ def test_a_users_checkpoint_is_registered_by_the_evaluator_with_its_content_revi
     assert (marker["model_origin"], marker["immutable_revision"]) == ("local_registration", sha256set)
     assert marker["source"] == f"local/my-ckpt@{sha256set.split(':')[1]}"
     mine = next(r for r in record["models"] if r["model"] == "my-ckpt")
-    assert mine["revision"] == sha256set == eval_prepare.marker_revision(evaluator, "my-ckpt")
+    assert mine["revision"] == sha256set == eval_prepare.marker_revision(eval_prepare.work_root(campaign), "my-ckpt")
 
 
 def test_argument_lists_are_data(trace_release_dir):
@@ -301,11 +301,11 @@ def test_the_adapters_hub_datasets_load_offline_from_the_view(tmp_path, trace_re
     call failed with "Couldn't reach '<repo>' on the Hub"."""
     store = fill_store(tmp_path / "store", trace_release_dir, [], benchmarks=True)
     sources = benchmark_sources((trace_release_dir / PROVENANCE).read_bytes())
-    evaluator = tmp_path / "checkout"
-    lmu = evaluator / eval_prepare.WORK / "LMUData"
+    work = eval_prepare.work_root(tmp_path / "campaign")
+    lmu = work / "LMUData"
     records = {d["benchmark"]: d for d in eval_prepare.link_dataset_view(lmu, store, sources, LOCK)}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
-    env.update(HF_HOME=str(eval_prepare.hf_home(evaluator)), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    env.update(HF_HOME=str(eval_prepare.hf_home(work)), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     for key in ADAPTERS:
         repo, split, keywords = _adapter_load_call(release_evaluator, key)
         assert keywords == ["split", "token"]  # no revision, data_files or name: the repository's default
@@ -322,7 +322,7 @@ def test_the_adapters_hub_datasets_load_offline_from_the_view(tmp_path, trace_re
     # A second view over the same store keeps the cache; the manifest script's own HF_HOME is the same folder.
     again = {d["benchmark"]: d for d in eval_prepare.link_dataset_view(lmu, store, sources, LOCK)}
     assert again["evochart"]["hf_datasets_cache"] == records["evochart"]["hf_datasets_cache"]
-    assert eval_prepare.hf_home(evaluator) == lmu / ".hf-cache"
+    assert eval_prepare.hf_home(work) == lmu / ".hf-cache"
 
 
 def test_the_launcher_runs_with_the_views_hf_home(release_evaluator, tmp_path):
@@ -335,6 +335,15 @@ def test_the_launcher_runs_with_the_views_hf_home(release_evaluator, tmp_path):
     text = (release_evaluator / launcher.LAUNCHER).read_text()
     assert 'export HF_HOME="${HF_HOME:-${LMUData}/.hf-cache}"' in text
     assert 'export LMUData="${LMUData:-${TMP_ROOT}/LMUData}"' in text and 'TMP_ROOT="${TMP_ROOT:-${EVALUATION_ROOT}/.work}"' in text
-    env = launch_environment({"HF_HOME": "/tmp/hf", "PATH": "/bin"}, tmp_path, launcher.launcher_env("score", [[0]]))
-    assert env["HF_HOME"] == str(tmp_path / "rlvr/evaluation/.work/LMUData/.hf-cache") and env["PATH"] == "/bin"
+    work = eval_prepare.work_root(tmp_path / "campaign")
+    env = launch_environment({"HF_HOME": "/tmp/hf", "PATH": "/bin", "TMPDIR": "/var/tmp"}, tmp_path, work, "tag",
+                             launcher.launcher_env("score", [[0]]))
+    assert env["HF_HOME"] == str(work / "LMUData/.hf-cache") and env["PATH"] == "/bin"
     assert env["GPU_GROUPS"] == "0"
+    # Everything the launcher writes is in the campaign (TMP_ROOT and what it derives, TMPDIR), not in the
+    # checkout (a read-only root in the images); only its dependency target is the checkout's.
+    for name in ("TMP_ROOT", "CAMPAIGN_ROOT", "SCORE_ROOT", "LOG_ROOT", "RESULTS_ROOT", "MODEL_ROOT", "LMUData",
+                 "DATASET_MANIFEST", "TMPDIR", "LOCAL_ARCHIVE_SPOOL_ROOT"):
+        assert env[name].startswith(str(work)) and f'{name}="${{{name}:-' in text.replace("export ", ""), name
+    assert env["EVAL_DEPS_ROOT"] == str(tmp_path.resolve() / "rlvr/evaluation/.work/eval_deps")
+    assert env["CAMPAIGN_ROOT"] == str(work / "tag")

@@ -85,12 +85,27 @@ def test_generate_keeps_the_print_config_and_reports_progress_per_slice(setup):
     # the evaluator's own generation verification passed on what the stand-in wrote
     verified = json.loads((campaign / "steps/generate/generation-verification.json").read_text())
     assert verified["complete"] is True and verified["completed_slices"] == 48
-    # The evaluator's campaign lives in ours (.work/<run tag> is a link into it, and the evaluator's own
-    # verify read it through that link), so a rerun resumes it.
-    link = evaluator / "rlvr/evaluation/.work/full-test"
-    assert link.is_symlink() and link.resolve() == (campaign / "evaluator" / "full-test").resolve()
+    # The evaluator's campaign lives in ours (the launcher's CAMPAIGN_ROOT), so a rerun resumes it; nothing
+    # was written into the checkout's .work (the images' root filesystem is read-only).
+    assert not (evaluator / "rlvr/evaluation/.work/full-test").exists()
+    assert sorted(p.name for p in (evaluator / "rlvr/evaluation/.work").iterdir()) == ["eval_deps"]
     assert verified["records"][0]["path"].startswith(str((campaign / "evaluator" / "full-test").resolve()))
     assert (campaign / "evaluator" / "full-test" / "seed_42" / "runs" / "chartqapro").is_dir()
+
+
+def test_a_generate_only_launch_ending_in_the_incomplete_status_is_a_finished_step(setup):
+    """Issue 28, stop 5: the launcher's last command is `status_trace_eval.py --fail-if-incomplete`, whose
+    "complete" needs every score slice, so a generate-only launch (RUN_SCORING=0) exits 1 after a complete
+    generation. The worker takes the generation from the slices and the evaluator's own verification."""
+    tmp_path, evaluator, campaign, store = setup
+    launcher = (evaluator / "rlvr/evaluation/scripts/run_trace_eval.real.sh").read_text().rstrip().splitlines()
+    assert launcher[-2].endswith('status_trace_eval.py" "${final_status_args[@]}" --fail-if-incomplete')
+    done, events = _run("generate", tmp_path, evaluator, campaign, store, _job(tmp_path))
+    logs = [e.message for e in events if e.type == "log"]
+    # the real status script said generation complete and scores 0 of 48, and exited 1
+    assert any(m.startswith("[trace-eval-status] generation=65610/65610 ") and "scores=0/48" in m for m in logs)
+    status = _status(events)
+    assert status.state == "completed" and done.returncode == 0, status.message
 
 
 def test_a_generation_cut_short_fails_naming_the_short_slices_and_a_rerun_completes(setup):
@@ -182,7 +197,7 @@ def test_the_launcher_reads_the_prepared_models_and_datasets(setup):
     assert [e for e in events if e.type == "status"][-1].state == "completed", done.stdout[-800:]
     printed = (campaign / "steps/generate/print-config.txt").read_text()
     # the model directory with the evaluator's revision marker, in this campaign, not the bare store folder
-    assert f"path={evaluator}/rlvr/evaluation/.work/models/qwen25vl3b-base " in printed
+    assert f"path={campaign.resolve()}/evaluator/models/qwen25vl3b-base " in printed
     assert (campaign / "evaluator/models/qwen3-32b-judge/.trace_model_revision.json").is_file()
     assert (campaign / "evaluator/LMUData/trace_eval_v1_dataset_manifest.json").is_file()
     # a second run keeps what is prepared (no re-registration of unchanged revisions)

@@ -82,19 +82,26 @@ EVALUATOR_PROVENANCE = "rlvr/evaluation/scripts/trace_eval_evaluator_provenance.
 CODE_PROVENANCE = "rlvr/evaluation/scripts/trace_eval_code_provenance.py"
 
 
-def verifier_argv(campaign_root: str, slugs: list[str], seeds: list[int], python: str = "python") -> list[str]:
-    """verify_trace_eval.py --phase score (its --model-slug is append: one flag per slug)."""
+def verifier_argv(campaign_root: str, slugs: list[str], seeds: list[int], python: str = "python", *,
+                  dataset_manifest: str | None = None) -> list[str]:
+    """verify_trace_eval.py --phase score (its --model-slug is append: one flag per slug). DATASET_MANIFEST:
+    the campaign's (its default is the checkout's `.work/LMUData`, where nothing is written)."""
     argv = [python, VERIFIER, "--campaign-root", campaign_root, "--phase", "score", "--json"]
+    if dataset_manifest:
+        argv += ["--dataset-manifest", dataset_manifest]
     for slug in slugs:
         argv += ["--model-slug", slug]
     return argv + ["--seeds", *(str(s) for s in seeds)]
 
 
 def generation_verifier_argv(campaign_root: str, models: list[EvaluatorModel], seeds: list[int], *, code_hash: str,
-                             evaluator_hash: str, python: str = "python") -> list[str]:
+                             evaluator_hash: str, python: str = "python",
+                             dataset_manifest: str | None = None) -> list[str]:
     """verify_trace_eval.py --phase generation, as the launcher runs it after each model's generation."""
     argv = [python, VERIFIER, "--campaign-root", campaign_root, "--phase", "generation", "--json",
             "--code-hash", code_hash, "--evaluator-provenance-sha256", evaluator_hash]
+    if dataset_manifest:
+        argv += ["--dataset-manifest", dataset_manifest]
     for m in models:
         argv += ["--model-entry", f"{m.slug}={m.path}={m.revision}"]
     return argv + ["--seeds", *(str(s) for s in seeds)]

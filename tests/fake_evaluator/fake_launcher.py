@@ -4,12 +4,15 @@ Arguments are the launcher's own (already accepted by the real `--print-config`)
 RUN_GENERATION=1 it writes each (model, seed, benchmark) slice's finished rows (all of
 the suite's rows, or FAKE_EVAL_SPEC's "rows" when a test wants a short run) and, for a
 full slice, the generation summary; with RUN_SCORING=1 the score files and the per-seed
-score campaign receipts. Everything is laid out by tests/evaluator_layout.py through the
-evaluator's own functions, under the launcher's campaign root (.work/<run tag>).
+score campaign receipts. It ends as the launcher ends: the release's status_trace_eval.py
+with --fail-if-incomplete, whose exit is the launcher's (1 after a generate-only run).
+Everything is laid out by tests/evaluator_layout.py through the evaluator's own
+functions, under the launcher's campaign root (CAMPAIGN_ROOT, default .work/<run tag>).
 """
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -38,8 +41,11 @@ while i < len(argv):
         sys.exit(f"[fatal] unknown argument: {a}")
 
 spec = json.loads(Path(os.environ["FAKE_EVAL_SPEC"]).read_text())
-root = checkout / "rlvr/evaluation/.work" / run_tag
-manifest = checkout / "rlvr/evaluation/.work/LMUData/trace_eval_v1_dataset_manifest.json"
+# where the real launcher writes: CAMPAIGN_ROOT and DATASET_MANIFEST when given (the worker gives them), else
+# under its TMP_ROOT (.work)
+work = Path(os.environ.get("TMP_ROOT") or checkout / "rlvr/evaluation/.work")
+root = Path(os.environ.get("CAMPAIGN_ROOT") or work / run_tag)
+manifest = Path(os.environ.get("DATASET_MANIFEST") or work / "LMUData/trace_eval_v1_dataset_manifest.json")
 data = json.loads(manifest.read_text())
 view = data["dataset_views"]["trace_eval_v1"]
 dataset = {"snapshot": data["view_snapshot_sha256"]["trace_eval_v1"],
@@ -61,3 +67,13 @@ for seed in seeds:
         scores = {(slug, bench): spec["scores"][f"{slug}/{seed}/{bench}"] for slug, *_ in models for bench in view}
         lay.write_scores(root, checkout, seed=seed, models={m[0]: m[1] for m in models}, scores=scores,
                          dataset=dataset)
+
+# The launcher's last step, as the release's run_trace_eval.sh ends (`status_args` then the status script with
+# --fail-if-incomplete; set -e makes its exit the launcher's): the real status script on what was written.
+status = [sys.executable, str(checkout / "rlvr/evaluation/scripts/status_trace_eval.py"),
+          "--campaign-root", str(root), "--score-root", str(root / "scoring"), "--dataset-manifest", str(manifest),
+          "--archive-spool-root", str(root / "hf_archive"), "--vlmeval-root", str(checkout / "external/VLMEvalKit")]
+for slug, *_ in models:
+    status += ["--model-slug", slug]
+status += ["--seeds", *(str(s) for s in seeds), "--no-gpu", "--fail-if-incomplete"]
+sys.exit(subprocess.run(status, cwd=checkout, check=False).returncode)

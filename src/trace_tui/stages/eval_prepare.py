@@ -7,7 +7,7 @@ pinned commit). From the store only:
 
 1. the dataset view: each benchmark's evaluation file (fetched by `trace-tui store
    fetch`, checked against the provenance matrix's md5, sha256 recorded) is linked
-   into ``rlvr/evaluation/.work/LMUData/`` under the name VLMEvalKit's dataset reads
+   into the campaign's ``evaluator/LMUData/`` under the name VLMEvalKit's dataset reads
    (``<official alias>.tsv``, dataset_link_name), then the release's
    ``prepare_trace_eval_manifest.py`` writes ``trace_eval_v1_dataset_manifest.json``. A benchmark
    published as a Hub dataset repository (EvoChart, CountQA) is read by the release's adapters with
@@ -15,7 +15,7 @@ pinned commit). From the store only:
    store snapshot is also prepared there as the ``datasets`` cache that call reads offline
    (hub_dataset_cache);
 2. the models: each model (the selected ones and the Qwen3-32B judge) gets a
-   writable view ``.work/models/<slug>/`` of links to its store files with its
+   writable view ``evaluator/models/<slug>/`` of links to its store files with its
    ``.trace_model_revision.json`` marker. A model pinned to a Hugging Face commit
    gets the marker ``prepare_trace_eval_models.py download-public`` writes (origin
    public_download, immutable revision = resolved commit = the pin, per-file sha256):
@@ -25,8 +25,11 @@ pinned commit). From the store only:
    Then ``prepare_trace_eval_models.py verify --entry SLUG=PATH=REVISION ... --deep``
    checks them all, as the launcher's own validation will.
 
-``.work``'s folders live in the campaign (``evaluator/``), so the generation and
-scoring steps of the same campaign read this view. The scripts' command lines are
+What the release's launcher keeps under ``rlvr/evaluation/.work`` lives in the campaign
+(``evaluator/``, its real path: work_root): the image's root filesystem is read-only, and
+vLLM checks an image's resolved path against its ``--allowed-local-media-path``, so no path
+the evaluator is given goes through a link. The generation and scoring steps of the same
+campaign read this view (release_eval passes the launcher TMP_ROOT=work_root). The scripts' command lines are
 data here, in one place each (manifest_argv, register_local_argv, verify_argv,
 public_marker), checked against the release's scripts by the tests.
 """
@@ -47,7 +50,8 @@ from trace_tui.stages import protocol
 
 MANIFEST_SCRIPT = "rlvr/evaluation/scripts/prepare_trace_eval_manifest.py"
 MODELS_SCRIPT = "rlvr/evaluation/scripts/prepare_trace_eval_models.py"
-WORK = "rlvr/evaluation/.work"
+WORK = "rlvr/evaluation/.work"  # the launcher's TMP_ROOT in the checkout (only its eval_deps are used there)
+EVAL_DEPS = f"{WORK}/eval_deps"
 WORK_DIRS = ("LMUData", "models", "results", "logs")
 DATASET_MANIFEST = "LMUData/trace_eval_v1_dataset_manifest.json"
 # The launcher's default HF_HOME (`${LMUData}/.hf-cache`), also the manifest script's without --hf-home;
@@ -128,32 +132,32 @@ def models_to_prepare(job: dict[str, Any], lock: Any, campaign: Path | None) -> 
     return list({m["slug"]: m for m in out}.values())
 
 
-def model_view(evaluator: Path, slug: str) -> Path:
-    return evaluator / WORK / "models" / slug
+def work_root(campaign: Path) -> Path:
+    """The launcher's TMP_ROOT: the campaign's ``evaluator/``, by its real path (no link on the way)."""
+    return (Path(campaign) / "evaluator").resolve()
 
 
-def prepared_model_path(evaluator: Path, slug: str) -> Path | None:
+def model_view(work: Path, slug: str) -> Path:
+    return work / "models" / slug
+
+
+def prepared_model_path(work: Path, slug: str) -> Path | None:
     """The prepared model directory (with its revision marker), when this campaign has one."""
-    view = model_view(evaluator, slug)
+    view = model_view(work, slug)
     return view if (view / MARKER).is_file() else None
 
 
-def marker_revision(evaluator: Path, slug: str) -> str | None:
+def marker_revision(work: Path, slug: str) -> str | None:
     """The immutable revision the prepared model's marker records (what the launcher must be given)."""
-    return _marker_revision(model_view(evaluator, slug))
+    return _marker_revision(model_view(work, slug))
 
 
 # --------------------------------------------------------------------------- I/O
 
-def link_work_dirs(evaluator: Path, campaign: Path) -> None:
-    """`.work`'s writable folders in the campaign (the GPU image links them at build time; here only if absent)."""
-    work = evaluator / WORK
-    work.mkdir(parents=True, exist_ok=True)
+def make_work_dirs(work: Path) -> None:
+    """The launcher's writable folders, in the campaign (nothing is written into the evaluator's checkout)."""
     for d in WORK_DIRS:
-        (campaign / "evaluator" / d).mkdir(parents=True, exist_ok=True)
-        link = work / d
-        if not link.is_symlink() and not link.exists():
-            link.symlink_to(campaign / "evaluator" / d, target_is_directory=True)
+        (work / d).mkdir(parents=True, exist_ok=True)
 
 
 def _replace_link(link: Path, target: Path) -> None:
@@ -167,9 +171,9 @@ def _replace_link(link: Path, target: Path) -> None:
     link.symlink_to(target)
 
 
-def hf_home(evaluator: Path) -> Path:
+def hf_home(work: Path) -> Path:
     """The HF_HOME the evaluator's scripts must run with to read the dataset view's Hub datasets."""
-    return evaluator / WORK / HF_HOME
+    return work / HF_HOME
 
 
 def link_dataset_view(lmu: Path, store: Any, sources: dict[str, Any], lock: Any, step: Any = None) -> list[dict]:
@@ -289,7 +293,8 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
     lock = release_lock()
     store = Store(store_root)
     python = sys.executable
-    link_work_dirs(evaluator, campaign)
+    work = work_root(campaign)
+    make_work_dirs(work)
 
     # The provenance matrix the evaluator carries must be the published one.
     prov_path = evaluator / PROVENANCE
@@ -319,9 +324,9 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
                                 hint=f"run `{fix_command(missing[0])}` or `trace-tui --recipe eval-setup`")
 
     # 1. the dataset view: links into the store, then the evaluator's own manifest
-    lmu = evaluator / WORK / "LMUData"
+    lmu = work / "LMUData"
     datasets = link_dataset_view(lmu, store, sources, lock, step=lambda: step("datasets"))
-    manifest = evaluator / WORK / DATASET_MANIFEST
+    manifest = work / DATASET_MANIFEST
     if not (only_missing and manifest.is_file()):
         ran = _run(manifest_argv(python, str(lmu), str(manifest)), evaluator, "dataset manifest")
         if ran.returncode != 0 or not manifest.is_file():
@@ -336,7 +341,7 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
     for m in models:
         rec = store.record(m["entry"])
         src = store.root_of(m["entry"])
-        view = model_view(evaluator, m["slug"])
+        view = model_view(work, m["slug"])
         revision = m["revision"] or rec.sha256set
         source = m["source"] or local_source(m["slug"], rec.sha256set)
         if not (only_missing and _marker_revision(view) == revision):
@@ -356,7 +361,7 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
         registered.append({"model": m["id"], "slug": m["slug"], "store_entry": m["entry"], "revision": revision,
                            "source": source, "marker_sha256": sha256_file(view / MARKER)})
         step("models")
-    entries = [(r["slug"], str(model_view(evaluator, r["slug"])), r["revision"]) for r in registered]
+    entries = [(r["slug"], str(model_view(work, r["slug"])), r["revision"]) for r in registered]
     ran = _run(verify_argv(python, entries), evaluator, "verify models")
     if ran.returncode != 0:
         _fail("prepare_trace_eval_models.py verify", ran)
@@ -370,7 +375,7 @@ def run(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Path) 
     out_dir = campaign / str(job.get("output_dir") or "outputs/prepare")
     out_dir.mkdir(parents=True, exist_ok=True)
     kept = out_dir / "dataset_manifest.json"
-    atomic_write_bytes(kept, (evaluator / WORK / DATASET_MANIFEST).read_bytes())
+    atomic_write_bytes(kept, (work_root(campaign) / DATASET_MANIFEST).read_bytes())
     atomic_write_json(out_dir / "prepared.json", record)
     for p in (kept, out_dir / "prepared.json"):
         protocol.artifact(p, campaign)

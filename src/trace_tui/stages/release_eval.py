@@ -7,9 +7,18 @@ campaign as the proof of what was asked (refusing to start when it disagrees
 with the job), then runs the launcher with only this step's phase switched on,
 turns the evaluator's campaign layout into progress events while it runs,
 and, for scoring, requires the evaluator's own verification (`--phase score`)
-to pass. The evaluator's campaign lives in the campaign directory (the image
-links `rlvr/evaluation/.work` there), so an interrupted run resumes through
-the evaluator's own resume when the step runs again.
+to pass. The evaluator's campaign lives in the campaign directory: the launcher
+is given TMP_ROOT (and LMUData, HF_HOME) in the campaign's `evaluator/` by its
+real path, EVAL_DEPS_ROOT in the checkout, so nothing is written under the
+image's read-only root and no path vLLM checks goes through a link. An
+interrupted run resumes through the evaluator's own resume when the step runs
+again.
+
+A generate-only launch (RUN_SCORING=0) ends with the launcher's
+`status_trace_eval.py --fail-if-incomplete`, whose "complete" needs every score
+slice too: it exits 1 after a complete generation. That exit is not the step's
+verdict: the step passes when every slice holds the suite's rows and the
+evaluator's own generation verification passes.
 """
 
 from __future__ import annotations
@@ -32,23 +41,24 @@ from trace_tui.stages.jobs import described_models
 
 POLL_S = 2.0
 SCORES_SCHEMA = "trace-tui-release-eval-scores-v1"
+DATASET_MANIFEST = "LMUData/trace_eval_v1_dataset_manifest.json"
 
 
-def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path | None = None,
-                     evaluator: Path | None = None) -> list[Any]:
+def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path | None = None) -> list[Any]:
     """The evaluator's `--model` arguments for the job's models: weights from the read-only store.
 
     Where this campaign's prepare step made the model's directory (links into the store plus the
     evaluator's revision marker, trace_tui.stages.eval_prepare), that directory is the path.
     """
     from trace_tui.evaluator_launcher import EvaluatorModel, local_source
-    from trace_tui.stages.eval_prepare import marker_revision, prepared_model_path
+    from trace_tui.stages.eval_prepare import marker_revision, prepared_model_path, work_root
     from trace_tui.store import Store, model_entry
 
     st = Store(store)
+    work = work_root(campaign) if campaign is not None else None
 
     def where(slug: str, entry: str) -> str:
-        prepared = prepared_model_path(evaluator, slug) if evaluator is not None else None
+        prepared = prepared_model_path(work, slug) if work is not None else None
         return str(prepared) if prepared is not None else str(st.path_of(entry))
 
     ids = list(dict.fromkeys(s["model"] for s in job.get("slices") or []))
@@ -73,7 +83,7 @@ def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path
             raise RequirementsError(f"model {model_id}: the store has no entry {entry}", hint=fix_command(entry))
         # A local checkpoint's immutable revision: what the evaluator's register-local recorded in its
         # marker (its content hash, equal to the store's sha256set), else the one given with it.
-        revision = (marker_revision(evaluator, model_id) if evaluator is not None else None) \
+        revision = (marker_revision(work, model_id) if work is not None else None) \
             or local.get("revision") or record.sha256set
         out.append(EvaluatorModel(model_id=model_id, slug=model_id, path=where(model_id, entry), revision=revision,
                                   source=local_source(model_id, revision), label=local.get("label") or model_id))
@@ -94,27 +104,23 @@ def gpu_groups(gpus: list[int], tensor_parallel: int = 1) -> list[list[int]]:
     return [g for g in groups if len(g) == tensor_parallel] or [list(gpus)]
 
 
-def link_campaign_root(evaluator: Path, campaign: Path, run_tag: str) -> Path:
-    """The evaluator writes under `rlvr/evaluation/.work/<run tag>`; make that the campaign's `evaluator/<run tag>`.
+def campaign_root(campaign: Path, run_tag: str) -> Path:
+    """The launcher's CAMPAIGN_ROOT (`${TMP_ROOT}/<run tag>`): the campaign's `evaluator/<run tag>`, made here."""
+    from trace_tui.stages.eval_prepare import make_work_dirs, work_root
 
-    The image links .work's other writable folders to /campaign/evaluator at build time.
-    """
-    mine = campaign / "evaluator"
-    for d in ("LMUData", "models", "results", "logs", run_tag):
-        (mine / d).mkdir(parents=True, exist_ok=True)
-    work = evaluator / "rlvr" / "evaluation" / ".work"
-    work.mkdir(parents=True, exist_ok=True)
-    link = work / run_tag
-    if not link.is_symlink() and not link.exists():
-        link.symlink_to(mine / run_tag, target_is_directory=True)
-    return link
+    work = work_root(campaign)
+    make_work_dirs(work)
+    (work / run_tag).mkdir(parents=True, exist_ok=True)
+    return work / run_tag
 
 
 class _Tail:
-    """The launcher's output as log events, keeping the last lines for a failure message."""
+    """The launcher's output as log events, keeping the last lines for a failure message and the last
+    summary line of its status script (`[trace-eval-status] generation=R/E ...`)."""
 
     def __init__(self, proc: subprocess.Popen[str]) -> None:
         self.last: collections.deque[str] = collections.deque(maxlen=20)
+        self.status_line: str | None = None
         self.thread = threading.Thread(target=self._pump, args=(proc,), daemon=True)
         self.thread.start()
 
@@ -123,16 +129,40 @@ class _Tail:
         for line in proc.stdout:
             line = line.rstrip()
             self.last.append(line)
+            if line.startswith(STATUS_PREFIX):
+                self.status_line = line
             protocol.log(line, level="output")
 
 
-def launch_environment(environ: dict[str, str], evaluator: Path, launcher_vars: dict[str, str]) -> dict[str, str]:
-    """The launcher's environment: ENVIRON, our launcher variables, and HF_HOME at the dataset view's cache.
-    The launcher keeps an inherited HF_HOME (`${HF_HOME:-${LMUData}/.hf-cache}`) and the score image sets one
-    (/tmp/hf, empty): the Hub-dataset adapters would find no cache there, and the scorer refuses a missing one."""
-    from trace_tui.stages.eval_prepare import hf_home
+STATUS_PREFIX = "[trace-eval-status] generation="
 
-    return {**environ, **launcher_vars, "HF_HOME": str(hf_home(evaluator))}
+
+def generation_rows_complete(status_line: str | None) -> bool:
+    """Whether the launcher's last status summary says every generation row is durable (R == E > 0)."""
+    import re
+
+    m = re.match(r"^\[trace-eval-status\] generation=(\d+)/(\d+) ", status_line or "")
+    return bool(m) and int(m.group(1)) == int(m.group(2)) > 0
+
+
+def launch_environment(environ: dict[str, str], evaluator: Path, work: Path, run_tag: str,
+                       launcher_vars: dict[str, str]) -> dict[str, str]:
+    """The launcher's environment: ENVIRON, our launcher variables, and where it writes.
+
+    Its `.work` (TMP_ROOT, with the campaign root, logs, results, models, LMUData and TMPDIR under it)
+    is WORK, the campaign's `evaluator/` by its real path; only its dependency target stays in the
+    checkout. An inherited value of any of these would win in the launcher (`${X:-default}`), so each
+    is set. HF_HOME is the dataset view's cache: the score image sets one (/tmp/hf, empty), where the
+    Hub-dataset adapters would find nothing, and the scorer refuses a missing one."""
+    from trace_tui.stages.eval_prepare import EVAL_DEPS, hf_home
+
+    where = {"TMP_ROOT": str(work), "CAMPAIGN_ROOT": str(work / run_tag),
+             "SCORE_ROOT": str(work / run_tag / "scoring"), "LOG_ROOT": str(work / "logs" / run_tag),
+             "RESULTS_ROOT": str(work / "results"), "MODEL_ROOT": str(work / "models"),
+             "LMUData": str(work / "LMUData"), "DATASET_MANIFEST": str(work / DATASET_MANIFEST),
+             "TMPDIR": str(work / "tmp"), "EVAL_DEPS_ROOT": str(Path(evaluator).resolve() / EVAL_DEPS),
+             "LOCAL_ARCHIVE_SPOOL_ROOT": str(work / run_tag / "hf_archive")}
+    return {**environ, **launcher_vars, **where, "HF_HOME": str(hf_home(work))}
 
 
 def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator: Path) -> int:
@@ -152,12 +182,14 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
     from trace_tui.stages import eval_prepare
 
     eval_prepare.prepare(job, campaign, store, evaluator, only_missing=True, report=False)
-    models = evaluator_models(job, lock, store, campaign, evaluator)
+    models = evaluator_models(job, lock, store, campaign)
     seeds = sorted({int(s["seed"]) for s in job["slices"]})
     run_tag = job["run_tag"]
     out_dir = campaign / job["output_dir"]
     out_dir.mkdir(parents=True, exist_ok=True)
-    root = link_campaign_root(evaluator, campaign, run_tag)
+    root = campaign_root(campaign, run_tag)
+    work = root.parent
+    manifest = work / DATASET_MANIFEST
     base_of = {m.id: m.base_model_id for m in lock.models if m.base_model_id}
     deltas = deltas_for(models, base_of)
 
@@ -175,7 +207,8 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
         protocol.status("failed", "the launcher would run something else: " + "; ".join(problems), exit_code=1)
         return 1
 
-    env = launch_environment(dict(os.environ), evaluator, launcher_env(phase, job_gpu_groups(job)))
+    env = launch_environment(dict(os.environ), evaluator, work, run_tag, launcher_env(phase, job_gpu_groups(job)))
+    (work / "tmp").mkdir(exist_ok=True)
     proc = subprocess.Popen(launcher_argv(models, seeds, run_tag, deltas=deltas), cwd=evaluator, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     tail = _Tail(proc)
@@ -208,26 +241,33 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
         raise
     tail.thread.join(timeout=5)
     slices = report()
-    if proc.returncode != 0:
-        protocol.status("failed", f"run_trace_eval.sh exited {proc.returncode}; last lines: "
-                        + " | ".join(list(tail.last)[-5:]), exit_code=proc.returncode)
-        return 1
+    # A generate-only launch exits 1 from its final status check once generation is complete (scores pending):
+    # then the slices and the evaluator's generation verification below decide.
+    generate_only_end = phase == "generate" and proc.returncode == 1 and generation_rows_complete(tail.status_line)
+    exited = (f"run_trace_eval.sh exited {proc.returncode}; last lines: " + " | ".join(list(tail.last)[-5:])
+              if proc.returncode != 0 else "")
     if phase == "generate":
-        # Exit 0 is not enough: every slice must hold the suite's rows (a partial slice fails the step and is
-        # resumed by the next run), and the evaluator's own generation verification must pass.
+        # The launcher's exit is not enough: every slice must hold the suite's rows (a partial slice fails the step
+        # and is resumed by the next run), and the evaluator's own generation verification must pass.
         short = [s for s in slices if not s.generation_complete]
         if short:
             names = ", ".join(f"{slug_to_id[s.slug]}/{s.seed}/{s.benchmark} ({s.rows_done}/{s.rows_expected})"
                               for s in short[:6])
             protocol.status("failed", f"generation left {len(short)} of {len(slices)} slices short of their rows: "
-                            f"{names}{' …' if len(short) > 6 else ''}; run the step again to resume them", exit_code=1)
+                            f"{names}{' …' if len(short) > 6 else ''}; run the step again to resume them"
+                            + (f" ({exited})" if exited else ""), exit_code=proc.returncode or 1)
             return 1
-        failed = _verify_generation(evaluator, root, models, seeds, out_dir, campaign)
+    if exited and not generate_only_end:
+        protocol.status("failed", exited, exit_code=proc.returncode)
+        return 1
+    if phase == "generate":
+        failed = _verify_generation(evaluator, root, models, seeds, out_dir, campaign, manifest)
         if failed:
             protocol.status("failed", failed, exit_code=1)
             return 1
     if phase == "score":
-        checked = subprocess.run(verifier_argv(str(root), list(slug_to_id), seeds, sys.executable),
+        checked = subprocess.run(verifier_argv(str(root), list(slug_to_id), seeds, sys.executable,
+                                               dataset_manifest=str(manifest)),
                                  cwd=evaluator, capture_output=True, text=True, check=False)
         atomic_write_bytes(out_dir / "verification.json", checked.stdout.encode())
         protocol.artifact(out_dir / "verification.json", campaign)
@@ -251,7 +291,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
 
 
 def _verify_generation(evaluator: Path, root: Path, models: list[Any], seeds: list[int], out_dir: Path,
-                       campaign: Path) -> str | None:
+                       campaign: Path, manifest: Path) -> str | None:
     """verify_trace_eval.py --phase generation with the launcher's fingerprints; a failure line, or None."""
     from trace_tui.evaluator_launcher import generation_verifier_argv, provenance_argvs
 
@@ -261,7 +301,8 @@ def _verify_generation(evaluator: Path, root: Path, models: list[Any], seeds: li
     if ev.returncode != 0 or code.returncode != 0:
         return "the evaluator's fingerprints failed: " + (ev.stderr or code.stderr).strip()[-300:]
     checked = subprocess.run(generation_verifier_argv(str(root), models, seeds, code_hash=code.stdout.strip(),
-                                                      evaluator_hash=ev.stdout.strip(), python=sys.executable),
+                                                      evaluator_hash=ev.stdout.strip(), python=sys.executable,
+                                                      dataset_manifest=str(manifest)),
                              cwd=evaluator, capture_output=True, text=True, check=False)
     atomic_write_bytes(out_dir / "generation-verification.json", checked.stdout.encode())
     protocol.artifact(out_dir / "generation-verification.json", campaign)
