@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 Verdict = Literal["pass", "warn", "fail"]
+LOCAL_RUNTIME = "--runtime local"
 _RANK = {"pass": 0, "warn": 1, "fail": 2}
 
 
@@ -105,6 +106,8 @@ def check_step(step: "Step", resolved: "ResolvedRecipe", report: HardwareReport,
             img = report.docker.image(key)
             if img is None or img.status == "not_built":
                 why = img.message if img else f"not built (run `{FIX_IMAGES}`)"
+                # the other way to run it, which a first start has: the same workers as local processes
+                why += f"; or run without containers: `{LOCAL_RUNTIME}`"
                 findings.append(("fail", f"image {key} {why}" if why.startswith("not built") else f"image {key}: {why}"))
             elif img.status == "different":
                 findings.append(("warn", f"image {key}: {img.message}"))

@@ -56,6 +56,7 @@ class TraceTuiApp(App[int]):
         self.backends = backends
         # what the command line's flags chose; the Options screen (o on the preview) changes them
         self.choices = choices or RunChoices(recipe=recipe or "")
+        self.command_line_choices = self.choices  # what each recipe starts from (Options change one recipe's)
         self._shard_by: str | None = None
         if scheduler is not None:
             self.scheduler = scheduler
@@ -83,9 +84,24 @@ class TraceTuiApp(App[int]):
         from trace_tui.tui.screens.preview import PreviewScreen
 
         if name != self.choices.recipe:
-            # another recipe has other models and seeds: keep only the choices that are not about the recipe
-            self.choices = self.choices.replace(recipe=name, models=(), seeds=())
+            self.set_choices(self.choices_for(name))
         self.push_screen(PreviewScreen(name))
+
+    def choices_for(self, name: str) -> RunChoices:
+        """Recipe NAME's choices when it is opened: the command line's (what Options chose for another recipe
+        was that recipe's: its runtime never applies here silently), less the models and seeds of another
+        recipe, and --campaign only while that folder is NAME's (new, or a campaign of NAME), as the runs
+        take it; where runs go (this machine or Slurm) stays as chosen."""
+        start = self.command_line_choices
+        if name != start.recipe:
+            start = start.replace(models=(), seeds=())
+        campaign = start.campaign
+        if campaign:
+            from trace_tui.tui.backends import campaign_holds
+
+            campaign = campaign if campaign_holds(Path(campaign).expanduser().resolve(), name) else None
+        return start.replace(recipe=name, campaign=campaign, scheduler=self.choices.scheduler,
+                             **{f: getattr(self.choices, f) for f in SLURM_FIELDS})
 
     @property
     def scheduler(self) -> SchedulerChoice:
@@ -166,7 +182,7 @@ class TraceTuiApp(App[int]):
 
         campaign = self.backends.campaign_dir_for(resolved)
         self.push_screen(RunScreen(resolved, campaign, skip=skip, clock=self.backends.clock,
-                                   runtime=self.backends.runtime_label()))
+                                   runtime=self.backends.runtime_label(campaign)))
 
     def reattach(self, campaign_dir: Path, resume: bool = False) -> None:
         """A campaign that is running or was interrupted: show its state and offer to resume (or resume now)."""
@@ -182,6 +198,11 @@ class TraceTuiApp(App[int]):
             if resume and not here.running and not here.watching:
                 here.action_resume()
             return
+        if (self.choices.runtime, self.choices.offline) != (self.command_line_choices.runtime,
+                                                            self.command_line_choices.offline):
+            # a campaign resumes where it ran (or where --runtime says): not where one recipe's Options chose
+            self.set_choices(self.choices.replace(runtime=self.command_line_choices.runtime,
+                                                  offline=self.command_line_choices.offline))
         try:
             opened = self.backends.open_campaign(Path(campaign_dir))
         except Exception as exc:  # noqa: BLE001
@@ -205,7 +226,8 @@ class TraceTuiApp(App[int]):
         else:
             note = f"this campaign was interrupted{f' ({last})' if last else ''} · r: resume · v: verify"
         self.push_screen(RunScreen(resolved, Path(campaign_dir), start=resume and not live, model=model, note=note,
-                                   clock=self.backends.clock, watch=live, runtime=self.backends.runtime_label()))
+                                   clock=self.backends.clock, watch=live,
+                                   runtime=self.backends.runtime_label(Path(campaign_dir))))
 
     def reattach_sharded(self, campaign_dir: Path) -> None:
         """A campaign split into shards on Slurm: its shards live, r resubmits the ones not complete."""

@@ -89,6 +89,8 @@ class Backends:
     run_problems: Callable[[ResolvedRecipe, HardwareReport | None], list[str]] | None = None
     # -> "docker" | "local": where steps run (said on the run screen and in the quit prompt)
     runtime_name: Callable[[], str] = field(default_factory=lambda: _docker)
+    # campaign -> where a run into it goes (the choice, else where it last ran); None: runtime_name
+    runtime_for: Callable[[Path], str] | None = None
     # Slurm: submit, follow, cancel and reopen a sharded campaign (the command line's own code);
     # None: this TUI runs campaigns on this machine only
     cluster: ClusterBackend | None = None
@@ -132,8 +134,11 @@ class Backends:
             out += [f"{check.step}: {text}" for text in notes or [check.reason]]
         return out
 
-    def runtime_label(self) -> str:
+    def runtime_label(self, campaign: Path | None = None) -> str:
+        """Where a run goes: into CAMPAIGN when one is given (a campaign resumes where it ran), else any run."""
         try:
+            if campaign is not None and self.runtime_for is not None:
+                return self.runtime_for(Path(campaign))
             return self.runtime_name()
         except Exception:  # noqa: BLE001 - a label only
             return "docker"
@@ -298,16 +303,24 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
     runtime_kind: dict[str, str] = {}
 
     def set_choices(choices: RunChoices) -> None:
-        if choices.runtime is not None or chosen.get("explicit"):
-            chosen.update(runtime=choices.runtime, explicit=True)
-        chosen.update(offline=bool(choices.offline))
+        # the choices of the recipe or campaign on screen (the app gives each its own)
+        chosen.update(runtime=choices.runtime, offline=bool(choices.offline))
 
     def open_campaign(path: Path) -> OpenedCampaign:
-        opened = read_campaign(path)
-        # a campaign resumes where it ran, unless --runtime or the Options dialog said otherwise
-        if opened.runtime and not chosen.get("explicit") and not getattr(args, "runtime", None):
-            chosen["runtime"] = opened.runtime
-        return opened
+        return read_campaign(path)
+
+    def runtime_for(campaign: Path | None) -> str:
+        """Where a run into CAMPAIGN goes, as headless decides it: the runtime chosen (--runtime, or Options
+        for this recipe), else the one the campaign last ran on, else Docker where its engine answers."""
+        if chosen["runtime"]:
+            return chosen["runtime"]
+        if campaign is not None:
+            from trace_tui.campaign_files.state import recorded_runtime
+
+            recorded = recorded_runtime(campaign)
+            if recorded:
+                return recorded
+        return runtime_name()
 
     def runtime_name() -> str:
         if chosen["runtime"]:
@@ -343,13 +356,13 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
     def check(resolved: ResolvedRecipe, report: HardwareReport) -> list[StepCheck]:
         from trace_tui import hardware
 
-        return hardware.check_recipe(resolved, report, runtime=runtime_name())
+        return hardware.check_recipe(resolved, report, runtime=runtime_for(campaign_dir_for(resolved)))
 
     def run_problems(resolved: ResolvedRecipe, report: HardwareReport | None) -> list[str]:
         from trace_tui.engine.headless import requirement_problems
         from trace_tui.runtime import make_runtime
 
-        runtime = make_runtime(runtime_name(), flavour=resolved.recipe.image_flavor)
+        runtime = make_runtime(runtime_for(campaign_dir_for(resolved)), flavour=resolved.recipe.image_flavor)
         return requirement_problems(resolved, runtime, home, report if report is not None else hardware_probe())
 
     def campaign_dir_for(resolved: ResolvedRecipe) -> Path:
@@ -376,7 +389,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         plan = run_gpu_plan(steps, hardware_probe())  # the same plan a headless run of it gets
         campaign = Campaign(campaign_dir)
         try:
-            runner = Runner(steps, campaign, make_runtime(runtime_name(), flavour=resolved.recipe.image_flavor),
+            runner = Runner(steps, campaign, make_runtime(runtime_for(campaign_dir), flavour=resolved.recipe.image_flavor),
                             store=paths.store_dir(home), offline=chosen["offline"], plan=plan,
                             # finished work with changed inputs: the run screen shows the one line
                             # listing the change unless the TUI was started with --redo
@@ -401,11 +414,11 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         load_recipe=load, resolve_recipe=resolve, check_recipe=check,
         preview=lambda resolved, report: default_preview(resolved, report, home=home,
                                                          campaign_dir=campaign_dir_for(resolved),
-                                                         runtime=runtime_name()),
+                                                         runtime=runtime_for(campaign_dir_for(resolved))),
         runner_factory=runner_factory, campaign_dir_for=campaign_dir_for, open_campaign=open_campaign,
         verify_release=verify_release, verify_campaign=verify_campaign,
         release_dir=Path(release).expanduser().resolve() if release else None, home=home,
-        run_problems=run_problems, runtime_name=runtime_name, cluster=cluster_backend(args),
+        run_problems=run_problems, runtime_name=runtime_name, runtime_for=runtime_for, cluster=cluster_backend(args),
         set_choices=set_choices,
     )
 

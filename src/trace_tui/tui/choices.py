@@ -24,6 +24,7 @@ SCHEDULERS = ("none", "slurm")
 @dataclasses.dataclass(frozen=True)
 class RunChoices:
     recipe: str = ""
+    campaign: str | None = None  # --campaign DIR; None: HOME/campaigns/RUN_TAG
     models: tuple[str, ...] = ()  # empty: every model of the recipe
     seeds: tuple[int, ...] = ()  # empty: every seed of the recipe
     runtime: Literal["docker", "local"] | None = None  # None: Docker where its engine answers, else local
@@ -50,6 +51,8 @@ class RunChoices:
     def argv(self) -> list[str]:
         """The flags, in the order `trace-tui --help` lists them."""
         out = ["--recipe", self.recipe] if self.recipe else []
+        if self.campaign:
+            out += ["--campaign", self.campaign]
         if self.runtime:
             out += ["--runtime", self.runtime]
         if self.offline:
@@ -82,7 +85,7 @@ def choices_from_args(args: argparse.Namespace | None) -> RunChoices:
     def get(name: str, default: Any = None) -> Any:
         return getattr(args, name, default)
 
-    return RunChoices(recipe=get("recipe") or "", models=tuple(get("models") or ()),
+    return RunChoices(recipe=get("recipe") or "", campaign=get("campaign") or None, models=tuple(get("models") or ()),
                       seeds=tuple(get("seeds") or ()), runtime=get("runtime"), offline=bool(get("offline", False)),
                       scheduler=get("scheduler") or "none",
                       **{name: get(name) for name in SLURM_FIELDS})
