@@ -260,3 +260,121 @@ def test_a_resumed_extract_worker_redoes_an_edited_row_and_refuses_an_edited_res
     gen.write_text(json.dumps(dict(row, response='{"answer": "C"}')))
     with pytest.raises(TraceTuiError, match="000003.json: its response does not match its response_sha256"):
         run_worker(monkeypatch, tmp_path, tmp_path / "store", extract.run, job)
+
+
+# -- 2. the runner and the workers never write through a link planted in a campaign --------------------
+
+
+def _selftest_campaign(tmp_path: Path):
+    from test_engine_support import make_recipe, resolved_for, selftest_step
+
+    from trace_tui.engine.campaign import Campaign
+    from trace_tui.engine.runner import Runner
+    from trace_tui.runtime.local import LocalRuntime
+
+    resolved = resolved_for(make_recipe([selftest_step("gen", "rows", image=None)]), benchmarks={"t1": 3, "t2": 3})
+
+    def run(campaign: Path):
+        with Campaign(campaign) as c:
+            return Runner(resolved, c, LocalRuntime(), store=tmp_path / "store").run(lambda _e: None)
+
+    return resolved, run
+
+
+def _outside(tmp_path: Path) -> dict[str, bytes]:
+    return {p.relative_to(tmp_path / "outside").as_posix(): p.read_bytes()
+            for p in sorted((tmp_path / "outside").rglob("*")) if p.is_file()}
+
+
+def test_the_runner_refuses_a_lock_state_events_or_log_linked_out_of_the_campaign(tmp_path: Path) -> None:
+    """The issue's attacks: `.lock` linked to a file outside (a resume replaced its content), `state.sqlite`
+    linked to another SQLite file (the runner added its tables to it; a dangling link made one outside),
+    `events.jsonl` linked out (lines appended outside). Each is refused in one line naming the path, and
+    nothing outside changes."""
+    import sqlite3
+
+    import pytest
+
+    from trace_tui.errors import UsageError
+
+    _, run = _selftest_campaign(tmp_path)
+    campaign = tmp_path / "c"
+    assert run(campaign).exit_code == 0
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("mine\n")
+    other = sqlite3.connect(outside / "other.sqlite")
+    other.execute("CREATE TABLE mine(x)")
+    other.commit()
+    other.close()
+    before = _outside(tmp_path)
+    for name, target in ((".lock", outside / "precious.txt"), ("state.sqlite", outside / "other.sqlite"),
+                         ("state.sqlite", outside / "made-by-a-dangling-link.sqlite"),
+                         ("events.jsonl", outside / "precious.txt")):
+        kept = campaign / f"{name}.kept"
+        (campaign / name).rename(kept)
+        (campaign / name).symlink_to(target)
+        with pytest.raises(UsageError) as refused:
+            run(campaign)
+        line = refused.value.line()
+        assert str(campaign / name) in line and "is a link" in line and "\n" not in line, line
+        assert _outside(tmp_path) == before, name
+        (campaign / name).unlink()
+        kept.rename(campaign / name)
+    assert not (outside / "made-by-a-dangling-link.sqlite").exists()
+    assert run(campaign).exit_code == 0  # and with the links gone it resumes as before
+
+
+def test_a_headless_run_refuses_a_runner_log_linked_out(tmp_path: Path) -> None:
+    from trace_tui.cli import main
+
+    home, campaign = tmp_path / "home", tmp_path / "c"
+    args = ["--recipe", "eval-preview", "--runtime", "local", "--yes", "--home", str(home), "--campaign", str(campaign)]
+    assert main(args) == 0
+    outside = tmp_path / "outside.log"
+    outside.write_text("mine\n")
+    (campaign / "runner.log").unlink()
+    (campaign / "runner.log").symlink_to(outside)
+    proc = subprocess.run([sys.executable, "-m", "trace_tui", *args], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 2 and "runner.log: is a link" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) <= 2
+    assert outside.read_text() == "mine\n"
+
+
+def test_a_job_whose_output_folder_is_linked_out_fails_and_writes_nothing_there(tmp_path: Path) -> None:
+    _, run = _selftest_campaign(tmp_path)
+    campaign = tmp_path / "c"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (campaign / "outputs").mkdir(parents=True)
+    (campaign / "outputs" / "gen").symlink_to(outside)
+    result = run(campaign)
+    assert result.exit_code == 1
+    assert all("outputs/gen: is a link" in line and "\n" not in line for line in result.failed), result.failed
+    assert _outside(tmp_path) == {}
+
+
+def test_a_generate_worker_never_writes_its_rows_into_a_rows_folder_linked_out(
+        monkeypatch, tmp_path: Path, tiny_qwen25vl_dir: Path, trace_sample_dir: Path) -> None:
+    """The issue's attack: a generate `rows/` folder linked out: the worker wrote its rows there, the new
+    receipt listed none of them. Now the worker refuses in one line, and the runner's receipt refuses a link
+    found among a job's outputs."""
+    import pytest
+    from stages_support import run_worker, sample_generate_job
+
+    from trace_tui.engine.receipts import outputs_record
+    from trace_tui.errors import TraceTuiError
+    from trace_tui.stages import generate
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    out = tmp_path / "outputs/generate/s"
+    out.mkdir(parents=True)
+    (out / "rows").symlink_to(outside)
+    job = sample_generate_job(tiny_qwen25vl_dir, trace_sample_dir, [0, 1], batch_size=2)
+    with pytest.raises(TraceTuiError, match=r"outputs/generate/s/rows: is a link"):
+        run_worker(monkeypatch, tmp_path, tmp_path / "store", generate.run, job)
+    assert _outside(tmp_path) == {}
+    with pytest.raises(Exception, match="rows: is a link"):
+        outputs_record(tmp_path, "outputs/generate/s")

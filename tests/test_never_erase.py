@@ -157,15 +157,14 @@ def _fill(path: Path) -> None:
 
 
 def test_disk_full_on_a_real_tmpfs_is_one_line_and_resumes_after_space_is_freed(tmp_path: Path) -> None:
-    """A 2 MiB tmpfs holds the campaign's outputs; a filler file takes the space the rows need."""
-    mnt = tmp_path / "outputs-fs"
+    """A 2 MiB tmpfs holds the campaign's outputs; a filler file takes the space the rows need. (Mounted at
+    the campaign's outputs/ itself: the runner writes through no link in a campaign.)"""
+    campaign = tmp_path / "c"
+    mnt = campaign / "outputs"
     with tmpfs(mnt, "size=2m") as mounted:
         if not mounted:
             pytest.skip("mounting a tmpfs is not permitted here; the injected-ENOSPC test covers the runner")
         resolved = resolved_for(two_step(), benchmarks={"t1": 2000})
-        campaign = tmp_path / "c"
-        (campaign / "outputs").parent.mkdir(parents=True)
-        (campaign / "outputs").symlink_to(mnt)
         _fill(mnt / "filler")
         (mnt / "filler").open("r+b").truncate((mnt / "filler").stat().st_size - 100_000)  # ~1/2 of the rows fit
         result, _ = run(tmp_path, resolved)

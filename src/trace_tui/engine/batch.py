@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from trace_tui.common.safe_write import NotWritten
 from trace_tui.engine.events import Artifact, SliceState, Status, parse_stage_line
 from trace_tui.engine.execution import Execution
 from trace_tui.engine.live import JobContext
@@ -24,7 +25,10 @@ def run_batch(ex: Execution, jobs: list[PlannedJob], gpus: list[int], worker: st
     Returns the failure lines.
     """
     c, step = ex.campaign, jobs[0].step
-    launch = ex.launches.for_batch(jobs, gpus, worker)
+    try:
+        launch = ex.launches.for_batch(jobs, gpus, worker)
+    except NotWritten as exc:  # a link planted where a slice writes: none of the batch starts
+        return [ex.refuse(j, str(exc)) for j in jobs]
     by_key: dict[SliceKey, PlannedJob] = {(j.model, j.seed, j.benchmark): j for j in jobs}
     prefixes = [(c.output_rel(step.id, j.slice) + "/", (j.model, j.seed, j.benchmark)) for j in jobs]
     live: dict[SliceKey, tuple[JobContext, float]] = {}  # started slices: their context and wall start

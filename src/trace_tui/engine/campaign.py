@@ -67,12 +67,14 @@ class Campaign:
         self.id = self._identity()
         if state_lost:
             self.rebuilt = self.rebuild_from_receipts()
+        from trace_tui.common.safe_write import directory_inside, open_append
+
         for sub in ("jobs", "outputs", "logs", "receipts"):
-            (self.path / sub).mkdir(exist_ok=True)
+            directory_inside(self.path, sub)  # checked by check_campaign_dir above; made here
         events = self.path / "events.jsonl"
         if lock:
             _drop_torn_tail(events)
-        self._events = open(events, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._events = open_append(events)  # never through a link planted in its place
 
     # -- the state database ---------------------------------------------------
     def _state_lost(self) -> bool:
@@ -137,7 +139,10 @@ class Campaign:
 
     # -- identity and locking -------------------------------------------------
     def _acquire_lock(self) -> None:
-        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        from trace_tui.common.safe_write import open_nofollow
+
+        # never through a link: a resume would rewrite the file it points to
+        fd = open_nofollow(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trace_tui.campaign_files.state import STEP_SLICE
+from trace_tui.common.safe_write import NotWritten
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.cancellation import Cancellation
 from trace_tui.engine.events import SliceState, coalesce_progress, parse_stage_line
@@ -52,7 +53,10 @@ class Execution:
     def run(self, job: PlannedJob, gpus: list[int]) -> str | None:
         """Run one job to its end. Returns a failure line, or None (done or cancelled)."""
         step = job.step
-        launch = self.launches.for_job(job, gpus)
+        try:
+            launch = self.launches.for_job(job, gpus)
+        except NotWritten as exc:  # a link planted where the job writes: the job fails, nothing is written there
+            return self.refuse(job, str(exc))
         started_wall = self.begin(job)
         if self.cancellation.is_set():
             return None
@@ -66,6 +70,17 @@ class Execution:
                     self.live.dispatch(parse_stage_line(line, step=step.id), ctx)
             info = handle.wait()
         return self.finish(job, ctx, info, started_wall, gpus)
+
+    def refuse(self, job: PlannedJob, why: str) -> str:
+        """The job fails before it starts (one line: why, and what to do); returns that line."""
+        step = job.step
+        where = job.slice if job.slice != STEP_SLICE else ""
+        line = (f"step {step.id}{' slice ' + where if where else ''} not started: {why}; a campaign handed over is "
+                "data: fix the campaign and run the same command again")
+        self.campaign.update_job(step.id, job.slice, state="failed", message=line[:2000], finished_at=time.time())
+        self.emit(SliceState(step=step.id, model=job.model, seed=job.seed, benchmark=job.benchmark, state="failed",
+                             done=job.done, total=job.total, message=line))
+        return line
 
     def finish(self, job: PlannedJob, ctx: JobContext, info: ExitInfo, started_wall: float,
                gpus: list[int], worker: str | None = None) -> str | None:

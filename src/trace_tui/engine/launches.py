@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trace_tui.common.atomic import atomic_write_json
+from trace_tui.common.safe_write import check_not_link, directory_inside
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.planner import PlannedJob, job_spec
 from trace_tui.errors import UsageError
@@ -62,11 +63,15 @@ class Launches:
         """The job's spec into its job.json (and its output folder made); returns the spec."""
         c = self.campaign
         spec = self.job_spec(job, gpus)
-        job_dir = c.job_dir(job.step.id, job.slice)
+        job_dir = self._folder(c.job_dir(job.step.id, job.slice))
         atomic_write_json(job_dir / "job.json", spec)
         os.chmod(job_dir / "job.json", 0o644)  # the container user must read it
-        (c.path / c.output_rel(job.step.id, job.slice)).mkdir(parents=True, exist_ok=True)
+        directory_inside(c.path, c.output_rel(job.step.id, job.slice))
         return spec
+
+    def _folder(self, path: Path) -> Path:
+        """PATH, a folder of the campaign, made where missing: never a link (NotWritten), never outside it."""
+        return directory_inside(self.campaign.path, path.relative_to(self.campaign.path))
 
     def for_job(self, job: PlannedJob, gpus: list[int]) -> Launch:
         """Write the job's spec and return what the runtime is asked to start for it on host GPUs ``gpus``."""
@@ -79,7 +84,7 @@ class Launches:
         job.json (as a per-slice job has) and all of them, in order, as the worker's ``batch``."""
         c, step = self.campaign, jobs[0].step
         specs = [self.write_spec(j, gpus) for j in jobs]
-        job_dir = c.job_dir(step.id, worker)
+        job_dir = self._folder(c.job_dir(step.id, worker))
         atomic_write_json(job_dir / "job.json", {"step": step.id, "recipe": self.resolved.recipe.name,
                                                  "worker": worker, "args": list(step.run[1:]),
                                                  "gpus": list(range(len(gpus))), "host_gpus": gpus, "batch": specs})
@@ -96,6 +101,8 @@ class Launches:
         if problem is not None:
             raise UsageError(f"step {step.id}: run {problem}", hint="a step runs only trace-tui's own workers")
         c = self.campaign
+        self._folder(c.log_path(step.id, name).parent)  # the runtime appends the worker's log there
+        check_not_link(c.log_path(step.id, name))
         return Launch(step=step.id, slice=name, module=step.run[0], args=self.arguments(step),
                       job_dir=c.job_dir(step.id, name), campaign=c.path, store=self.store,
                       log_path=c.log_path(step.id, name), image=step.image,

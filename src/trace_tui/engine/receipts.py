@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from trace_tui.common.atomic import atomic_write_json
 from trace_tui.common.digest import sha256_file_size, sha256_json
+from trace_tui.common.safe_write import NotWritten, directory_inside
 
 if TYPE_CHECKING:
     from trace_tui.engine.campaign import Campaign
@@ -29,7 +30,11 @@ def outputs_record(campaign: Path, out_rel: str) -> dict[str, dict[str, Any]]:
     """Every file under the job's output folder (campaign-relative path -> sha256 and bytes),
     leaving out the temporaries of an atomic write that did not finish."""
     outputs: dict[str, dict[str, Any]] = {}
-    for p in sorted((campaign / out_rel).rglob("*")):
+    top = campaign / out_rel
+    for p in [top, *sorted(top.rglob("*"))]:
+        if p.is_symlink():  # rglob never goes down one: what a worker wrote through it would go unlisted
+            raise NotWritten(p, "is a link; a job's outputs are written only inside the campaign, never through a "
+                                "link: remove the link")
         if p.is_file() and not (p.name.startswith(".") and p.name.endswith(".tmp")):
             digest, size = sha256_file_size(p)
             outputs[p.relative_to(campaign).as_posix()] = {"sha256": digest, "bytes": size}
@@ -75,7 +80,11 @@ def write_receipt(campaign: Campaign, job: PlannedJob, *, rows: int, total: int,
     ``subs``: a whole-step job's slices as they ended (each with ``job``, ``done``, ``total``, ``score``).
     """
     c, step = campaign, job.step
-    outputs = outputs_record(c.path, c.output_rel(step.id, job.slice))
+    try:
+        outputs = outputs_record(c.path, c.output_rel(step.id, job.slice))
+        directory_inside(c.path, c.receipt_path(step.id, job.slice).parent.relative_to(c.path))
+    except NotWritten as exc:
+        return None, str(exc)
     problem = check_artifacts(c.path, outputs, artifacts)
     if problem is not None:
         return None, problem

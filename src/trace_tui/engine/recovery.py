@@ -39,6 +39,30 @@ def check_campaign_dir(path: Path) -> None:
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"--campaign {path}: directory is not writable",
                          hint="choose a writable directory, or fix its permissions")
+    check_no_planted_links(Path(path))
+
+
+# What the runner writes at a campaign's top: files it opens (appends to, locks, opens as SQLite) and
+# folders it writes under. A link in any of these places (a dangling one too) would have the runner
+# write outside the campaign; each deeper path is checked where it is written (trace_tui.common.safe_write).
+CAMPAIGN_FILES = (".lock", "state.sqlite", "state.sqlite-wal", "state.sqlite-shm", "state.sqlite-journal",
+                  "events.jsonl", "runner.log", "campaign.json", "recipe.json")
+CAMPAIGN_FOLDERS = ("jobs", "outputs", "logs", "receipts", SUPERSEDED)
+
+
+def check_no_planted_links(path: Path) -> None:
+    """UsageError naming the first of the campaign's own files or folders that is a link or not what it must
+    be: the runner writes into a campaign only in place."""
+    from trace_tui.common.safe_write import NotWritten, check_not_link, directory_inside
+
+    try:
+        for name in CAMPAIGN_FILES:
+            check_not_link(path / name)
+        for name in CAMPAIGN_FOLDERS:
+            if os.path.lexists(path / name):
+                directory_inside(path, name, create=False)
+    except NotWritten as exc:
+        raise UsageError(str(exc), hint="a campaign handed over is data: its files are written only in place") from None
 
 
 def _outputs_intact(root: Path, outputs: dict[str, Any]) -> bool:
@@ -84,20 +108,22 @@ def receipt_rows(root: Path, receipts: list[Path] | None = None) -> tuple[list[d
 def supersede(root: Path, stamp: str, step: str, slice_rel: str, output_rel: str, receipt: Path,
               changes: list[str]) -> list[str]:
     """Move a job's outputs and receipt to superseded/STAMP/ (same layout) and list them in the index."""
+    from trace_tui.common.safe_write import directory_inside, open_append
+
     moved: list[str] = []
     base = root / SUPERSEDED / stamp
     for src in (root / output_rel, receipt):
-        if not src.exists():
+        if not os.path.lexists(src):
             continue
         rel = src.relative_to(root)
         dst = base / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
+        directory_inside(root, dst.parent.relative_to(root))  # never into a folder linked out
         if dst.exists():
             shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
         os.replace(src, dst)
         moved.append(rel.as_posix())
     if moved:
-        with open(root / SUPERSEDED / INDEX, "a", encoding="utf-8") as fh:
+        with open_append(root / SUPERSEDED / INDEX) as fh:
             fh.write(json.dumps({"stamp": stamp, "step": step, "slice": slice_rel, "moved": moved,
                                  "changes": changes, "at": time.time()}, sort_keys=True) + "\n")
     return moved

@@ -143,7 +143,9 @@ class DockerHandle:
         self.launch = launch
         self._stopped = threading.Event()
         self._tail = Tail()
-        self._log = open(launch.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in wait()
+        from trace_tui.common.safe_write import open_append
+
+        self._log = open_append(launch.log_path)  # never through a link planted in its place; closed in wait()
 
     def lines(self) -> Iterator[str]:
         stream = self.container.logs(stream=True, follow=True, stdout=True, stderr=False)

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from trace_tui.common.safe_write import open_append
 from trace_tui.runtime.base import ExitInfo, Launch, Tail, step_env
 
 _PR_SET_PDEATHSIG = 1
@@ -147,7 +148,7 @@ class LocalRuntime:
         src = str(Path(__file__).resolve().parents[2])  # the trace_tui package, also when not installed
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
         launch.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(launch.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed by the handle
+        log = open_append(launch.log_path)  # never through a link planted in its place; closed by the handle
         # -P (Python >= 3.11): the worker never has its working directory on sys.path. A flag, not
         # PYTHONSAFEPATH, so that the scripts a worker runs (the release evaluator's) keep their own
         # directory on sys.path for their sibling imports.

@@ -49,9 +49,9 @@ from trace_tui.stages.jobs import (
     judge_entry,
     output_dir,
     read_json,
-    rows_dir,
     run_slices,
     run_worker,
+    writable_rows_dir,
     slice_fields,
     upstream_rows_dir,
 )
@@ -318,7 +318,7 @@ def run(job: dict[str, Any], *, judge_backend: Any = None, shared: dict[str, Any
     budgets = judge_budgets(ns.judge_max_tokens)
     src = responses_dir(job)
     out = output_dir(job)
-    rows = rows_dir(out)
+    rows = writable_rows_dir(out)  # never a folder linked out of the campaign
     gen_rows = sorted(src.glob("*.json"))
     total = len(gen_rows)
     where = {"model": sl["model"], "seed": sl["seed"], "benchmark": sl["benchmark"]}

@@ -57,6 +57,7 @@ from trace_tui.stages.jobs import (
     read_json,
     rows_dir,
     run_worker,
+    writable_rows_dir,
     slice_fields,
 )
 
@@ -177,7 +178,7 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
     prompt_key = job.get("prompt_key") or "prompt_answer"
     image_key = job.get("image_key") or "images"
     out = output_dir(job)
-    rows = rows_dir(out)
+    rows = writable_rows_dir(out)  # never a folder linked out of the campaign
 
     model_files, model_set = dir_sha256set(model_dir)
     dataset_sha256 = sha256_file(dataset)

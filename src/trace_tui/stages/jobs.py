@@ -60,15 +60,29 @@ def slice_rel(sl: dict[str, Any]) -> str:
 
 def output_dir(job: dict[str, Any]) -> Path:
     rel = job.get("output_dir") or slice_rel(slice_fields(job))
-    path = campaign_dir() / rel
     if ".." in Path(rel).parts or Path(rel).is_absolute():
         raise JobError(f"job field 'output_dir' {rel!r} must be relative to the campaign, without '..'")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return folder_inside_campaign(rel)
+
+
+def folder_inside_campaign(rel: str | Path) -> Path:
+    """CAMPAIGN/REL, made where missing, for writing: no name on the way a link (a folder linked out of the
+    campaign would take what the worker writes, and the receipt would list none of it). JobError otherwise."""
+    from trace_tui.common.safe_write import NotWritten, directory_inside
+
+    try:
+        return directory_inside(campaign_dir(), rel)
+    except NotWritten as exc:
+        raise JobError(str(exc), "a campaign handed over is data: its outputs are written only in place") from None
 
 
 def rows_dir(out: Path) -> Path:
     return out / "rows"
+
+
+def writable_rows_dir(out: Path) -> Path:
+    """OUT/rows (OUT an output_dir), made and checked as output_dir is: the folder a worker writes its rows in."""
+    return folder_inside_campaign((out / "rows").relative_to(campaign_dir()))
 
 
 def entry_path(name: str) -> Path:
@@ -202,6 +216,16 @@ def quiet_libraries() -> None:
 def run_worker(fn: Callable[[dict[str, Any]], Any], job_path: str | None = None) -> int:
     """Load the job, run ``fn(job)``, print the final status; return the exit code."""
     protocol.stop_on_sigterm()
+    try:
+        return _run_worker(fn, job_path)
+    except KeyboardInterrupt:
+        # a stop while the libraries or the job load (before fn's own handling): the same one status line,
+        # not a traceback of the signal handler in the step's log (the run screen shows that log)
+        protocol.status("failed", "interrupted", 130)
+        return 130
+
+
+def _run_worker(fn: Callable[[dict[str, Any]], Any], job_path: str | None) -> int:
     quiet_libraries()
     try:
         job = protocol.load_job(job_path)
