@@ -434,6 +434,23 @@ __all__ = [
 # --------------------------------------------------------------------------- resuming
 
 
+def recorded_recipe(data: dict[str, Any], *, source: str) -> ResolvedRecipe:
+    """A resolved recipe as a campaign recorded it (recipe.json's content), validated: a field that is not
+    one a recipe may hold (a step whose run is not trace-tui's own, ...) is one CheckFailed line naming
+    ``source`` and the field. What it says is shown, never run: a run takes trusted_resolved's recipe."""
+    from trace_tui.errors import CheckFailed
+
+    try:
+        return ResolvedRecipe.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        more = len(exc.errors()) - 1
+        raise CheckFailed(one_line(f"{source}: {field}: {err['msg'].removeprefix('Value error, ')}"
+                                   + (f" (and {more} more)" if more else "")),
+                          hint="the runner writes it from the recipe it ran; a campaign handed over is data") from None
+
+
 def _model_field(model: Any, key: str) -> Any:
     """A resolved model's field, whether it is a pin or local model, or the dict recipe.json gave back."""
     return model.get(key) if isinstance(model, dict) else getattr(model, key, None)

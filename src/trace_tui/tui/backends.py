@@ -223,10 +223,11 @@ def read_campaign(path: Path) -> OpenedCampaign:
     from trace_tui.campaign_files import state as cmod
     from trace_tui.campaign_files.recipe_file import read_campaign_recipe
     from trace_tui.engine.events import SliceState
-    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.recipes import recorded_recipe
 
     path = Path(path).expanduser().resolve()
-    resolved = ResolvedRecipe.model_validate(read_campaign_recipe(path))
+    # validated: a field no recipe may hold is one line naming the file (shown; a run takes the shipped recipe)
+    resolved = recorded_recipe(read_campaign_recipe(path), source=str(path / "recipe.json"))
     # Expected jobs, and the slices that whole-step jobs report (the release evaluator's one generate job).
     meta, steps, jobs, subs = cmod.read_snapshot(path)
     known = ("pending", "skipped", "running", "resumed", "completed", "failed", "cancelled", "invalidated")
