@@ -9,4 +9,5 @@ contract keeps it apart from ``trace_tui.errors``). One definition of each thing
 - ``images_lock``: the one tolerant reader of ``images.lock.json``'s image names.
 - ``safe_read``: reading a file of a folder handed over (a release, a campaign): a regular file,
   inside the folder, at most so many bytes.
+- ``safe_write``: writing into a campaign handed over: never through a link, never outside it.
 """
