@@ -47,3 +47,64 @@ async def test_eval_preview_is_the_preview_and_makes_no_campaign(tmp_path: Path,
         assert app.screen is screen
         assert not any(isinstance(s, (StepsScreen, RunScreen)) for s in app.screen_stack)
         assert not (tmp_path / "campaigns").exists()
+
+
+def test_a_worker_stopped_while_it_loads_says_interrupted_without_a_traceback(tmp_path: Path) -> None:
+    """Cancel showed a Python traceback (`raise KeyboardInterrupt`, the stop handler) in the run screen's log
+    pane: a stop that came while the worker imported its libraries or read its job was outside its handling.
+    A real worker process is stopped as the runtimes stop it (SIGTERM) while it waits on its job file."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    job = tmp_path / "job.json"
+    os.mkfifo(job)  # the worker blocks reading it: the stop comes while the job loads
+    code = ("import sys; from trace_tui.stages import jobs; "
+            "sys.exit(jobs.run_worker(lambda job: None, sys.argv[1]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(job)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while True:  # a writer's non-blocking open succeeds once the worker has the job open for reading
+        try:
+            writer = os.open(job, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, "the worker never read its job"
+            time.sleep(0.05)
+    try:
+        time.sleep(0.2)  # into the read, which waits for the job's bytes
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        os.close(writer)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert '"interrupted"' in out or "interrupted" in out, out
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_cancel_under_the_local_runtime_speaks_of_processes(tmp_path: Path, size) -> None:
+    """Cancel said "containers stopped" under the local runtime, where a step is a process on this host."""
+    from test_tui_flows import start_run
+    from tui_support import selftest_resolved
+
+    from trace_tui.tui.screens.confirm import ConfirmScreen
+
+    resolved = selftest_resolved(name="tuilocalcancel", rows=200, delay=0.05, host_step=False)
+    backends = make_backends(tmp_path, extra_recipes={"tuilocalcancel": resolved})
+    backends.runtime_name = lambda: "local"  # what the backends say when --runtime local is chosen
+    app = TraceTuiApp(backends)
+    async with app.run_test(size=size) as pilot:
+        run = await start_run(pilot, app, "tuilocalcancel", decisions="y")
+        assert run.runtime == "local"
+        await wait_for(pilot, lambda: run.model.totals()[0] > 0, what="first rows")
+        await pilot.press("c")
+        assert isinstance(app.screen, ConfirmScreen)
+        asked = screen_text(app)
+        assert "processes" in asked and "containers" not in asked
+        await pilot.press("y")
+        await wait_for(pilot, lambda: run.outcome not in (None, "running"), what="the cancel")
+        status = text_of(app, "#run-status")
+        assert run.outcome == "cancelled" and "processes stopped" in status and "container" not in status, status

@@ -343,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     hf_home = _offline_env()
     try:
         return _main()
+    except KeyboardInterrupt:  # a stop before the run's own handling (the job loading): one line, no traceback
+        protocol.status("failed", "interrupted", 130)
+        return 130
     finally:
         if hf_home:
             import shutil

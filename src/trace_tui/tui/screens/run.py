@@ -222,6 +222,11 @@ class RunScreen(Screen):
         self._run_worker()
 
     @property
+    def what_runs(self) -> str:
+        """What a cancel stops: the local runtime runs each step as processes on this host, not containers."""
+        return "processes" if self.runtime == "local" else "containers"
+
+    @property
     def campaign_label(self) -> str:
         return self.campaign_dir.name
 
@@ -287,7 +292,7 @@ class RunScreen(Screen):
         text = {
             "completed": "completed · v: verify the campaign",
             "failed": "failed · the failed step's log is below · r: resume · v: verify",
-            "cancelled": "cancelled · containers stopped · campaign is resumable · r: resume",
+            "cancelled": f"cancelled · {self.what_runs} stopped · campaign is resumable · r: resume",
             "error": f"could not run: {message.detail}",
         }[outcome]
         self._status(text)
@@ -433,11 +438,11 @@ class RunScreen(Screen):
         from trace_tui.tui.screens.confirm import ConfirmScreen
 
         self.app.push_screen(ConfirmScreen(
-            "Cancel the run? Running containers are stopped; the campaign stays resumable.",
+            f"Cancel the run? Running {self.what_runs} are stopped; the campaign stays resumable.",
             yes="Cancel run", no="Keep running"), answer)
 
     def cancel_runner(self) -> None:
-        self._status("cancelling · stopping containers…")
+        self._status(f"cancelling · stopping {self.what_runs}…")
         if self.runner is not None:
             self.runner.cancel()
 
