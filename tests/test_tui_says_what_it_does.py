@@ -108,3 +108,52 @@ async def test_cancel_under_the_local_runtime_speaks_of_processes(tmp_path: Path
         await wait_for(pilot, lambda: run.outcome not in (None, "running"), what="the cancel")
         status = text_of(app, "#run-status")
         assert run.outcome == "cancelled" and "processes stopped" in status and "container" not in status, status
+
+
+def test_headless_eta_is_each_steps_own() -> None:
+    """The headless ETA applied generate's rate to extract's and score's rows (ETA 1m17s; done 19 s
+    later): the rate and the time left are now the running step's, and steps not measured yet are named."""
+    import io
+    import re
+
+    from trace_tui.engine.events import Progress, RunState, SliceState, StepState
+    from trace_tui.engine.printer import HeadlessPrinter
+
+    out = io.StringIO()
+    t = [0.0]
+    printer = HeadlessPrinter(out, interval=1.0, clock=lambda: t[0])
+    printer(RunState(state="planned", message="3 jobs", campaign="/c", jobs_total=3, rows_total=96,
+                     step_rows={"generate": [0, 32], "extract": [0, 32], "score": [0, 32]}))
+
+    def step(name: str, seconds_per_row: float) -> str:
+        printer(StepState(step=name, state="running"))
+        printer(SliceState(step=name, model="m", seed=42, benchmark="b", state="running", total=32))
+        for done in range(1, 33):
+            t[0] += seconds_per_row
+            printer(Progress(step=name, model="m", seed=42, benchmark="b", phase=name, done=done, total=32))
+            if done == 16:
+                mid = [ln for ln in out.getvalue().splitlines() if "| all" in ln][-1]
+        printer(SliceState(step=name, model="m", seed=42, benchmark="b", state="completed", done=32, total=32))
+        printer(StepState(step=name, state="completed"))
+        return mid
+
+    gen = step("generate", 2.0)  # 0.5 rows/s
+    assert "0.5 rows/s, ETA generate 3" in gen and "then extract, score (not measured yet)" in gen, gen
+    ext = step("extract", 0.1)  # 10 rows/s: generate's rate said minutes here
+    assert re.search(r"\d+\.\d rows/s, ETA extract \ds, then score", ext) and "10.0 rows/s" in ext, ext
+    score = step("score", 0.1)
+    eta = re.search(r"ETA (\S+)$", score).group(1)
+    assert eta in ("1s", "2s"), score  # 16 rows left at 10 rows/s: the whole run's time left
+
+
+def test_the_runner_plans_each_steps_rows(tmp_path: Path) -> None:
+    """The planned event carries each step's rows, which the printer's per-step ETA divides."""
+    from tui_support import local_runner_factory, selftest_resolved
+
+    from trace_tui.engine.events import RunState
+
+    resolved = selftest_resolved(name="tuisteprows", rows=3, host_step=True)
+    events: list = []
+    local_runner_factory(tmp_path / "home")(resolved, tmp_path / "c").run(events.append)
+    planned = next(e for e in events if isinstance(e, RunState) and e.state == "planned")
+    assert planned.step_rows == {"generate": [0, planned.rows_total]} and planned.rows_total == 12

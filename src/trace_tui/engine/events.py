@@ -96,6 +96,8 @@ class RunState(_Event):
     jobs_done: int = 0
     rows_total: int = 0
     rows_done: int = 0
+    # planned: each step with rows -> [rows done, rows total] (a step's own rate gives its own time left)
+    step_rows: dict[str, list[int]] = Field(default_factory=dict)
 
 
 StageEvent = Annotated[Progress | Log | Artifact | Status | Metric, Field(discriminator="type")]

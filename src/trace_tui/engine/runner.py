@@ -234,9 +234,16 @@ class Runner:
                     c.supersede_slice(j.step.id, x.slice, stamp, [x.reason])
         c.record_sub_slices(sub_rows)
         rows_total = sum(j.total for j in plan.jobs)
+        step_rows: dict[str, list[int]] = {}  # each step's own [done, total]: the printer's per-step ETA
+        for j in plan.jobs:
+            if j.total:
+                counts = step_rows.setdefault(j.step.id, [0, 0])
+                counts[0] += min(sum(x.done for x in j.subs) if j.subs else j.done, j.total)
+                counts[1] += j.total
         self._emit(RunState(state="planned", message=plan.summary(), campaign=str(c.path),
                             jobs_total=len(plan.jobs), jobs_done=plan.count("skip"), rows_total=rows_total,
-                            rows_done=sum(sum(x.done for x in j.subs) if j.subs else j.done for j in plan.jobs)))
+                            rows_done=sum(sum(x.done for x in j.subs) if j.subs else j.done for j in plan.jobs),
+                            step_rows=step_rows))
         if stale:
             self._log(f"removed {stale} container(s) left by an earlier run of this campaign", "warning")
         for j in plan.jobs:
