@@ -243,3 +243,26 @@ def test_validation_slice_reads_the_store_and_checks_the_dataset_pin(monkeypatch
         run_worker(monkeypatch, tmp_path, tmp_path / "store", generate.run, job)
     assert "job input 'dataset'" in exc.value.line()
     assert f"expected {lock.dataset.file('validation')[0].sha256}" in exc.value.line()
+
+
+def test_vllm_on_cpu_gets_float32_eager_and_native_ops_and_keeps_the_callers_settings(monkeypatch) -> None:
+    """What vLLM 0.10.2's CPU build needs (the cpu images run it for real: tests/test_appliance_demo.py):
+    float32 unless a dtype is named, eager mode, native ops (Qwen2.5-VL's M-RoPE would call Triton), the
+    engine in the worker's process; the caller's settings (the judge's max_model_len) stay."""
+    from trace_tui.stages.backends.vllm_backend import cpu_engine_options
+
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    got = cpu_engine_options({"model": "m", "dtype": "bfloat16", "max_model_len": 8192}, None)
+    assert got == {"model": "m", "dtype": "float32", "max_model_len": 8192, "enforce_eager": True,
+                   "compilation_config": {"custom_ops": ["none"]}}
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert cpu_engine_options({"model": "m"}, "bfloat16")["dtype"] == "bfloat16"
+
+
+def test_without_vllm_the_default_backend_is_transformers(monkeypatch) -> None:
+    from trace_tui.stages.generate import choose_backend, vllm_cpu_build
+
+    monkeypatch.delenv("TRACE_TUI_BACKEND", raising=False)
+    assert not vllm_cpu_build()  # the host has no vLLM; the cpu images have its CPU build (vllm there)
+    assert choose_backend({"gpus": [0]}) == choose_backend({}) == "transformers"
+    assert choose_backend({"backend": "vllm"}) == "vllm"

@@ -27,10 +27,12 @@ def test_checkpoint_files_and_config(tiny_qwen25vl_dir: Path) -> None:
             "preprocessor_config.json", "chat_template.jinja"} <= names
     cfg = json.loads((tiny_qwen25vl_dir / "config.json").read_text())
     assert cfg["model_type"] == "qwen2_5_vl"
-    text = cfg["text_config"]
-    assert (text["hidden_size"], text["num_hidden_layers"], text["vocab_size"]) == (64, 2, TINY_VOCAB_SIZE)
-    head_dim = text["hidden_size"] // text["num_attention_heads"]
-    assert sum(text["rope_parameters"]["mrope_section"]) == head_dim // 2
+    # The real checkpoints' layout: text fields at the top level, vision_config nested. transformers 4.57.6
+    # (vLLM's in the images) finds no architecture in transformers 5's nested text_config layout.
+    assert "text_config" not in cfg and cfg["architectures"] == ["Qwen2_5_VLForConditionalGeneration"]
+    assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]) == (64, 2, TINY_VOCAB_SIZE)
+    head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+    assert sum(cfg["rope_scaling"]["mrope_section"]) == head_dim // 2
     assert cfg["vision_config"]["depth"] == 2
     pre = json.loads((tiny_qwen25vl_dir / "preprocessor_config.json").read_text())
     assert pre["processor_class"] == "Qwen2_5_VLProcessor"
@@ -91,11 +93,16 @@ def test_same_seed_same_bytes_other_seed_other_weights(tiny_qwen25vl_dir: Path, 
 @pytest.mark.parametrize("which", ["built", "warmed"])
 def test_every_saved_checkpoint_keeps_the_rope_settings_transformers_4_reads(
         which: str, tiny_qwen25vl_dir: Path, tiny_qwen25vl_warm_dir: Path) -> None:
-    """The gpu images run transformers 4.57.6, which reads Qwen2.5-VL's M-RoPE sections only from
-    text_config.rope_scaling; transformers 5's save_pretrained leaves it null. The demo's warmed
-    model (re-saved after its supervised steps) once lost it, and the gpu train image then failed
-    with "'NoneType' object is not subscriptable"."""
+    """The images' vLLM stacks run transformers 4.57.6, which reads Qwen2.5-VL's M-RoPE sections only
+    from rope_scaling; transformers 5's save_pretrained leaves it null. The demo's warmed model
+    (re-saved after its supervised steps) once lost it, and the gpu train image then failed with
+    "'NoneType' object is not subscriptable". The host's transformers reads the same sections back."""
+    from transformers import AutoConfig
+
     ckpt = tiny_qwen25vl_dir if which == "built" else tiny_qwen25vl_warm_dir
-    text = json.loads((ckpt / "config.json").read_text())["text_config"]
-    assert text["rope_scaling"]["mrope_section"] == text["rope_parameters"]["mrope_section"]
-    assert text["rope_theta"] == text["rope_parameters"]["rope_theta"]
+    cfg = json.loads((ckpt / "config.json").read_text())
+    assert "text_config" not in cfg and cfg["architectures"] == ["Qwen2_5_VLForConditionalGeneration"]
+    assert cfg["rope_scaling"]["mrope_section"] == [2, 3, 3] and cfg["rope_theta"] == 1000000.0
+    text = AutoConfig.from_pretrained(ckpt).text_config
+    rope = getattr(text, "rope_parameters", None) or text.rope_scaling
+    assert (rope["mrope_section"], text.hidden_size, text.vocab_size) == ([2, 3, 3], 64, TINY_VOCAB_SIZE)

@@ -9,7 +9,7 @@ Job spec: the runner's per-slice job. Read here: ``slice``; ``upstream_outputs.g
                             Qwen/Qwen3-32B at its pinned revision); the demo names its tiny model
     --judge-max-tokens L    comma-separated retry budgets (default: the lock's 128,256,512)
     --no-judge              deterministic extraction only (unresolved rows stay unresolved)
-    --backend NAME          transformers | vllm (default: vllm on a GPU where installed)
+    --backend NAME          transformers | vllm (default: vllm where installed: GPU or its CPU build)
     --judge-batch N         rows per judge batch (default 64 with vLLM, 8 otherwise)
 
 The judge runs as the release's validation judge ran it: its system prompt is the
@@ -310,7 +310,7 @@ def run(job: dict[str, Any], *, judge_backend: Any = None, shared: dict[str, Any
     """Extract every row of the slice not yet extracted; return the receipt. ``judge_backend`` replaces the
     built one; ``shared`` (a batch worker's) keeps the judge across the slices it serves."""
     from trace_tui.scoring import EXTRACTION_CONTRACT_ID
-    from trace_tui.stages.generate import choose_backend
+    from trace_tui.stages.generate import choose_backend, engine_versions
 
     campaign = campaign_dir()
     sl = slice_fields(job)
@@ -391,7 +391,9 @@ def run(job: dict[str, Any], *, judge_backend: Any = None, shared: dict[str, Any
                     "rows": total, "counts": counts, "outputs": outputs},
         # Per slice: its judge calls, and whether the judge was loaded for it (a batch worker loads it once).
         "circumstance": {"judge_calls": judge.calls - calls0 if judge else 0,
-                         "judge_loads": judge.loads - loads0 if judge else 0, "finished": time.time()},
+                         "judge_loads": judge.loads - loads0 if judge else 0, "finished": time.time(),
+                         # the judge's engine as it ran (its backend is in content.judge): vllm's version
+                         "versions": engine_versions()},
     }
     path = out / "extract.receipt.json"
     atomic_write_json(path, receipt)

@@ -11,7 +11,7 @@ Job spec (``TRACE_TUI_JOB``): the runner's per-slice job. Read here::
      "output_dir": "outputs/generate/<model>/<seed>/<benchmark>",   # relative to the campaign
      "gpus": [...],
      # optional:
-     "backend": "transformers" | "vllm",        # else TRACE_TUI_BACKEND, else vllm on a GPU where installed
+     "backend": "transformers" | "vllm",        # else TRACE_TUI_BACKEND, else vllm where installed (GPU or its CPU build)
      "paths": {"model": <input>, "dataset": <input>, "system_prompt": <input>},
      "prompt_key": "prompt_answer", "image_key": "images", "rows": [indices], "batch_size": N}
 
@@ -81,15 +81,28 @@ def row_file(rows: Path, index: int) -> Path:
 
 
 def choose_backend(job: dict[str, Any]) -> str:
-    """The job's backend, else TRACE_TUI_BACKEND, else vLLM where it is installed and a GPU is visible."""
+    """The job's backend, else TRACE_TUI_BACKEND, else vLLM where it is installed and can run: on the GPUs
+    the job was given, or anywhere where the installed vLLM is its CPU build (the cpu images); else
+    transformers."""
     name = job.get("backend") or os.environ.get("TRACE_TUI_BACKEND")
     if name:
         return str(name)
     import importlib.util
 
-    if job.get("gpus") and importlib.util.find_spec("vllm") is not None:
+    if importlib.util.find_spec("vllm") is not None and (job.get("gpus") or vllm_cpu_build()):
         return "vllm"
     return "transformers"
+
+
+def vllm_cpu_build() -> bool:
+    """Whether the installed vLLM is its CPU build (the distribution vllm-cpu), read without importing it."""
+    from importlib import metadata
+
+    try:
+        metadata.version("vllm-cpu")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def previous_inputs_sha256(content_inputs: dict[str, Any], model_files: dict[str, str],
@@ -289,13 +302,14 @@ def build_receipt(job: dict[str, Any], out: Path, wanted: list[int], content_inp
             "rows": len(wanted), "responses": responses, "responses_sha256": sha256_json(responses),
             "outputs": outputs,
         },
-        "circumstance": {"host": platform.node(), "python": sys.version.split()[0], "versions": _versions(),
+        "circumstance": {"host": platform.node(), "python": sys.version.split()[0], "versions": engine_versions(),
                          "started": started, "finished": time.time(), "duration_s": round(time.time() - started, 3),
                          "pid": os.getpid()},
     }
 
 
-def _versions() -> dict[str, str]:
+def engine_versions() -> dict[str, str]:
+    """The versions of the engines this worker imported (torch, transformers, vllm): what receipts record."""
     out: dict[str, str] = {}
     for mod in ("torch", "transformers", "vllm", "datasets"):
         m = sys.modules.get(mod)

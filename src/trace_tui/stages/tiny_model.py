@@ -376,14 +376,25 @@ def build_tiny_qwen25vl(out_dir: Path, seed: int = 0) -> Path:
 
 
 def write_portable_rope(cfg_path: Path) -> None:
-    """Write the RoPE settings the way the real checkpoints do, after every save: transformers 4.x (the
-    gpu images' 4.57.6) reads only rope_scaling/rope_theta, which 5.x's save_pretrained leaves null."""
+    """Rewrite config.json, after every save, in the layout of the real Qwen2.5-VL checkpoints: the text
+    model's fields at the top level, ``vision_config`` nested, M-RoPE as ``rope_scaling`` + ``rope_theta``.
+
+    transformers 5's save_pretrained nests the text fields under ``text_config`` and writes the RoPE
+    settings only as ``rope_parameters``; transformers 4.57.6 (the images' vLLM stacks) then reads no
+    M-RoPE sections and, under vLLM, no ``architectures`` at all. Both major versions read this layout,
+    as they read the release's checkpoints."""
     cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    text = cfg["text_config"]
-    rope = text.get("rope_parameters") or {}
-    if "mrope_section" in rope:
-        text["rope_scaling"] = {"type": "mrope", "rope_type": "default", "mrope_section": list(rope["mrope_section"])}
-        text["rope_theta"] = rope["rope_theta"]
+    text = cfg.pop("text_config", None)
+    if text is not None:
+        for key, value in text.items():
+            if key not in ("model_type", "rope_parameters", "rope_scaling", "rope_theta"):
+                cfg.setdefault(key, value)
+        rope = text.get("rope_parameters") or {}
+        if "mrope_section" in rope:
+            cfg["rope_scaling"] = {"type": "mrope", "rope_type": "default", "mrope_section": list(rope["mrope_section"])}
+            cfg["rope_theta"] = rope["rope_theta"]
+        elif text.get("rope_scaling"):
+            cfg["rope_scaling"], cfg["rope_theta"] = text["rope_scaling"], text.get("rope_theta")
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 

