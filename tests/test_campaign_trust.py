@@ -7,8 +7,13 @@ a probe of the landed code found them; `trace_tui.cli.main` in process.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,4 +101,224 @@ def test_a_damaged_page_in_the_state_database_is_the_unreadable_database_line_ev
     db.rename(db.with_name("state.sqlite.broken"))
     assert main(["--home", str(made["home"]), "--recipe", str(made["recipe"]), "--yes", "--runtime", "local",
                  "--campaign", str(single)]) == 0
+    assert main(["verify", "--campaign", str(single)]) == 0
+
+
+# --------------------------------------------------------------------------- campaigns of the demo's steps
+
+
+@pytest.fixture(scope="module")
+def rows_made(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished campaign of the demo's generate -> extract -> score steps (2 models x 2 seeds x 2 benchmarks),
+    written in the engine's format by bench/campaign_writer.py, the writer of `make bench`'s full-size campaign:
+    the real steps need a model and minutes (the demo campaign fixture); the rows, receipts and state here are
+    made by the engine's and the workers' own functions (checked below against outputs_record)."""
+    from bench.campaign_writer import demo_shaped_recipe, write_campaign
+
+    path = tmp_path_factory.mktemp("rows") / "c"
+    write_campaign(path, demo_shaped_recipe(models=["m-a", "m-b"], seeds=[42, 43], benchmarks={"t1": 24, "t2": 5}))
+    return path
+
+
+@pytest.fixture()
+def rows_campaign(rows_made: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "rc"
+    shutil.copytree(rows_made, copy, symlinks=True)
+    return copy
+
+
+def failed_checks(campaign: Path) -> list[str]:
+    from trace_tui.verify.campaign import verify_campaign
+
+    return [f"{c.id} {c.subject}: {c.message}" for c in verify_campaign(campaign).failed]
+
+
+def reseal(campaign: Path, change: Any = None, only: str | None = None) -> None:
+    """What a careful forger does after editing files: every score.json's inputs and every receipt's outputs and
+    content_sha256 made consistent with the files as they now are (``change`` edits the receipt ``only``)."""
+    from trace_tui.common.digest import sha256_file, sha256_json
+    from trace_tui.engine.receipts import outputs_record
+
+    for score in campaign.glob("outputs/score/**/score.json"):
+        data = json.loads(score.read_text())
+        source = campaign / data["source"]
+        if (campaign / "outputs") in source.parents:  # a source outside is left as it names it (a FIFO there)
+            data["inputs"] = {f.relative_to(campaign).as_posix(): sha256_file(f) for f in sorted(source.glob("*.json"))}
+        score.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    for receipt in campaign.glob("receipts/**/*.json"):
+        rel = receipt.relative_to(campaign).as_posix()
+        data = json.loads(receipt.read_text())
+        content = data["content"]
+        content["outputs"] = outputs_record(campaign, f"outputs/{rel[len('receipts/'):-len('.json')]}")
+        if change is not None and rel == only:
+            change(content)
+        data["content_sha256"] = sha256_json(content)
+        receipt.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def test_the_writers_campaign_is_the_engines_format_and_verifies(rows_campaign: Path) -> None:
+    from trace_tui.engine.receipts import outputs_record
+    from trace_tui.engine.status import campaign_status
+
+    receipt = json.loads((rows_campaign / "receipts/extract/m-a/42/t1.json").read_text())
+    assert receipt["content"]["outputs"] == outputs_record(rows_campaign, "outputs/extract/m-a/42/t1")
+    assert failed_checks(rows_campaign) == []
+    assert campaign_status(rows_campaign)["complete"]
+    reseal(rows_campaign)  # the forger's tool changes nothing on an intact campaign
+    assert failed_checks(rows_campaign) == []
+
+
+# --------------------------------------------------------------------------- 4. consistent forgeries
+
+
+GEN = "outputs/generate/m-a/42/t1"
+EXT = "outputs/extract/m-a/42/t1"
+
+
+def _edit_row(path: Path, **fields: Any) -> None:
+    row = json.loads(path.read_text())
+    row.update(fields)
+    path.write_text(json.dumps(row, indent=2, sort_keys=True) + "\n")
+
+
+def test_an_extract_row_not_from_its_generate_row_fails_though_every_hash_is_redone(rows_campaign: Path) -> None:
+    """The extract row's response_sha256 was never compared with the generate row it came from."""
+    _edit_row(rows_campaign / EXT / "rows/000003.json", response_sha256="ab" * 32)
+    reseal(rows_campaign)
+    failed = failed_checks(rows_campaign)
+    assert len(failed) == 1 and "extract m-a/42/t1" in failed[0] and "000003.json" in failed[0] \
+        and "response_sha256 is not their generate row's" in failed[0], failed
+
+
+def test_a_generate_row_whose_response_is_not_its_hash_fails_though_its_receipt_is_redone(rows_campaign: Path) -> None:
+    """A row's own hashes: its response_sha256 must be the sha256 of its response."""
+    _edit_row(rows_campaign / GEN / "rows/000002.json", response="a better answer")
+    reseal(rows_campaign)
+    failed = failed_checks(rows_campaign)
+    assert any(f"{GEN}/rows/000002.json" in x and "not the sha256 of its response" in x for x in failed), failed
+
+
+def test_a_receipt_that_lists_no_outputs_fails_though_its_hash_is_redone(rows_campaign: Path) -> None:
+    reseal(rows_campaign, change=lambda content: content.update(outputs={}), only="receipts/generate/m-a/42/t1.json")
+    failed = failed_checks(rows_campaign)
+    assert any("generate m-a/42/t1: its receipt lists no outputs" in x for x in failed), failed
+    assert any(f"{GEN}/rows/000000.json: in the job's output folder but not in its receipt" in x for x in failed)
+
+
+def test_a_row_file_its_receipt_does_not_list_fails(rows_campaign: Path) -> None:
+    shutil.copy(rows_campaign / GEN / "rows/000001.json", rows_campaign / GEN / "rows/000099.json")
+    failed = failed_checks(rows_campaign)
+    assert any(f"{GEN}/rows/000099.json: in the job's output folder but not in its receipt" in x for x in failed)
+    reseal(rows_campaign)  # listed now: the extract step has no row 99
+    failed = failed_checks(rows_campaign)
+    assert failed and all("generate rows without their extract row" in x and "000099.json" in x for x in failed)
+
+
+def test_a_score_of_another_slices_rows_fails_though_every_hash_is_redone(rows_campaign: Path) -> None:
+    score = rows_campaign / "outputs/score/m-a/42/t1/score.json"
+    data = json.loads(score.read_text())
+    other = json.loads((rows_campaign / "outputs/score/m-b/43/t1/score.json").read_text())
+    score.write_text(json.dumps({**other, "source": "outputs/extract/m-b/43/t1/rows"}, indent=2, sort_keys=True))
+    reseal(rows_campaign)
+    failed = failed_checks(rows_campaign)
+    assert any("score m-a/42/t1" in x and "not its slice's rows of the step before it" in x for x in failed), failed
+    assert data["source"] == "outputs/extract/m-a/42/t1/rows"
+
+
+# --------------------------------------------------------------------------- 5. a score names rows outside
+
+
+@pytest.mark.parametrize("how", ["dots", "link"])
+def test_a_score_source_outside_the_campaign_is_not_read_and_a_fifo_there_does_not_block(
+        rows_campaign: Path, tmp_path: Path, how: str) -> None:
+    """score.json's "source" is data: stages.score.recompute joined it unchecked ("../../outside" opened the
+    files there; a FIFO there blocked verify for ever). `python -m trace_tui verify` with a timeout."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.copy(rows_campaign / EXT / "rows/000000.json", outside / "000001.json")
+    os.mkfifo(outside / "000000.json")
+    score = rows_campaign / "outputs/score/m-a/42/t1/score.json"
+    if how == "dots":
+        source = "../outside"
+    else:
+        (rows_campaign / "elsewhere").symlink_to(outside)
+        source = "elsewhere"
+    data = json.loads(score.read_text())
+    data["source"] = source
+    score.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    reseal(rows_campaign)
+    env = {k: v for k, v in os.environ.items() if k != "TRACE_TUI_DEBUG"}
+    out = subprocess.run([sys.executable, "-m", "trace_tui", "verify", "--campaign", str(rows_campaign)],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr
+    failed = [x for x in out.stdout.splitlines() if x.startswith("FAILED score")]
+    assert len(failed) == 1 and "m-a/42/t1" in failed[0] and repr(source) in failed[0] and \
+        ("not a path inside the campaign" in failed[0] or "leads out of the campaign" in failed[0]), out.stdout
+
+
+# --------------------------------------------------------------------------- 6. complete only when it is
+
+
+def _damage(campaign: Path, kind: str, output: str, receipt: str) -> None:
+    if kind == "row deleted":
+        (campaign / output).unlink()
+    elif kind == "receipt deleted":
+        (campaign / receipt).unlink()
+    elif kind == "receipt truncated":
+        data = (campaign / receipt).read_bytes()
+        (campaign / receipt).write_bytes(data[:len(data) // 2])
+    else:  # score.json changed
+        score = campaign / output
+        data = json.loads(score.read_text())
+        data["accuracy"] = 12.345678
+        score.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+DAMAGES = ["row deleted", "receipt deleted", "receipt truncated", "score.json changed"]
+
+
+@pytest.mark.parametrize("kind", DAMAGES)
+def test_status_of_a_campaign_with_a_lost_row_or_receipt_or_a_changed_score_is_not_complete(
+        rows_campaign: Path, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """status said COMPLETE and --fail-if-incomplete exited 0 (a row in a folder of 24, a receipt, score.json)."""
+    output = f"{GEN}/rows/000005.json" if kind == "row deleted" else "outputs/score/m-a/42/t1/score.json"
+    receipt = "receipts/extract/m-b/43/t2.json"
+    _damage(rows_campaign, kind, output, receipt)
+    capsys.readouterr()
+    assert main(["status", "--campaign", str(rows_campaign), "--fail-if-incomplete"]) == 1
+    out = capsys.readouterr().out
+    assert "COMPLETE" not in out and " incomplete " in out, out
+    job = "extract m-b/43/t2" if "receipt" in kind else "generate m-a/42/t1" if kind == "row deleted" \
+        else "score m-a/42/t1"
+    (line,) = [x for x in out.splitlines() if x.startswith("not as finished: ")]
+    assert line.startswith(f"not as finished: {job}: "), line
+
+
+def _files(campaign: Path) -> dict[str, bytes]:
+    return {p.relative_to(campaign).as_posix(): p.read_bytes()
+            for sub in ("outputs", "receipts") for p in sorted((campaign / sub).rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("kind", DAMAGES)
+def test_a_resume_redoes_exactly_the_damaged_slice_and_moves_what_was_left_aside(
+        single: Path, made: dict[str, Path], kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A resume said "campaign complete" and repaired nothing; now it redoes the one slice (the other's files are
+    not touched), keeps what was left of it under superseded/, and the campaign is complete and verifies."""
+    from trace_tui.engine.recovery import superseded
+
+    output = "outputs/gen/tiny-a/42/t1/" + ("rows.jsonl" if kind == "row deleted" else "score.json")
+    receipt = "receipts/gen/tiny-a/42/t1.json"
+    before = _files(single)
+    _damage(single, kind, output, receipt)
+    capsys.readouterr()
+    assert main(["--home", str(made["home"]), "--recipe", str(made["recipe"]), "--yes", "--runtime", "local",
+                 "--campaign", str(single)]) == 0
+    out = capsys.readouterr().out
+    assert "gen tiny-a/42/t1 completed" in out and "gen tiny-a/42/t2 running" not in out, out
+    after = _files(single)
+    assert {k: v for k, v in after.items() if "/t2" in k} == {k: v for k, v in before.items() if "/t2" in k}
+    assert after[output] == before[output]  # the selftest rows are seeded per row: the same again
+    (kept,) = superseded(single)
+    assert (kept["step"], kept["slice"]) == ("gen", "tiny-a/42/t1") and "outputs damaged" in kept["changes"][0]
+    assert main(["status", "--campaign", str(single), "--fail-if-incomplete"]) == 0
     assert main(["verify", "--campaign", str(single)]) == 0

@@ -173,3 +173,31 @@ class Folder:
         """The hex sha256 of ``rel``, streamed (any size); None when absent; NotRead as ``read``."""
         fh = self._open(rel)
         return None if fh is None else _sha256(fh)
+
+    def sha256_size(self, rel: str, keep: int = 0) -> tuple[str, int, bytes | None] | None:
+        """(hex sha256, bytes, the bytes themselves when there are at most ``keep``) of ``rel``, streamed (any
+        size): one open and read per file, for a checker that also parses the small ones (a campaign's rows).
+        None when absent; NotRead as ``read``."""
+        fh = self._open(rel)
+        if fh is None:
+            return None
+        with fh:
+            try:
+                if os.fstat(fh.fileno()).st_size <= keep:
+                    parts: list[bytes] = []
+                    got = 0
+                    while part := fh.read(keep + 1 - got if got <= keep else 1 << 20):
+                        parts.append(part)
+                        got += len(part)
+                    data = b"".join(parts)
+                    return hashlib.sha256(data).hexdigest(), len(data), data if len(data) <= keep else None
+                h = hashlib.sha256()
+                buf = bytearray(1 << 20)
+                view = memoryview(buf)
+                size = 0
+                while n := fh.readinto(buf):
+                    h.update(view[:n])
+                    size += n
+                return h.hexdigest(), size, None
+            except OSError as exc:
+                raise _cannot(exc) from None

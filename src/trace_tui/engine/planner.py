@@ -72,7 +72,7 @@ class PlannedJob:
     inputs: dict[str, Any]
     input_hash: str
     total: int
-    action: str = "run"  # run | resume | skip | invalidate
+    action: str = "run"  # run | resume | skip | invalidate | repair
     reason: str = ""
     done: int = 0
     # A whole-step job that works through the slice matrix in one container: its slices, each with
@@ -90,6 +90,8 @@ class Plan:
     def summary(self) -> str:
         text = (f"{len(self.jobs)} jobs: {self.count('skip')} complete, {self.count('resume')} to resume, "
                 f"{self.count('invalidate')} invalidated, {self.count('run')} to run")
+        if self.count("repair"):
+            text += f", {self.count('repair')} to redo (outputs missing or damaged)"
         subs = [x for j in self.jobs for x in j.subs]
         if subs:
             n = lambda a: sum(1 for x in subs if x.action == a)
@@ -120,6 +122,25 @@ def decide(job: PlannedJob, record: Any, sub_records: dict[str, Any] | None = No
         job.action, job.reason = "run", "pending"
     return job
 
+
+
+def repair_damaged(plan: Plan, damaged: dict[tuple[str, str], str]) -> Plan:
+    """Jobs the plan would skip whose receipt or outputs are missing or damaged (``damaged``: (step, slice) ->
+    why, from campaign_files.presence) are redone ("repair": what is left of them is moved aside first), and
+    with each the jobs after it on the same slice (and whole-step jobs after it), which read its outputs."""
+    first: dict[str, int] = {}  # slice -> the earliest position repaired on it
+    for j in plan.jobs:
+        why = damaged.get((j.step.id, j.slice))
+        if why is not None and j.action == "skip":
+            j.action, j.reason = "repair", f"outputs damaged: {why}"
+            first[j.slice] = min(first.get(j.slice, j.position), j.position)
+    if first:
+        earliest = min(first.values())
+        for j in plan.jobs:
+            at = first.get(j.slice, earliest if j.slice == STEP_SLICE else None)
+            if j.action == "skip" and at is not None and j.position > at:
+                j.action, j.reason = "repair", "reads outputs that are being redone"
+    return plan
 
 
 def deal_batches(todo: list[PlannedJob], n_groups: int) -> list[list[PlannedJob]]:
@@ -208,7 +229,8 @@ def plan_rows(plan: Plan, now: float) -> tuple[list[dict[str, Any]], list[dict[s
     """The plan as the campaign records it: one row per job, one per slice of a whole-step job."""
     jobs = [{"step": j.step.id, "slice": j.slice, "model": j.model, "seed": j.seed,
              "benchmark": j.benchmark, "input_hash": j.input_hash, "inputs": canonical_json(j.inputs),
-             "state": "pending", "total": j.total, "message": j.reason if j.action == "invalidate" else "",
+             "state": "pending", "total": j.total,
+             "message": j.reason if j.action in ("invalidate", "repair") else "",
              "now": now} for j in plan.jobs]
     subs = [{"step": j.step.id, "slice": x.slice, "model": x.model, "seed": x.seed,
              "benchmark": x.benchmark, "input_hash": x.input_hash,

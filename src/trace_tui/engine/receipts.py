@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trace_tui.campaign_files.presence import presence_record, store_presence
 from trace_tui.common.atomic import atomic_write_json
 from trace_tui.common.digest import sha256_file_size, sha256_json
 from trace_tui.common.safe_write import NotWritten, directory_inside
@@ -106,4 +107,9 @@ def write_receipt(campaign: Campaign, job: PlannedJob, *, rows: int, total: int,
     path = c.receipt_path(step.id, job.slice)
     atomic_write_json(path, {"content": content, "content_sha256": sha256_json(content),
                              "circumstance": circumstance})
-    return path.relative_to(c.path).as_posix(), None
+    rel = path.relative_to(c.path).as_posix()
+    # What `status` and a resume look at later to know it is all still there (campaign_files.presence).
+    noted = presence_record(c.path, rel, outputs, job.input_hash)
+    with c._mutex:
+        store_presence(c.db, step.id, job.slice, rel, noted)
+    return rel, None

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trace_tui.common.atomic import atomic_write_json
+from trace_tui.campaign_files.presence import damaged_jobs, read_presence
 from trace_tui.campaign_files.recipe_file import RECIPE_FILE
 from trace_tui.campaign_files.state import slice_path
 from trace_tui.engine.batch import run_batch
@@ -45,6 +46,7 @@ from trace_tui.engine.planner import (
     needs_gpus,
     plan_against,
     plan_rows,
+    repair_damaged,
     step_groups,
 )
 from trace_tui.engine.scheduling import run_batches, run_on_groups
@@ -120,7 +122,12 @@ class Runner:
         return expected_jobs(self.resolved, self.recipe.steps, image_ids)
 
     def plan(self) -> Plan:
-        return plan_against(self.expected_jobs(), self.campaign.jobs(), self.campaign.sub_slices())
+        records = self.campaign.jobs()
+        plan = plan_against(self.expected_jobs(), records, self.campaign.sub_slices())
+        # Finished work whose receipt or outputs are gone or cut short is redone (presence and sizes, cheaply).
+        with self.campaign._mutex:
+            noted = read_presence(self.campaign.db)
+        return repair_damaged(plan, damaged_jobs(self.campaign.path, records.values(), noted))
 
     def preflight(self) -> None:
         """Everything that must hold before the first container starts (exit 3 otherwise)."""
@@ -223,8 +230,10 @@ class Runner:
             c.set_meta(gpu_plan=json.dumps([s.model_dump() for s in self.gpu_plan.steps], sort_keys=True))
         c.upsert_steps((s.id, i, s.title, s.run[0], s.per_slice) for i, s in enumerate(self.recipe.steps))
         for j in plan.jobs:
-            if j.action == "invalidate":
+            if j.action in ("invalidate", "repair"):
                 c.supersede(j.step.id, j.slice, stamp, [j.reason])
+            if j.action == "repair":  # not finished any more, whatever happens to this run
+                c.update_job(j.step.id, j.slice, state="pending", receipt=None, done=0, score=None, message=j.reason)
         job_rows, sub_rows = plan_rows(plan, time.time())
         c.record_plan(job_rows)
         for j in plan.jobs:

@@ -56,17 +56,38 @@ def campaign_status(path: Path | str, *, now: float | None = None) -> dict[str, 
                        else "interrupted", "phase": j.phase, "done": j.done, "total": j.total, "score": j.score,
                        "rate": rate, "eta_s": eta, "message": j.message})
     damaged = recipe_damage(path)
+    # Finished jobs whose receipt or outputs are gone or cut short (presence and sizes: a few stat calls a job)
+    # are not finished: a resume redoes exactly those.
+    lost = output_damage(path, jobs)
     # Finished jobs of a campaign whose recipe.json cannot be read are not a result anyone can resume,
     # verify or report: never COMPLETE.
-    complete = bool(jobs) and all(j.state == "completed" for j in jobs) and damaged is None
+    complete = bool(jobs) and all(j.state == "completed" for j in jobs) and damaged is None and not lost
     return {"campaign": str(path), "recipe": meta.get("recipe"), "run_tag": meta.get("run_tag"),
             "runtime": meta.get("runtime"), "running": active, "complete": complete, "damaged": damaged,
+            "outputs_damaged": [{"step": step, "slice": slice_, "why": why} for (step, slice_), why in lost.items()],
             "last_run_state": meta.get("last_run_state"),
-            "jobs": len(jobs), "jobs_completed": sum(1 for j in jobs if j.state == "completed"),
-            "rows_done": sum(j.done for j in jobs), "rows_total": sum(j.total for j in jobs),
+            "jobs": len(jobs),
+            "jobs_completed": sum(1 for j in jobs if j.state == "completed" and (j.step, j.slice) not in lost),
+            # the rows of the slices (per-slice jobs and the slices of whole-step jobs), as the run's own summary
+            # and its progress lines count them: a preparation step's own rows are in neither (the list said 99/99
+            # rows where the run said 96/96)
+            "rows_done": sum(min(x["done"], x["total"]) for x in slices), "rows_total": sum(x["total"] for x in slices),
             "slices_total": len(slices), "slices_completed": sum(1 for x in slices if x["state"] == "completed"),
             "steps": out_steps, "slices": slices, "superseded": _superseded(Path(path)),
             "gpu_plan": _gpu_plan(meta)}
+
+
+def output_damage(path: Path, jobs: list[Any]) -> dict[tuple[str, str], str]:
+    """{(step, slice): why} for the completed jobs whose receipt or outputs are missing or changed in size."""
+    from trace_tui.campaign_files.presence import damaged_jobs, read_presence
+    from trace_tui.campaign_files.state import connect_readonly
+
+    conn = connect_readonly(path)
+    try:
+        noted = read_presence(conn)
+    finally:
+        conn.close()
+    return damaged_jobs(path, jobs, noted)
 
 
 def recipe_damage(path: Path) -> str | None:
@@ -136,6 +157,14 @@ def render_status(st: dict[str, Any]) -> str:
              f"{'running' if st['running'] else 'not running'}  {verdict}  jobs {st['jobs_completed']}/{st['jobs']}"]
     if st.get("damaged"):
         lines.append(f"damaged: {st['damaged']}")
+    lost = st.get("outputs_damaged") or []
+    for x in lost[:10]:
+        lines.append(f"not as finished: {x['step']} {x['slice']}: {x['why']}")
+    if len(lost) > 10:
+        lines.append(f"not as finished: {len(lost) - 10} more jobs")
+    if lost:
+        lines.append("run the recipe on this campaign again: a resume redoes exactly these (what is left of them "
+                     "is moved aside under superseded/)")
     lines.append("")
     steps = [[s["step"], s["state"], f"{s['completed']}/{s['jobs']}", f"{s['rows_done']}/{s['rows_total']}",
               s["message"] or ""] for s in st["steps"]]

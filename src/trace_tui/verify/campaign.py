@@ -493,6 +493,186 @@ def recipe_against_state(resolved: Any, jobs: list[Any], subs: list[Any]) -> lis
             for field, (message, expected, actual) in first.items()]
 
 
+# --------------------------------------------------------------------------- a job's outputs and rows
+
+# The workers whose outputs hold one file per row (OUTPUT_DIR/rows/NNNNNN.json), and what each row proves:
+# a generate row the sha256 of its own response; an extract row the response_sha256 of the generate row of the
+# same name in the step before it (trace_tui.stages.extract reads that step's rows). The score worker's rows
+# are tied by its recomputer (score.json names the extract rows and their sha256).
+ROW_WORKERS: dict[str, str] = {"trace_tui.stages.generate": "generate", "trace_tui.stages.extract": "extract"}
+ROW_LIMIT = 1 << 20  # a row file larger than this is hashed but not parsed (no worker writes one)
+ROW_FAILURES_SHOWN = 10  # per job and kind of problem: the rest are counted in one more line
+
+
+def _row_worker(step: dict[str, Any]) -> str | None:
+    run = step.get("run") or []
+    return ROW_WORKERS.get(run[0]) if run else None
+
+
+def _bad_relpath(rel: Any) -> str | None:
+    """Why ``rel`` cannot name a file inside the campaign (checked before anything is opened), else None."""
+    if not isinstance(rel, str) or not rel or "\x00" in rel:
+        return "is not a path"
+    if rel.startswith("/") or ".." in rel.split("/"):
+        return "is outside the campaign; it was not read"
+    return None
+
+
+def _files_under(root: Path, rel: str) -> list[str]:
+    """Every non-folder under ``root/rel`` (links not followed), campaign-relative, leaving out the temporaries
+    of an atomic write that did not finish (as the engine's receipts do)."""
+    out: list[str] = []
+    stack = [rel]
+    while stack:
+        here = stack.pop()
+        try:
+            entries = os.scandir(root / here)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            out.append(here)  # a folder that cannot be listed: named, as a file the receipt does not list
+            continue
+        with entries:
+            for e in entries:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(f"{here}/{e.name}")
+                elif not (e.name.startswith(".") and e.name.endswith(".tmp")):
+                    out.append(f"{here}/{e.name}")
+    return out
+
+
+class _OutputChecks:
+    """One job's outputs against its receipt: each listed file read once (inside the campaign, a regular file),
+    its sha256 and size compared; a receipt that lists nothing, and files in the job's output folder that it
+    does not list, fail; a row worker's rows are parsed as they are read, and prove their own hashes."""
+
+    def __init__(self, root: Path, folder: Any, job: Any, step: dict[str, Any],
+                 add: Callable[[Check], None]) -> None:
+        from trace_tui.campaign_files.state import slice_path
+
+        self.root, self.folder, self.job, self.step, self.add = root, folder, job, step, add
+        self.subject = f"{job.step} {job.slice}"
+        self.out_rel = f"outputs/{job.step}/{slice_path(job.slice)}"
+        self.worker = _row_worker(step)
+        self.rows: dict[str, str | None] | None = {} if self.worker else None  # row file name -> response_sha256
+        self.unproven: set[str] = set()  # row files that failed their own checks: not compared again
+        self.bad = 0
+        self.unread = False
+        self._shown: dict[str, int] = {}
+
+    def fail(self, kind: str, subject: str, message: str, **extra: Any) -> None:
+        self.bad += 1
+        n = self._shown[kind] = self._shown.get(kind, 0) + 1
+        if n <= ROW_FAILURES_SHOWN:
+            self.add(Check(id="output", status="failed", subject=subject, message=message, **extra))
+
+    def check(self, listed: dict[str, Any]) -> None:
+        from trace_tui.common.safe_read import NotRead
+
+        rows_at = f"{self.out_rel}/rows/"
+        for rel, want in sorted(listed.items()):
+            want = want if isinstance(want, dict) else {}
+            why = _bad_relpath(rel)
+            if why is not None:
+                self.fail("path", str(rel)[:200], f"output path {why}")
+                self.unread = True
+                continue
+            name = rel[len(rows_at):] if self.worker and rel.startswith(rows_at) else ""
+            is_row = name.endswith(".json") and "/" not in name
+            try:
+                got = self.folder.sha256_size(rel, keep=ROW_LIMIT if is_row else 0)
+            except NotRead as exc:
+                reason = ("is a symbolic link loop; it was not read" if "symbolic links" in exc.reason
+                          else f"is {exc.reason}" if exc.reason.startswith(("a ", "not ")) else exc.reason)
+                self.fail("unread", rel, f"output {reason}", expected=want.get("sha256"))
+                self.unread = True
+                self.unproven.add(name)
+                continue
+            if got is None:
+                self.fail("missing", rel, "output missing", expected=want.get("sha256"))
+                self.unproven.add(name)
+                continue
+            digest, size, data = got
+            if digest != want.get("sha256") or size != want.get("bytes", size):
+                self.fail("differs", rel, "output differs from its receipt", expected=want.get("sha256"),
+                          actual=digest)
+                self.unproven.add(name)
+            elif is_row and data is not None:
+                self._row(rel, name, data)
+        if self._shown.get("differs", 0) + self._shown.get("missing", 0) > ROW_FAILURES_SHOWN:
+            more = self._shown.get("differs", 0) + self._shown.get("missing", 0) - ROW_FAILURES_SHOWN
+            self.add(Check(id="output", status="failed", subject=self.subject, message=f"{more} more outputs "
+                           "missing or different from the receipt"))
+        if not listed and (self.step.get("run") or [""])[0] != "trace_tui":
+            # Every worker of trace-tui writes at least one file (a `trace-tui report/verify` step may not).
+            self.fail("empty", self.subject, "its receipt lists no outputs (every stage worker writes some)")
+        unlisted = sorted(x for x in _files_under(self.root, self.out_rel) if x not in listed)
+        for rel in unlisted[:ROW_FAILURES_SHOWN]:
+            self.fail("unlisted", rel, "in the job's output folder but not in its receipt")
+        if len(unlisted) > ROW_FAILURES_SHOWN:
+            self.add(Check(id="output", status="failed", subject=self.subject,
+                           message=f"{len(unlisted) - ROW_FAILURES_SHOWN} more files in its output folder that its "
+                                   "receipt does not list"))
+
+    def _row(self, rel: str, name: str, data: bytes) -> None:
+        from trace_tui.common.digest import sha256_text
+
+        try:
+            row = json.loads(data)
+        except (ValueError, RecursionError):
+            row = None
+        said = row.get("response_sha256") if isinstance(row, dict) else None
+        if not isinstance(said, str):
+            self.fail("row", rel, "not a row: no response_sha256")
+            self.unproven.add(name)
+            return
+        if self.worker == "generate":
+            response = row.get("response")
+            if not isinstance(response, str) or sha256_text(response) != said:
+                self.fail("row", rel, "row's response_sha256 is not the sha256 of its response",
+                          expected=said, actual=sha256_text(response) if isinstance(response, str) else None)
+                self.unproven.add(name)
+                return
+        assert self.rows is not None
+        self.rows[name] = said
+
+
+def row_ties(job: Any, step: dict[str, Any], steps: list[dict[str, Any]], outs: _OutputChecks,
+             row_records: dict[tuple[str, str], _OutputChecks]) -> list[Check]:
+    """An extract job's rows against the generate rows of the step before it, same slice: the same rows, and
+    each extract row's response_sha256 that of its generate row. (The generate job's record is dropped here:
+    each is read by the one job after it.)"""
+    from trace_tui.campaign_files.state import STEP_SLICE
+
+    rows = outs.rows
+    if _row_worker(step) != "extract" or rows is None:
+        return []
+    subject = f"{job.step} {job.slice}"
+    at = next((i for i, s in enumerate(steps) if s.get("id") == job.step), 0)
+    prev = steps[at - 1] if at > 0 else None
+    if prev is None or _row_worker(prev) != "generate":
+        return [Check(id="output", status="failed", subject=subject,
+                      message="extract rows with no generate step before them to come from")]
+    above = row_records.pop((prev["id"], job.slice if prev.get("per_slice") else STEP_SLICE), None)
+    if above is None or above.rows is None:
+        return [Check(id="output", status="failed", subject=subject,
+                      message=f"its rows cannot be tied to step {prev['id']}'s: those were not read (see its checks)")]
+    out: list[Check] = []
+    upstream = above.rows
+    skip = outs.unproven | above.unproven  # each already failed its own check
+    missing = sorted(upstream.keys() - rows.keys() - skip)
+    extra = sorted(rows.keys() - upstream.keys() - skip)
+    differ = sorted(n for n in rows.keys() & upstream.keys() if rows[n] != upstream[n])
+    for what, names in (("generate rows without their extract row", missing),
+                        ("extract rows without a generate row", extra),
+                        ("extract rows whose response_sha256 is not their generate row's", differ)):
+        if names:
+            out.append(Check(id="output", status="failed", subject=subject,
+                             message=f"{len(names)} {what} in step {prev['id']}: {', '.join(names[:5])}"
+                                     + (" …" if len(names) > 5 else "")))
+    return out
+
+
 # --------------------------------------------------------------------------- a campaign
 
 
@@ -553,7 +733,14 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
             add(Check(id="complete", status="failed", subject=f"{x.step} {x.slice}",
                       message=f"slice not complete ({x.state}, {x.done}/{x.total} rows)"))
     by_step_kind = {s["step"]: s["kind"] for s in steps}
-    for j in jobs:
+    from trace_tui.common.safe_read import Folder
+
+    folder = Folder(root, name="the campaign")
+    recipe_order = list(resolved.get("recipe", {}).get("steps", []))
+    row_records: dict[tuple[str, str], _OutputChecks] = {}  # a row worker's job -> its rows, until the next step's
+    position = {s["id"]: i for i, s in enumerate(recipe_order)}
+    # Slice by slice, each slice's steps in order: a generate job's rows are held only until its extract job's.
+    for j in sorted(jobs, key=lambda j: (j.slice, position.get(j.step, len(position)))):
         subject = f"{j.step} {j.slice}"
         step = recipe_steps.get(j.step, {})
         if _is_self_verify(step.get("run", [])):
@@ -595,33 +782,19 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                       expected=j.input_hash, actual=content.get("input_hash")))
         else:
             add(Check(id="receipt", status="passed", subject=j.receipt, message="receipt intact"))
-        bad = 0
-        unread = False  # an output that was not read: no score is recomputed from this receipt
-        for rel, want in sorted(content.get("outputs", {}).items()):
-            path, why = locate(root, rel)
-            want = want if isinstance(want, dict) else {}
-            if path is None:
-                add(Check(id="output", status="failed", subject=str(rel)[:200], message=f"output path {why}"))
-                bad += 1
-                unread = True
-                continue
-            kind = _kind_of(path)
-            if kind is not None:
-                add(Check(id="output", status="failed", subject=rel,
-                          message="output missing" if kind == "absent" else f"output is {kind}, not a file; "
-                                                                            "it was not read",
-                          expected=want.get("sha256")))
-                bad += 1
-                unread = unread or kind != "absent"
-                continue
-            got, size = sha256_file_size(path)
-            if got != want.get("sha256") or size != want.get("bytes", size):
-                add(Check(id="output", status="failed", subject=rel, message="output differs from its receipt",
-                          expected=want.get("sha256"), actual=got))
-                bad += 1
-        if not bad:
+        outs = _OutputChecks(root, folder, j, step, add)
+        outs.check(content.get("outputs", {}))
+        unread = outs.unread
+        if outs.rows is not None:
+            row_records[(j.step, j.slice)] = outs
+        ties = row_ties(j, step, recipe_order, outs, row_records)
+        for check in ties:
+            add(check)
+        if not outs.bad and not any(c.status == "failed" for c in ties):
             add(Check(id="output", status="passed", subject=subject,
-                      message=f"{len(content.get('outputs', {}))} output(s) match their sha256"))
+                      message=f"{len(content.get('outputs', {}))} output(s) match their sha256"
+                              + (f"; {len(outs.rows)} rows prove themselves and their upstream rows"
+                                 if outs.rows is not None else "")))
 
         # 3. scores recomputed from per-row results (never from a file outside the campaign, a FIFO or a device)
         recorded = content.get("score")
