@@ -108,6 +108,9 @@ async def test_cancel_under_the_local_runtime_speaks_of_processes(tmp_path: Path
         await wait_for(pilot, lambda: run.outcome not in (None, "running"), what="the cancel")
         status = text_of(app, "#run-status")
         assert run.outcome == "cancelled" and "processes stopped" in status and "container" not in status, status
+        await pilot.pause(0.3)
+        # the step list says the word the status line, `trace-tui status` and the log say ("stopped" before)
+        assert "■ cancelled" in screen_text(app)
 
 
 def test_headless_eta_is_each_steps_own() -> None:
@@ -157,3 +160,70 @@ def test_the_runner_plans_each_steps_rows(tmp_path: Path) -> None:
     local_runner_factory(tmp_path / "home")(resolved, tmp_path / "c").run(events.append)
     planned = next(e for e in events if isinstance(e, RunState) and e.state == "planned")
     assert planned.step_rows == {"generate": [0, planned.rows_total]} and planned.rows_total == 12
+
+
+def prep_and_rows_recipe(name: str):
+    """The selftest recipe with a first whole-step job that reports rows of its own (as the demo's prepare
+    does: 2/2), which no plan counts."""
+    from tui_support import selftest_resolved
+
+    from trace_tui.recipe_schema import Step
+
+    resolved = selftest_resolved(name=name, rows=3, host_step=False)
+    prep = Step(id="prep", title="Prepare (selftest)", stage="host", run=["trace_tui.stages.selftest", "rows", "--rows", "2"])
+    recipe = resolved.recipe.model_copy(update={"steps": [prep, *resolved.recipe.steps]})
+    return resolved.model_copy(update={"recipe": recipe})
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_campaigns_list_counts_the_rows_the_run_counts(tmp_path: Path, size) -> None:
+    """The campaigns list said 99/99 rows of a demo campaign whose run said 96/96: it counted the preparation
+    step's own rows, which the run's summary and progress lines leave out. One count everywhere."""
+    import asyncio
+
+    from trace_tui.engine.campaign_list import read_summary
+    from trace_tui.tui.screens.campaigns import CampaignsScreen
+
+    resolved = prep_and_rows_recipe("tuirowcount")
+    backends = make_backends(tmp_path, extra_recipes={"tuirowcount": resolved})
+    campaign = tmp_path / "campaigns" / resolved.run_tag
+    result = await asyncio.to_thread(backends.runner_factory(resolved, campaign).run, lambda e: None)
+    assert (result.rows_done, result.rows_total) == (12, 12) and result.exit_code == 0
+    summary = read_summary(campaign)
+    assert (summary.rows_done, summary.rows_total) == (12, 12)
+    app = TraceTuiApp(backends)
+    async with app.run_test(size=size) as pilot:
+        await hardware_ready(pilot, app)
+        app.action_show_campaigns()
+        await wait_for(pilot, lambda: isinstance(app.screen, CampaignsScreen) and app.screen.summaries, what="the list")
+        await pilot.pause(0.2)
+        assert "12/12" in screen_text(app)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_run_outside_the_home_is_in_the_campaigns_list(tmp_path: Path, size) -> None:
+    """esc from a run going on in a --campaign folder outside the home said "enter on it (or esc) comes back
+    to it", but the list showed only the home's campaigns: the campaign was not there to press enter on."""
+    from tui_support import selftest_resolved
+
+    from trace_tui.tui.screens.campaigns import CampaignsScreen
+
+    resolved = selftest_resolved(name="tuioutside", rows=400, delay=0.05, host_step=False)
+    backends = make_backends(tmp_path, extra_recipes={"tuioutside": resolved})
+    outside = tmp_path / "elsewhere" / "my-campaign"
+    app = TraceTuiApp(backends)
+    async with app.run_test(size=size) as pilot:
+        await hardware_ready(pilot, app)
+        run = RunScreen(resolved, outside, clock=backends.clock, runtime="local")
+        app.push_screen(run)
+        await wait_for(pilot, lambda: run.running and run.model.totals()[0] > 0, what="first rows")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, CampaignsScreen) and app.screen.summaries,
+                       what="the campaigns list")
+        listed = app.screen
+        assert [s.path for s in listed.summaries] == [outside.resolve()]
+        assert listed.summaries[0].state == "running"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is run, what="back to the run")
+        run.cancel_runner()
+        await wait_for(pilot, lambda: not run.running, what="the cancel")

@@ -7,6 +7,7 @@ run going on here or elsewhere shows its rows moving.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -112,12 +113,31 @@ class CampaignsScreen(Screen):
         self.set_interval(REFRESH_INTERVAL_S, self.action_refresh)
 
     def action_refresh(self) -> None:
-        self._read()
+        self._read(self.shown_elsewhere())
+
+    def shown_elsewhere(self) -> list[Path]:
+        """The campaigns this UI shows on a run screen that are not under the home's campaigns (a --campaign
+        DIR): esc from a run going on there promises that enter on it here comes back to it."""
+        run = sys.modules.get("trace_tui.tui.screens.run")
+        if run is None:
+            return []
+        root = Path(self.root).resolve() if self.root else None
+        out = []
+        for screen in self.app.screen_stack:
+            if isinstance(screen, run.RunScreen):
+                where = screen.campaign_dir.expanduser().resolve()
+                if (root is None or where.parent != root) and where not in out:
+                    out.append(where)
+        return out
 
     @work(thread=True, exclusive=True, group="campaigns")
-    def _read(self) -> None:
+    def _read(self, elsewhere: list[Path]) -> None:
+        from trace_tui.engine.campaign_list import read_summary
+
         try:
-            found = with_open_problems(self.app.backends, self.app.backends.campaigns(), self._opened)
+            found = self.app.backends.campaigns()
+            found += [read_summary(p) for p in elsewhere]
+            found = with_open_problems(self.app.backends, found, self._opened)
         except Exception as exc:  # noqa: BLE001 - shown on screen; the next refresh tries again
             self.post_message(CampaignsRead([], error=exc.line() if hasattr(exc, "line") else str(exc)))
             return

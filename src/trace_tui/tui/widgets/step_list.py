@@ -12,7 +12,7 @@ STATE_STYLE = {
     "completed": "green", "failed": "bold red", "cancelled": "magenta",
 }
 # Short labels so that the state fits beside the step id in a narrow column.
-STATE_LABEL = {"completed": "done", "cancelled": "stopped"}
+STATE_LABEL = {"completed": "done"}  # "cancelled" as the status line, `trace-tui status` and the log say it
 STATE_MARK = {
     "pending": "·", "skipped": "−", "running": "▶", "completed": "✓", "failed": "✗", "cancelled": "■",
 }
