@@ -227,3 +227,28 @@ async def test_a_run_outside_the_home_is_in_the_campaigns_list(tmp_path: Path, s
         await wait_for(pilot, lambda: app.screen is run, what="back to the run")
         run.cancel_runner()
         await wait_for(pilot, lambda: not run.running, what="the cancel")
+
+
+@pytest.mark.slow
+def test_the_step_logs_say_what_happens_on_a_fresh_cpu_run(monkeypatch, tmp_path: Path, tiny_qwen25vl_dir: Path,
+                                                           trace_sample_dir: Path) -> None:
+    """The run screen's log pane showed "resuming at row 0" for a slice generated for the first time, and
+    "judge loaded ... 1 GPU(s) requested" on a machine without a GPU (the job was given none). The real
+    generate and extract workers, the tiny random Qwen2.5-VL, on CPU."""
+    from stages_support import run_worker, sample_generate_job
+    from test_stages_extract import extract_job, write_generate_rows
+
+    from trace_tui.stages import extract, generate
+
+    job = sample_generate_job(tiny_qwen25vl_dir, trace_sample_dir, [0, 3], batch_size=2)
+    _, events = run_worker(monkeypatch, tmp_path, tmp_path / "store", generate.run, job)
+    logs = [e["message"] for e in events if e["type"] == "log"]
+    assert not any("resuming" in m for m in logs), logs
+    assert any(m.endswith("2 rows to generate") for m in logs), logs
+    write_generate_rows(tmp_path, "outputs/generate/j")
+    args = ["--judge", str(tiny_qwen25vl_dir), "--judge-max-tokens", "4", "--backend", "transformers"]
+    job = dict(extract_job(args), upstream_outputs={"generate": "outputs/generate/j"}, output_dir="outputs/extract/j",
+               gpus=[])
+    _, events = run_worker(monkeypatch, tmp_path, tmp_path / "store", extract.run_job, job)
+    loaded = [e["message"] for e in events if e["type"] == "log" and e["message"].startswith("judge loaded: ")]
+    assert len(loaded) == 1 and "on CPU" in loaded[0] and "GPU" not in loaded[0].replace("on CPU", ""), loaded

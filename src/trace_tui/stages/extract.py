@@ -105,6 +105,7 @@ class JudgeClient:
         self.model_dir = model_dir
         self.label = label or (model_dir.name if model_dir is not None else "judge")  # what the log names
         self.gpus = max(1, gpus)
+        self.on_cpu = gpus < 1  # the job was given no GPU: the log says CPU, not "1 GPU(s) requested"
         self.backend_name = backend_name
         self.backend = backend
         self.calls = 0
@@ -127,8 +128,8 @@ class JudgeClient:
             t0 = time.monotonic()
             self.backend = build_backend(self.backend_name, str(self.model_dir), **options)
             self.loads += 1
-            protocol.log(f"judge loaded: {self.label} ({self.backend_name}, {self.gpus} GPU(s) requested) "
-                         f"in {time.monotonic() - t0:.1f} s")
+            where = "on CPU" if self.on_cpu else f"{self.gpus} GPU(s)"
+            protocol.log(f"judge loaded: {self.label} ({self.backend_name}, {where}) in {time.monotonic() - t0:.1f} s")
         self.calls += len(conversations)
         # Temperature 0 (greedy), thinking off, as the release's judge ran; text only.
         reqs = [Request(messages=m, images=[], sampling=Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens),

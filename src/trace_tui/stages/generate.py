@@ -218,9 +218,11 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
     total = len(wanted)
     where = {"model": sl["model"], "seed": seed, "benchmark": sl["benchmark"]}
     protocol.progress(phase="generate", done=len(done), total=total, **where)
-    if todo:
+    if todo and done:
         protocol.log(f"generate {where['model']}/{seed}/{where['benchmark']}: {len(done)} of {total} rows present, "
                      f"resuming at row {todo[0]}")
+    elif todo:  # a fresh slice: nothing to resume ("resuming at row 0" on a first run)
+        protocol.log(f"generate {where['model']}/{seed}/{where['benchmark']}: {total} rows to generate")
     started = time.time()
     if todo and backend is None:
         options: dict[str, Any] = {}
