@@ -354,6 +354,20 @@ def test_a_job_whose_output_folder_is_linked_out_fails_and_writes_nothing_there(
     assert result.exit_code == 1
     assert all("outputs/gen: is a link" in line and "\n" not in line for line in result.failed), result.failed
     assert _outside(tmp_path) == {}
+    # deeper: a link planted inside a finished job's folder, the job then marked failed for a rerun
+    (campaign / "outputs" / "gen").unlink()
+    assert run(campaign).exit_code == 0
+    import sqlite3
+
+    folder = next(p.parent for p in (campaign / "outputs" / "gen").rglob("*") if p.is_file())
+    (folder / "planted").symlink_to(outside)
+    db = sqlite3.connect(campaign / "state.sqlite")
+    db.execute("UPDATE jobs SET state='failed'")
+    db.commit()
+    db.close()
+    result = run(campaign)
+    assert result.exit_code == 1 and any(f"{folder / 'planted'}: is a link" in line for line in result.failed)
+    assert _outside(tmp_path) == {}
 
 
 def test_a_generate_worker_never_writes_its_rows_into_a_rows_folder_linked_out(

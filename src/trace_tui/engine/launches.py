@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trace_tui.common.atomic import atomic_write_json
-from trace_tui.common.safe_write import check_not_link, directory_inside
+from trace_tui.common.safe_write import NotWritten, check_not_link, directory_inside, links_under
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.planner import PlannedJob, job_spec
 from trace_tui.errors import UsageError
@@ -66,7 +66,11 @@ class Launches:
         job_dir = self._folder(c.job_dir(job.step.id, job.slice))
         atomic_write_json(job_dir / "job.json", spec)
         os.chmod(job_dir / "job.json", 0o644)  # the container user must read it
-        directory_inside(c.path, c.output_rel(job.step.id, job.slice))
+        out = directory_inside(c.path, c.output_rel(job.step.id, job.slice))
+        planted = links_under(out, ".")  # a resumed job's folder: what the worker writes goes through none
+        if planted is not None:
+            raise NotWritten(planted, "is a link in the job's output folder; a job writes only inside the campaign, "
+                                      "never through a link: remove the link")
         return spec
 
     def _folder(self, path: Path) -> Path:
