@@ -10,8 +10,10 @@ by its commit and tree. Nothing from them is copied into this repository; the la
 built under pytest's temporary directory once per session.
 
 `release_evaluator` is that checkout, shared and never written by tests (scripts that
-write are pointed at a test's own directories); `evaluator_checkout` is a private copy
-for a test whose worker links the campaign into `.work`, as the images' worker does.
+write are pointed at a test's own directories; the worker writes only into the campaign);
+`evaluator_checkout` is a private copy for a test that changes the checkout (the stand-in
+launcher). `release_judge_source` holds only the release's judge module, where the extract
+worker reads the judge's system prompt.
 """
 
 from __future__ import annotations

@@ -206,7 +206,8 @@ def test_a_users_own_checkpoint_runs_through_full_and_verifies(tmp_path, trace_r
     printed = (camp / "outputs/generate/_step/print-config.txt").read_text()
     line = next(x for x in printed.splitlines() if x.startswith("model=my-ckpt "))
     assert "revision=sha256set:" in line and "source=local/my-ckpt@" in line and "label=My checkpoint" in line
-    assert f"path={tmp_path}/trace-own/rlvr/evaluation/.work/models/my-ckpt " in line
+    # its model view is in the campaign (the launcher's TMP_ROOT), by its real path
+    assert f"path={(tmp_path / 'own').resolve()}/evaluator/models/my-ckpt " in line
     data = json.loads(cli("report", "--campaign", str(camp), "--release-dir", str(trace_release_dir),
                           "--format", "json").stdout)
     assert len(data["unpublished"]) == 72 and all(u.startswith("my-ckpt/") for u in data["unpublished"])
