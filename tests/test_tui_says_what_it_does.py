@@ -252,3 +252,75 @@ def test_the_step_logs_say_what_happens_on_a_fresh_cpu_run(monkeypatch, tmp_path
     _, events = run_worker(monkeypatch, tmp_path, tmp_path / "store", extract.run_job, job)
     loaded = [e["message"] for e in events if e["type"] == "log" and e["message"].startswith("judge loaded: ")]
     assert len(loaded) == 1 and "on CPU" in loaded[0] and "GPU" not in loaded[0].replace("on CPU", ""), loaded
+
+
+def two_step_recipe(name: str, rows: int = 3, delay: float = 0.0):
+    """The selftest recipe with two per-slice steps (generate, then score), as the demo's generate,
+    extract and score: each step has its own grid; the score step's slices carry a score."""
+    from tui_support import selftest_resolved
+
+    resolved = selftest_resolved(name=name, rows=rows, delay=delay, host_step=False)
+    gen = resolved.recipe.steps[0]
+    score = gen.model_copy(update={"id": "score", "title": "Score rows (selftest)"})
+    recipe = resolved.recipe.model_copy(update={"steps": [gen, score]})
+    return resolved.model_copy(update={"recipe": recipe})
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_run_screen_shows_any_steps_grid_and_log(tmp_path: Path, size) -> None:
+    """The run screen showed only the last step's grid and could not show an earlier step's; the score in a
+    cell had no column title; scrolling the grid sideways hid the benchmark names; an empty filter result
+    said nothing; the log's "(last 5 lines)" read as lines missing. Choosing a step in the list shows its
+    grid and its log; the seed columns say "rows, score"; the benchmark column stays; the summary says
+    no benchmark matches; the log names the file (and says when its start is left out)."""
+    from trace_tui.tui.screens.verify import VerifyScreen
+    from trace_tui.tui.widgets.progress_grid import ProgressGrid
+    from trace_tui.tui.widgets.step_list import StepList
+
+    resolved = two_step_recipe("tuitwogrids")
+    app = TraceTuiApp(make_backends(tmp_path, extra_recipes={"tuitwogrids": resolved}))
+    async with app.run_test(size=size) as pilot:
+        from test_tui_flows import start_run
+
+        run = await start_run(pilot, app, "tuitwogrids", decisions="yy")
+        await wait_for(pilot, lambda: run.outcome not in (None, "running"), what="the run's end")
+        if isinstance(app.screen, VerifyScreen):
+            await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is run, what="the run screen")
+        assert run.outcome == "completed" and run.model.grid_step == "score"
+        grid = run.query_one(ProgressGrid)
+        table = grid.query_one("#grid-table")
+        assert table.fixed_columns == 1
+        labels = [c.label.plain for c in table.ordered_columns]
+        assert labels[1] == "seed 42: rows, score", labels
+        steps = run.query_one(StepList)
+        steps.focus()
+        await pilot.pause()
+        steps.move_cursor(row=0)  # generate
+        await pilot.pause(0.3)
+        assert run.model.grid_step == "generate"
+        assert "generate: 12/12 rows" in text_of(app, "#grid-summary")
+        log = run.query_one("#run-log")
+        assert run._log_step == "generate"
+        await wait_for(pilot, lambda: any("model loaded" in str(line.text) for line in log.lines), what="its log")
+        steps.move_cursor(row=1)
+        await pilot.pause(0.3)
+        assert run.model.grid_step == "score"
+        table.focus()
+        await pilot.press("slash")
+        for ch in "zzz":
+            await pilot.press(ch)
+        await pilot.pause(0.3)
+        assert "no benchmark matches the filter 'zzz'" in text_of(app, "#grid-summary")
+
+
+def test_a_step_log_says_when_its_start_is_left_out(tmp_path: Path) -> None:
+    from trace_tui.tui.screens.run import LOG_TAIL_LINES, tail_step_log
+
+    logs = tmp_path / "logs" / "generate"
+    logs.mkdir(parents=True)
+    (logs / "a.log").write_text("".join(f"line {i}\n" for i in range(5)))
+    assert tail_step_log(tmp_path, "generate") == ("logs/generate/a.log", [f"line {i}" for i in range(5)], False)
+    (logs / "a.log").write_text("".join(f"line {i}\n" for i in range(LOG_TAIL_LINES + 5)))
+    path, lines, cut = tail_step_log(tmp_path, "generate")
+    assert cut and len(lines) == LOG_TAIL_LINES and lines[-1] == f"line {LOG_TAIL_LINES + 4}"

@@ -72,11 +72,12 @@ class CampaignRead(Message):
 class LogTail(Message):
     """The last lines of the selected step's log file."""
 
-    def __init__(self, step: str, path: str, lines: list[str]) -> None:
+    def __init__(self, step: str, path: str, lines: list[str], cut: bool = False) -> None:
         super().__init__()
         self.step = step
         self.path = path
         self.lines = lines
+        self.cut = cut  # lines before these were left out
 
 
 class ClusterRead(Message):

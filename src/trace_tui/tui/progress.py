@@ -148,6 +148,8 @@ class ProgressModel:
         self.steps: dict[str, StepProgress] = {}
         self.step_cells: dict[str, dict[SliceId, SliceProgress]] = {}
         self.grid_step: str | None = None
+        # the step the user chose to see in the grid (the step list): progress elsewhere does not take it away
+        self.pinned_step: str | None = None
         self.template: dict[SliceId, int] = {}  # the planned slices and their rows (seed_model)
         self.models: list[str] = []
         self.benchmarks: dict[str, list[str]] = {}
@@ -175,6 +177,16 @@ class ProgressModel:
     def slices(self) -> dict[SliceId, SliceProgress]:
         """The cells of the step the grid shows."""
         return self.step_cells.get(self.grid_step or "", {})
+
+    def pin_step(self, step_id: str | None) -> None:
+        """Show STEP's cells until unpinned (None: the grid follows the step that reports progress again)."""
+        self.pinned_step = step_id if step_id in self.step_cells else None
+        if self.pinned_step is not None:
+            self.show_step(self.pinned_step)
+
+    def follow_step(self, step_id: str) -> None:
+        if self.pinned_step is None:
+            self.show_step(step_id)
 
     def show_step(self, step_id: str) -> None:
         if step_id != self.grid_step and step_id in self.step_cells:
@@ -237,7 +249,7 @@ class ProgressModel:
                 step.done, step.total = event.done, event.total
             else:
                 cell = self.add_slice(event.model or "-", event.benchmark or step_id, event.seed, step=step_id)
-                self.show_step(step_id)
+                self.follow_step(step_id)
                 if cell.first_seen is None:
                     cell.first_seen = now
                     cell.done_at_first = event.done
@@ -268,7 +280,7 @@ class ProgressModel:
                 return  # a whole-step job: the step list shows it through StepState
             cell = self.add_slice(event.model or "-", event.benchmark or step_id, event.seed, step=step_id)
             if event.state in ("running", "resumed"):
-                self.show_step(step_id)
+                self.follow_step(step_id)
                 if cell.started is None and cell.first_seen is None and not self.loading:
                     cell.started = self._clock()
             cell.state = event.state

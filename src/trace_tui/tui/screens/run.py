@@ -40,8 +40,9 @@ LOG_TAIL_LINES = 200
 LOG_TAIL_BYTES = 64 * 1024
 
 
-def tail_step_log(campaign_dir: Path, step_id: str) -> tuple[str, list[str]] | None:
-    """The most recently written log of a step (logs/STEP/...: a stage's stderr and non-event stdout)."""
+def tail_step_log(campaign_dir: Path, step_id: str) -> tuple[str, list[str], bool] | None:
+    """The most recently written log of a step (logs/STEP/...: a stage's stderr and non-event stdout): its
+    path, its last lines, and whether lines before them were left out."""
     root = Path(campaign_dir) / "logs" / step_id
     try:
         files = [p for p in root.rglob("*.log") if p.is_file()]
@@ -55,11 +56,12 @@ def tail_step_log(campaign_dir: Path, step_id: str) -> tuple[str, list[str]] | N
     except OSError:
         return None
     lines = data.decode("utf-8", errors="replace").splitlines()
+    cut = size > LOG_TAIL_BYTES or len(lines) > LOG_TAIL_LINES
     if size > LOG_TAIL_BYTES and lines:
         lines = lines[1:]  # the first line was cut by the seek
     if not lines:
         return None  # nothing written yet: the step's events are shown meanwhile
-    return newest.relative_to(campaign_dir).as_posix(), lines[-LOG_TAIL_LINES:]
+    return newest.relative_to(campaign_dir).as_posix(), lines[-LOG_TAIL_LINES:], cut
 
 
 def seed_model(model: ProgressModel, resolved: Any, skip: frozenset[str] = frozenset()) -> None:
@@ -391,14 +393,30 @@ class RunScreen(Screen):
             return
         log = self.query_one("#run-log", RichLog)
         log.clear()
-        log.write(f"── {message.path} (last {len(message.lines)} lines)")
+        # "(last 5 lines)" over 8 screen lines (long lines wrap) read as lines missing: say only whether the
+        # file's start is left out
+        log.write(f"── {message.path}" + (f" (its last {len(message.lines)} lines)" if message.cut else ""))
         for line in message.lines:
             log.write(line)
         self._file_tail = tail
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "run-steps":
+            steps = self.query_one(StepList)
+            if steps.has_focus:
+                self._show_grid_of(steps.selected_step)
             self._update_log()
+
+    def _show_grid_of(self, step_id: str | None) -> None:
+        """The step chosen in the list shows its own grid (an earlier step's cells, not only the last
+        step's); choosing the running step follows the run again."""
+        running = [s.id for s in self.model.steps.values() if s.state == "running"]
+        if step_id is None or step_id not in self.model.step_cells:
+            return
+        self.model.pin_step(None if step_id in running else step_id)
+        if step_id in running:
+            self.model.show_step(step_id)
+        self.query_one(ProgressGrid).redraw(force=True)
 
     def sample_gpus(self) -> None:
         self._sample()

@@ -46,6 +46,7 @@ class ProgressGrid(Vertical):
         self._rows: list[str] = []
         self._seeds: list[int | None] = []
         self.redraws = 0
+        self._scored = False  # the seed columns' titles say "score" (a scoring step's cells carry one)
         self.selected: tuple[str, str, int | None] | None = None  # the slice under the cursor
 
     def compose(self) -> ComposeResult:
@@ -58,6 +59,7 @@ class ProgressGrid(Vertical):
         table = self.query_one("#grid-table", LiteralTable)
         table.details = lambda _row: self.cell_details()
         table.filterable = table.sortable = False  # the grid has its own filter (/) and a fixed benchmark order
+        table.fixed_columns = 1  # the benchmark names stay when the seeds scroll sideways
 
     def cell_details(self) -> list[tuple[str, str]]:
         """The slice under the cursor in full (the grid's cells are short)."""
@@ -150,8 +152,11 @@ class ProgressGrid(Vertical):
             cursor = table.cursor_coordinate
             table.clear(columns=True)
             table.add_column("benchmark", key="benchmark")
+            self._scored = self._has_scores(current)
             for seed in seeds:
-                table.add_column("seed " + ("—" if seed is None else str(seed)), key=f"seed-{seed}")
+                title = "seed " + ("—" if seed is None else str(seed))
+                # a scoring step's cells end with the slice's score: its column says so
+                table.add_column(f"{title}: rows, score" if self._scored else title, key=f"seed-{seed}")
             table.add_column("rows/s", key="rate")
             table.add_column("ETA", key="eta")
             for bench in rows:
@@ -161,6 +166,10 @@ class ProgressGrid(Vertical):
             self._rows, self._seeds = rows, seeds
             model.dirty_slices = {k for k in model.dirty_slices if k[0] != current}
         dirty = [k for k in model.dirty_slices if k[0] == current]
+        if dirty and not self._scored and self._has_scores(current):
+            self._structure_seen = -1  # the first score: the columns' titles say what the number is
+            self.redraw(force=True)
+            return
         for key in dirty:
             _, bench, seed = key
             if bench in self._rows and seed in self._seeds:
@@ -170,6 +179,9 @@ class ProgressGrid(Vertical):
                 table.update_cell(bench, "eta", eta, update_width=True)
         model.dirty_slices = {k for k in model.dirty_slices if k[0] != current}
         self._summary()
+
+    def _has_scores(self, model_name: str) -> bool:
+        return any(c.score is not None for c in self.model.slices.values() if c.model == model_name)
 
     def _row_rate(self, model_name: str, bench: str) -> tuple[str, str]:
         cells = [c for (m, b, _), c in self.model.slices.items() if m == model_name and b == bench]
@@ -205,6 +217,9 @@ class ProgressGrid(Vertical):
             # the box above the grid holds the whole text: a long one is named by its start and its length
             shown = self.filter_text if len(self.filter_text) <= FILTER_SHOWN else (
                 f"{self.filter_text[:FILTER_SHOWN]}… ({len(self.filter_text):,} characters)")
-            text += f"   ·   filter: {shown}"
+            if self._current is not None and not self._rows:
+                text = f"no benchmark matches the filter {shown!r} · esc clears it   ·   {text}"
+            else:
+                text += f"   ·   filter: {shown}"
         self.query_one("#grid-summary", Static).update(text)
         model.dirty = False
