@@ -324,3 +324,47 @@ def test_a_step_log_says_when_its_start_is_left_out(tmp_path: Path) -> None:
     (logs / "a.log").write_text("".join(f"line {i}\n" for i in range(LOG_TAIL_LINES + 5)))
     path, lines, cut = tail_step_log(tmp_path, "generate")
     assert cut and len(lines) == LOG_TAIL_LINES and lines[-1] == f"line {LOG_TAIL_LINES + 4}"
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_esc_from_a_finished_run_goes_back_to_the_preview(tmp_path: Path, size) -> None:
+    """esc from a finished run returned to the Steps screen it was started from, where `a` ran it again."""
+    from test_tui_flows import start_run
+    from tui_support import selftest_resolved
+
+    from trace_tui.tui.screens.verify import VerifyScreen
+
+    resolved = selftest_resolved(name="tuiescdone", rows=2, host_step=False)
+    app = TraceTuiApp(make_backends(tmp_path, extra_recipes={"tuiescdone": resolved}))
+    async with app.run_test(size=size) as pilot:
+        run = await start_run(pilot, app, "tuiescdone", decisions="y")
+        await wait_for(pilot, lambda: run.outcome not in (None, "running"), what="the run's end")
+        await wait_for(pilot, lambda: isinstance(app.screen, VerifyScreen), what="the verify screen")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is run, what="the run screen")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, PreviewScreen), app.screen_stack
+        assert not any(isinstance(s, StepsScreen) for s in app.screen_stack)
+
+
+async def test_q_during_a_run_says_how_to_resume(tmp_path: Path) -> None:
+    """After q while running the terminal showed nothing but exit 130: the app now names each run it
+    stopped and the command that resumes it."""
+    from test_tui_flows import start_run
+    from tui_support import selftest_resolved
+
+    from trace_tui.tui.app import resume_hint
+
+    resolved = selftest_resolved(name="tuiquithint", rows=300, delay=0.05, host_step=False)
+    campaign = tmp_path / "campaigns" / resolved.run_tag
+    app = TraceTuiApp(make_backends(tmp_path, extra_recipes={"tuiquithint": resolved}))
+    async with app.run_test(size=(80, 24)) as pilot:
+        run = await start_run(pilot, app, "tuiquithint", decisions="y")
+        await wait_for(pilot, lambda: run.model.totals()[0] > 0, what="first rows")
+        await pilot.press("q")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not app.is_running, timeout=30, what="the app to exit")
+    assert app.return_value == 130
+    hint = resume_hint(app.stopped_runs)
+    assert f"trace-tui --campaign {campaign}" in hint and "tuiquithint" in hint and "resumable" in hint

@@ -68,6 +68,7 @@ class TraceTuiApp(App[int]):
         self.hardware_view: Any = None
         self.exit_code = 0
         self._quitting = False
+        self.stopped_runs: list[tuple[str, Path]] = []  # (recipe, campaign) of the runs q stopped
 
     # -- start-up ----------------------------------------------------------------
     def on_mount(self) -> None:
@@ -367,6 +368,7 @@ class TraceTuiApp(App[int]):
                 return
             self._quitting = True
             self.exit_code = 130
+            self.stopped_runs = [(s.resolved.recipe.name, s.campaign_dir) for s in running]
             for screen in running:
                 screen.cancel_runner()
             self.set_timer(QUIT_GRACE_S, lambda: self.exit(130))
@@ -401,4 +403,17 @@ def run_tui(args: argparse.Namespace) -> int:
     """`trace-tui` on a terminal: open the UI; the exit code says how the last run ended."""
     app = build_app(args)
     result = app.run()
+    hint = resume_hint(app.stopped_runs)
+    if hint:
+        print(hint)
     return int(result if isinstance(result, int) else app.exit_code)
+
+
+def resume_hint(stopped: list[tuple[str, Path]]) -> str:
+    """What `q` during a run leaves on the terminal: the runs it stopped and how to resume each (exit 130)."""
+    import shlex
+
+    return "\n".join(f"trace-tui: the run of {name} was stopped; the campaign is resumable: "
+                     f"trace-tui --campaign {shlex.quote(str(path))} (r resumes it), or headless: "
+                     f"trace-tui --recipe {shlex.quote(name)} --campaign {shlex.quote(str(path))} --yes"
+                     for name, path in stopped)

@@ -490,4 +490,10 @@ class RunScreen(Screen):
             self.notify("the run goes on · enter on it (or esc) comes back to it", markup=False, timeout=4)
             return
         self.app.pop_screen()
+        from trace_tui.tui.screens.steps import StepsScreen
+
+        # The steps walked for this run are decided and done: back to the preview, not to a Steps screen
+        # whose `a` would start the same run again.
+        while isinstance(self.app.screen, StepsScreen) and len(self.app.screen_stack) > 2:
+            self.app.pop_screen()
 
