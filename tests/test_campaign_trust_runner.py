@@ -393,3 +393,23 @@ def test_a_generate_worker_never_writes_its_rows_into_a_rows_folder_linked_out(
     assert _outside(tmp_path) == {}
     with pytest.raises(Exception, match="rows: is a link"):
         outputs_record(tmp_path, "outputs/generate/s")
+
+
+def test_slurm_scripts_never_go_through_a_link_planted_in_the_campaign(tmp_path: Path) -> None:
+    """A Slurm campaign's slurm/logs linked out (Slurm would append every job's log there) is refused in one
+    line; a batch script's name linked to a file outside is replaced, the file left as it was."""
+    camp = tmp_path / "c"
+    base = [sys.executable, "-m", "trace_tui", "--home", str(tmp_path / "home"), "--recipe", "demo",
+            "--scheduler", "slurm", "--dry-run", "--campaign", str(camp)]
+    assert subprocess.run(base, capture_output=True, text=True, timeout=120, check=False).returncode == 0
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("mine\n")
+    (camp / "slurm" / "merge.sbatch").unlink()
+    (camp / "slurm" / "merge.sbatch").symlink_to(outside / "precious")
+    assert subprocess.run(base, capture_output=True, text=True, timeout=120, check=False).returncode == 0
+    assert (outside / "precious").read_text() == "mine\n" and not (camp / "slurm" / "merge.sbatch").is_symlink()
+    (camp / "slurm" / "logs").rename(tmp_path / "old-logs")
+    (camp / "slurm" / "logs").symlink_to(outside)
+    proc = subprocess.run(base, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and "slurm/logs: is a link" in proc.stderr and "Traceback" not in proc.stderr

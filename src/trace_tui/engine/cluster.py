@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trace_tui.common.atomic import atomic_write_json
+from trace_tui.common.atomic import atomic_write_json, atomic_write_text
+from trace_tui.common.safe_write import NotWritten, directory_inside
 from trace_tui.campaign_files.recipe_file import RECIPE_FILE, read_campaign_recipe
 from trace_tui.campaign_files.shard_files import MERGED_FILE, is_sharded, merged_problem, read_plan, shard_dir
 from trace_tui.campaign_files.state import cut
@@ -139,9 +140,14 @@ def finishing_commands(args: Any, resolved: Any, parent: Path) -> tuple[list[lis
 
 def write_scripts(args: Any, resolved: Any, plan: ShardPlan, parent: Path, opts: slurm.BatchOptions,
                   max_parallel: int | None) -> dict[str, Path]:
-    d = parent / SLURM_DIR
-    (d / "logs").mkdir(parents=True, exist_ok=True)
-    (d / "tasks").mkdir(parents=True, exist_ok=True)
+    # Slurm appends each job's log in slurm/logs and the scripts write their exit records in slurm/tasks:
+    # never a folder linked out of the campaign (one line naming it).
+    try:
+        d = directory_inside(parent, SLURM_DIR)
+        for sub in ("logs", "tasks"):
+            directory_inside(parent, f"{SLURM_DIR}/{sub}")
+    except NotWritten as exc:
+        raise UsageError(str(exc), hint="a campaign handed over is data: its files are written only in place") from None
     name = plan.run_tag[:40]
     commands = {s.index: shard_command(args, plan, s, parent) for s in plan.shards}
     scripts = {
@@ -161,7 +167,7 @@ def write_scripts(args: Any, resolved: Any, plan: ShardPlan, parent: Path, opts:
     paths = {}
     for kind, text in scripts.items():
         p = d / f"{kind}.sbatch"
-        p.write_text(text, encoding="utf-8")
+        atomic_write_text(p, text)  # a link in its place is replaced, never written through
         p.chmod(0o755)
         paths[kind] = p
     return paths
