@@ -8,7 +8,7 @@ each step's worker receipt, and per job the engine's receipt (the content write_
 sha256 and bytes) and its state row (trace_tui.engine.campaign.Campaign, planned by trace_tui.engine.planner as a
 run plans it). Only the models' generation is not run: no model is loaded; the responses are a few fixed texts.
 Written with one write per file and each file's sha256 taken from the bytes written (no second read), so a
-full-size campaign takes about a minute of two cores and ~7 GB of a disk's blocks (1.6 million small files).
+full-size campaign takes a few minutes of two cores and ~7 GB of a disk's blocks (1.6 million small files).
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ RESPONSES = ('{"answer": "%d"}', '{"answer": "%d"}', "The answer is %d.", "I can
 
 
 def _json_bytes(obj: Any) -> bytes:
-    """As trace_tui.common.atomic.atomic_write_json writes it."""
-    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    """Sorted keys as trace_tui.common.atomic.atomic_write_json writes them, without its indentation: the same
+    content (every check parses it), and Python's C encoder, ten times as fast as the indenting one."""
+    return (json.dumps(obj, sort_keys=True) + "\n").encode("utf-8")
 
 
 def demo_shaped_recipe(*, models: list[str], seeds: list[int], benchmarks: dict[str, int],
@@ -62,7 +63,7 @@ def full_size_recipe() -> Any:
     from trace_tui.release import release_lock
 
     lock = release_lock()
-    models = [m.id.replace("_", "-").lower() for m in lock.models]
+    models = [f"local-{m.id.replace('_', '-').lower()}" for m in lock.models]  # local: no release pin to match
     return demo_shaped_recipe(models=models, seeds=list(lock.trace_eval.seeds),
                               benchmarks={b.key.replace("_", "-"): b.rows for b in lock.trace_eval.benchmarks})
 
@@ -72,15 +73,16 @@ class _Files:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.top = f"{root}/"  # plain strings in the loop over 1.6 million files: pathlib costs more than a write
         self.made: set[str] = set()
 
     def folder(self, rel: str) -> None:
         if rel not in self.made:
-            os.makedirs(self.root / rel, exist_ok=True)
+            os.makedirs(self.top + rel, exist_ok=True)
             self.made.add(rel)
 
     def write(self, rel: str, data: bytes, record: dict[str, dict[str, Any]] | None) -> str:
-        fd = os.open(self.root / rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(self.top + rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.write(fd, data)
         finally:

@@ -53,27 +53,26 @@ def presence_problem(campaign: Path, receipt_rel: str, record: dict[str, Any] | 
     """Why the job's receipt or outputs are not as written (missing, another size, entries added or removed), in
     a few words; None when they look intact. Without a record (a campaign of an older trace-tui, or a state rebuilt
     from its receipts) only the receipt is looked at: present, and ending as a written JSON file ends."""
-    campaign = Path(campaign)
-    receipt = campaign / receipt_rel
+    top = f"{campaign}/"  # plain strings: a campaign has thousands of jobs, and pathlib costs more than a stat
     try:
-        size = os.stat(receipt).st_size
+        size = os.stat(top + receipt_rel).st_size
     except FileNotFoundError:
         return f"receipt {receipt_rel} is missing"
     except OSError as exc:
         return f"receipt {receipt_rel} cannot be read ({exc.strerror or exc})"
     if record is None:
-        return None if _ends_as_json(receipt, size) else f"receipt {receipt_rel} is cut short"
+        return None if _ends_as_json(top + receipt_rel, size) else f"receipt {receipt_rel} is cut short"
     if size != record.get("receipt_bytes"):
         return f"receipt {receipt_rel} is {size} bytes, not the {record.get('receipt_bytes')} written"
     for rel, want in (record.get("files") or {}).items():
         try:
-            got = os.stat(campaign / rel).st_size
+            got = os.stat(top + rel).st_size
         except OSError:
             return f"output {rel} is missing"
         if got != want:
             return f"output {rel} is {got} bytes, not the {want} written"
     for folder, (mtime_ns, entries) in (record.get("folders") or {}).items():
-        where = campaign / folder
+        where = top + folder
         try:
             if os.stat(where).st_mtime_ns == mtime_ns:
                 continue  # no entry added, removed or renamed since the receipt
@@ -85,7 +84,7 @@ def presence_problem(campaign: Path, receipt_rel: str, record: dict[str, Any] | 
     return None
 
 
-def _ends_as_json(path: Path, size: int) -> bool:
+def _ends_as_json(path: str, size: int) -> bool:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:

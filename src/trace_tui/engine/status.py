@@ -127,6 +127,8 @@ def _gpu_plan(meta: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def gpu_plan_lines(steps: list[dict[str, Any]]) -> list[str]:
+    if not steps:
+        return []
     from trace_tui.plan import StepGpus
 
     out = []
@@ -150,7 +152,10 @@ def format_columns(header: list[str], rows: list[list[str]], right: set[int] = f
 
 
 def render_status(st: dict[str, Any]) -> str:
-    from trace_tui.engine.printer import fmt_duration
+    def fmt_duration(seconds: float) -> str:  # the printer's (its module imports the event models: ~1 s cold)
+        from trace_tui.engine.printer import fmt_duration
+
+        return fmt_duration(seconds)
 
     verdict = "DAMAGED" if st.get("damaged") else "COMPLETE" if st["complete"] else "incomplete"
     lines = [f"campaign {st['campaign']}", f"recipe {st['recipe']}  run tag {st['run_tag']}  "

@@ -187,9 +187,11 @@ def _inside(campaign: Path, rel: Any, what: str) -> str:
     return rel
 
 
-def _read_rows(campaign: Path, source: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def _read_rows(campaign: Path, source: str, read: dict[str, tuple[str, Any]] | None = None
+               ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """(the rows of the campaign's folder ``source``, {campaign-relative path: sha256}), each file read once and
-    only when it is a regular file inside the campaign (common.safe_read: a FIFO there fails, never blocks)."""
+    only when it is a regular file inside the campaign (common.safe_read: a FIFO there fails, never blocks).
+    ``read``: rows the caller read and hashed in this same check (path -> (sha256, row)), taken as they are."""
     import json
 
     from trace_tui.common.safe_read import Folder, NotRead
@@ -203,6 +205,10 @@ def _read_rows(campaign: Path, source: str) -> tuple[list[dict[str, Any]], dict[
     rows, inputs = [], {}
     for name in names:
         rel = f"{source}/{name}"
+        if read is not None and rel in read:
+            inputs[rel], row = read[rel]
+            rows.append(row)
+            continue
         try:
             got = folder.sha256_size(rel, keep=ROW_LIMIT)
         except NotRead as exc:
@@ -217,7 +223,8 @@ def _read_rows(campaign: Path, source: str) -> tuple[list[dict[str, Any]], dict[
     return rows, inputs
 
 
-def recompute(campaign: Path, score_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def recompute(campaign: Path, score_path: Path, read: dict[str, tuple[str, Any]] | None = None
+              ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(recorded, recomputed) for a score.json: the scores again from the extract rows it names.
 
     The rows' bytes must still be the ones the score read (their sha256 is recorded), so
@@ -240,7 +247,7 @@ def recompute(campaign: Path, score_path: Path) -> tuple[dict[str, Any], dict[st
     if not isinstance(recorded, dict):
         raise ValueError(f"{rel}: {'missing' if data is None else 'not a score record'}")
     src = _inside(campaign, recorded.get("source"), f"{rel}: source")
-    rows, inputs = _read_rows(campaign, src)
+    rows, inputs = _read_rows(campaign, src, read)
     again = score_rows(rows)
     keys = ("accuracy", "correct", "total", "unresolved", "judged", "by_task", "by_domain", "rows")
     rec = {k: recorded.get(k) for k in keys}
@@ -268,7 +275,8 @@ def upstream_rows(score_rel: str, content: dict[str, Any]) -> str | None:
     return "/".join(["outputs", str(next(iter(upstream))), *parts[2:-1], "rows"])
 
 
-def recompute_score(campaign: Path, receipt_content: dict[str, Any]) -> float:
+def recompute_score(campaign: Path, receipt_content: dict[str, Any],
+                    read: dict[str, tuple[str, Any]] | None = None) -> float:
     """The recomputer ``verify --campaign`` calls with a score job's receipt: the accuracy again from
     the extract rows. Any disagreement with the recorded file (rows changed, breakdowns differ, rows of
     another step or slice than the one before it) raises, which verify reports as this score's failure."""
@@ -276,7 +284,7 @@ def recompute_score(campaign: Path, receipt_content: dict[str, Any]) -> float:
     rel = next((k for k in sorted(outputs) if k.rsplit("/", 1)[-1] == SCORE_FILE), None)
     if rel is None:
         raise ValueError(f"the receipt lists no {SCORE_FILE}")
-    rec, new = recompute(Path(campaign), Path(campaign) / rel)
+    rec, new = recompute(Path(campaign), Path(campaign) / rel, read)
     want = upstream_rows(rel, receipt_content)
     if want is not None and rec["source"] != want:
         raise ValueError(f"{rel}: scores the rows in {rec['source']}, not its slice's rows of the step before it "
