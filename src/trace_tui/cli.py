@@ -77,10 +77,38 @@ def selection_id(text: str) -> str:
 
 
 def non_empty(text: str) -> str:
-    """An argparse type: a value that is not empty (an empty --campaign would silently mean the current directory)."""
+    """An argparse type: a value that is not empty (an empty --campaign would silently mean the current directory,
+    an empty --home the default home)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("give a value, not an empty string")
     return text
+
+
+# A seed is what a recipe file's seeds may be (trace_tui.recipes.SEED_RANGE): an unsigned 32-bit number, as the
+# generation backends take it. A larger one overflowed half-way through making the campaign.
+SEED_MAX = 2**32 - 1
+# At most this many array tasks at once: Slurm's default MaxArraySize (1001) allows no larger array, and a
+# campaign has far fewer shards (full: 24).
+MAX_PARALLEL = 1000
+
+
+def _whole_number(text: str, low: int, high: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:  # not a number, or more digits than Python converts
+        raise argparse.ArgumentTypeError(f"{short(text)}: give a whole number from {low} to {high} ({what})") \
+            from None
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"{short(text)} is out of range: give a whole number from {low} to {high} "
+                                         f"({what})")
+    return value
+
+
+def seed_value(text: str) -> int:
+    """An argparse type: a seed, 0 to 4294967295 (as in a recipe file)."""
+    return _whole_number(text, 0, SEED_MAX, "a seed is an unsigned 32-bit number, as in a recipe file")
+
+
 
 
 class _Distinct(argparse.Action):
@@ -100,7 +128,8 @@ def add_recipe_selection(p: argparse.ArgumentParser) -> None:
     """--models/--seeds/--benchmarks: every command that takes --recipe narrows with these."""
     p.add_argument("--models", nargs="+", type=selection_id, action=_Distinct, metavar="MODEL",
                    help="only these models (release model ids)")
-    p.add_argument("--seeds", nargs="+", type=int, action=_Distinct, metavar="SEED", help="only these seeds")
+    p.add_argument("--seeds", nargs="+", type=seed_value, action=_Distinct, metavar="SEED",
+                   help="only these seeds (0 to 4294967295)")
     p.add_argument("--benchmarks", nargs="+", type=selection_id, action=_Distinct, metavar="KEY",
                    help="only these benchmarks (suite keys)")
 
@@ -123,8 +152,8 @@ def add_common(p: argparse.ArgumentParser, *, top: bool = True) -> None:
     a value given before the subcommand stands unless the subcommand's own overrides it."""
     keep = {} if top else {"default": argparse.SUPPRESS}
     action = _GlobalOption if top else "store"
-    p.add_argument("--home", metavar="DIR", action=action, help="trace-tui home for this command "
-                                                                "(default $TRACE_TUI_HOME)", **keep)
+    p.add_argument("--home", metavar="DIR", action=action, type=non_empty,
+                   help="trace-tui home for this command (default $TRACE_TUI_HOME)", **keep)
     p.add_argument("--log-format", choices=("console", "json"), action=action,
                    help="log lines for people (console) or machines (json)", **({"default": "console"} | keep))
     p.add_argument("--log-file", metavar="FILE", action=action, type=non_empty, help="also write JSON log lines to FILE",
@@ -152,6 +181,10 @@ def refuse_idle_flags(args: argparse.Namespace) -> None:
     from trace_tui.errors import UsageError
 
     command = getattr(args, "command", None)
+    max_parallel = getattr(args, "max_parallel", None)
+    if max_parallel is not None and not 1 <= max_parallel <= MAX_PARALLEL:
+        raise UsageError(f"--max-parallel {short(max_parallel)}: give a whole number from 1 to {MAX_PARALLEL}",
+                         hint="Slurm's default MaxArraySize is 1001: no array runs more tasks at once")
     given = next((flag for flag, dest in SLURM_ONLY if getattr(args, dest, None) not in (None, False)), None)
     if command is not None and getattr(args, "scheduler", "none") == "slurm":
         given = "--scheduler slurm"
@@ -179,7 +212,8 @@ def add_scheduler(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--account", metavar="A", help="Slurm account")
     g.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per shard's node (--gres=gpu:N)")
     g.add_argument("--time", metavar="T", help="time limit per shard (Slurm format, e.g. 2-00:00:00)")
-    g.add_argument("--max-parallel", type=int, metavar="K", help="at most K shards at once (array throttle %%K)")
+    g.add_argument("--max-parallel", type=int, metavar="K",
+                   help=f"at most K shards at once (array throttle %%K; 1 to {MAX_PARALLEL})")
     g.add_argument("--dry-run", action="store_true", help="write the batch scripts and print the sbatch commands")
     g.add_argument("--no-wait", action="store_true", help="submit and return instead of following the jobs")
 
@@ -254,27 +288,111 @@ def _dispatch(args: argparse.Namespace) -> int:
     return int(launch.run(args))
 
 
+def _say_error(line: str) -> None:
+    """One error line on stderr, as a terminal shows it: a newline or an escape sequence in a path it names is
+    written escaped (it would otherwise break the one line, or drive the terminal), and no credential in a URL."""
+    from trace_tui.errors import printable
+    from trace_tui.logs import redact_text
+
+    try:
+        print(f"trace-tui: {printable(redact_text(line))}", file=sys.stderr)
+    except (OSError, ValueError, AttributeError):  # stderr closed or full too: the exit code says it
+        pass
+
+
+def _stdout_broken(exc: OSError | None = None) -> OSError | None:
+    """The error standard output gives on a write (full, or an unwritable descriptor), else None. Its unwritten
+    bytes then go to /dev/null, so that Python's own flush at exit adds no second report.
+
+    EXC, an error a command met: a full disk that names no file is standard output's when its filesystem has no
+    space left (a file), or when it refuses even an empty write (a device such as /dev/full). A failed write
+    empties the buffer, so flushing again does not tell."""
+    import errno
+    import stat
+
+    broken: OSError | None = None
+    try:
+        sys.stdout.flush()
+    except OSError as flushed:
+        broken = flushed
+    if broken is None and exc is not None and exc.filename is None and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        try:
+            fd = sys.stdout.fileno()
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                vfs = os.fstatvfs(fd)
+                broken = exc if min(vfs.f_bavail, vfs.f_bfree) == 0 else None
+            else:
+                os.write(fd, b"")
+        except OSError:
+            broken = exc
+        except ValueError:  # no descriptor behind it
+            pass
+    if broken is not None:
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, sys.stdout.fileno())
+            os.close(null)
+        except (OSError, ValueError):
+            pass
+    return broken
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from trace_tui.errors import os_error_line
+
     parser = build_parser()
     args = parser.parse_args(argv)
     apply_global_options(args)
+    if sys.stdout is None:  # started with its standard output closed (`>&-`): what it prints would be lost
+        _say_error("error: standard output is closed (give it somewhere to write: `> FILE`, or `> /dev/null` "
+                   "to discard it)")
+        return ExitCode.USAGE
     try:
         refuse_idle_flags(args)
-        return _dispatch(args)
+        code = _dispatch(args)
+        sys.stdout.flush()  # a full standard output (`> /dev/full`) fails here, inside the one-line handling
+        return code
     except TraceTuiError as exc:
-        print(f"trace-tui: error: {exc.line()}", file=sys.stderr)
+        _say_error(f"error: {exc.line()}")
         return exc.exit_code
     except KeyboardInterrupt:
-        print("trace-tui: interrupted", file=sys.stderr)
+        _say_error("interrupted")
         return ExitCode.INTERRUPTED
     except BrokenPipeError:  # e.g. `trace-tui report | head`
+        _stdout_broken()
         return ExitCode.OK
+    except OSError as exc:
+        # A path that cannot be used (a name too long, a link loop, a folder this user may not read) or a standard
+        # output that cannot be written: one line naming it, exit 2, whichever command met it first.
+        broken = _stdout_broken(exc)
+        if broken is not None:
+            _say_error(f"error: cannot write to standard output ({broken.strerror or broken}); "
+                       "give it somewhere with space, or `> /dev/null` to discard it")
+            return ExitCode.USAGE
+        line = os_error_line(exc)
+        if line is None:
+            return _internal_error(exc)
+        _say_error(f"error: {line}")
+        from trace_tui.errors import out_of_space
+
+        return ExitCode.FAILED if out_of_space(exc) else ExitCode.USAGE
+    except RuntimeError as exc:
+        if not str(exc).startswith("Symlink loop from "):  # pathlib's resolve() (Python 3.11) on a link loop
+            return _internal_error(exc)
+        where = str(exc)[len("Symlink loop from "):].strip("'")
+        _say_error(f"error: {where}: a symbolic link loop "
+                   "(a link that leads back to itself); give a path without one")
+        return ExitCode.USAGE
     except Exception as exc:  # noqa: BLE001 - the one place that turns surprises into one line
-        if os.environ.get("TRACE_TUI_DEBUG"):
-            raise
-        print(f"trace-tui: internal error: {type(exc).__name__}: {exc} "
-              "(set TRACE_TUI_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
-        return ExitCode.FAILED
+        return _internal_error(exc)
+
+
+def _internal_error(exc: BaseException) -> int:
+    if os.environ.get("TRACE_TUI_DEBUG"):
+        raise exc
+    _say_error(f"internal error: {type(exc).__name__}: {exc} "
+               "(set TRACE_TUI_DEBUG=1 for the traceback, and please report it)")
+    return ExitCode.FAILED
 
 
 # Set by a command that leaves nothing to clean up at exit (see skip_teardown).

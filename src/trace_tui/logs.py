@@ -17,6 +17,9 @@ _SECRET_KEY = re.compile(
     r"authorization|auth|credentials?|cookie)$", re.I)
 _SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN", "HF_HUB_TOKEN")
 _TOKEN_SHAPE = re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")
+# A URL's userinfo (https://USER:PASSWORD@host/...) is a credential wherever the URL came from (an environment
+# variable such as TRACE_TUI_RELEASE_URL, a configuration file): it is never written.
+_URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@'\"]+@")
 REDACTED = "***"
 
 
@@ -25,7 +28,7 @@ def redact_text(text: str) -> str:
         value = os.environ.get(name)
         if value and len(value) >= 4:
             text = text.replace(value, REDACTED)
-    return _TOKEN_SHAPE.sub(REDACTED, text)
+    return _URL_USERINFO.sub(rf"\1{REDACTED}@", _TOKEN_SHAPE.sub(REDACTED, text))
 
 
 def redact(value: Any, key: str | None = None) -> Any:

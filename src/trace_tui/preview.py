@@ -125,11 +125,11 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
     from trace_tui import paths
 
     home = Path(home) if home else paths.home()
+    campaign = Path(campaign_dir) if campaign_dir else paths.campaigns_dir(home) / resolved.run_tag
     if report is None:
         from trace_tui.hardware import hardware_report
 
-        report = hardware_report(home)
-    campaign = Path(campaign_dir) if campaign_dir else paths.campaigns_dir(home) / resolved.run_tag
+        report = hardware_report(home, campaign=campaign)
     checks = {c.step: c for c in check_recipe(resolved, report, runtime="local" if runtime == "local" else "docker")}
 
     checker, store_note = _store_checker(home)
@@ -191,7 +191,8 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
         training=resolved.training.model_dump() if resolved.training else None,
         steps=steps, store_available=checker is not None, store_note=store_note,
         hardware={"gpu": report.gpu.message, "docker": report.docker.message,
-                  "images": report.docker.lock_message, "disk": f"{report.disk.free_gib:.1f} GiB free at {report.disk.path}"},
+                  "images": report.docker.lock_message, "disk": "; ".join(f"{d.free_gib:.1f} GiB free at {d.path}"
+                                                                for d in (report.disk, report.campaign_disk) if d)},
         gpu_plan=[GroupLine(gpus=g.gpus, spec=g.spec, slices=[s.id for s in g.slices], rows=g.rows,
                             models=list(dict.fromkeys(s.model for s in g.slices))) for g in plan],
         gpu_groups=_launcher_groups(run, plan), gpu_plan_note=plan_note, step_gpus=list(run.steps))

@@ -7,7 +7,7 @@ import sys
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from trace_tui.cli import add_recipe_selection
+    from trace_tui.cli import add_recipe_selection, non_empty
 
     sub = p.add_subparsers(dest="bundle_command", metavar="ACTION", required=True)
     e = sub.add_parser("export", help="write everything a recipe needs to run offline into DIR")
@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i = sub.add_parser("import", help="check a bundle, load its images and fill the store")
     i.add_argument("dir", metavar="DIR")
     for sp in (e, i):
-        sp.add_argument("--home", metavar="DIR", help="trace-tui home (default $TRACE_TUI_HOME)")
+        sp.add_argument("--home", metavar="DIR", type=non_empty, help="trace-tui home (default $TRACE_TUI_HOME)")
 
 
 def _say(msg: str) -> None:

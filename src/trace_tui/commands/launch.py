@@ -23,6 +23,10 @@ def run_recipe(args: argparse.Namespace) -> int:
     """`--recipe NAME`: the TUI drives the runner in a terminal (unless --yes); headless otherwise."""
     from trace_tui.recipes import load_recipe, resolve_recipe
 
+    if getattr(args, "campaign", None):  # before anything is resolved or created
+        from trace_tui.paths import campaign_dir_arg
+
+        campaign_dir_arg(args.campaign, new_ok=True)
     recipe = load_recipe(args.recipe)
     own = None
     if getattr(args, "local_model", None):

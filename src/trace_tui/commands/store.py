@@ -20,7 +20,10 @@ DEFAULT_RECIPE = "full"
 
 def add_common(p: argparse.ArgumentParser) -> None:
     """--home/--log-format/--log-file after the action too; SUPPRESS keeps values given before it."""
-    p.add_argument("--home", metavar="DIR", default=argparse.SUPPRESS, help="trace-tui home for this command")
+    from trace_tui.cli import non_empty
+
+    p.add_argument("--home", metavar="DIR", default=argparse.SUPPRESS, type=non_empty,
+                   help="trace-tui home for this command")
     p.add_argument("--log-format", choices=("console", "json"), default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.add_argument("--log-file", metavar="FILE", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 

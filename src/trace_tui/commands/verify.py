@@ -48,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
 
             skip_teardown()
         return code
+    from trace_tui.paths import campaign_dir_arg
+
+    campaign_dir_arg(campaign_dir)  # a file, a link loop, a folder this user may not read: one line first
     campaign = _campaign_module()
     if not args.release_dir:
         return int(campaign.run_cli(args))

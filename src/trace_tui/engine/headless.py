@@ -29,12 +29,12 @@ def campaign_path(args: argparse.Namespace, resolved: Any) -> Path:
     return paths.campaigns_dir(paths.home(getattr(args, "home", None))) / resolved.run_tag
 
 
-def probe_hardware(home: Path) -> Any:
+def probe_hardware(home: Path, campaign: Path | None = None) -> Any:
     try:
         from trace_tui.hardware import hardware_report
     except ImportError:  # pragma: no cover - a build without the hardware module
         return None
-    return hardware_report(home)
+    return hardware_report(home, campaign=campaign)  # disk needs: where the campaign's outputs go
 
 
 def requirement_problems(resolved: Any, runtime: Any, home: Path, report: Any) -> list[str]:
@@ -94,7 +94,7 @@ def run_headless(args: argparse.Namespace, resolved: Any) -> int:
     path = campaign_path(args, resolved)
     # without --runtime, a campaign resumes where it ran
     runtime = make_runtime(getattr(args, "runtime", None) or recorded_runtime(path), flavour=flavour)
-    report = probe_hardware(home)
+    report = probe_hardware(home, path)
     problems = requirement_problems(resolved, runtime, home, report)
     if problems:
         raise RequirementsError(f"recipe {resolved.recipe.name} cannot run here: " + "; ".join(problems))

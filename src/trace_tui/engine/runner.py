@@ -173,17 +173,26 @@ class Runner:
             where = disk_full_path(exc, self.campaign.path)
             if where is None:
                 raise
-            self._mark_unfinished_failed("no space left on device")
-            raise CheckFailed(f"no space left on device writing {where}",
-                              hint="free space there and run the same command again to resume") from None
+            error = CheckFailed(f"no space left on device writing {where}",
+                                hint="free space there and run the same command again to resume")
+            self._mark_unfinished_failed("no space left on device", error.line())
+            raise error from None
 
-    def _mark_unfinished_failed(self, why: str) -> None:
+    def _mark_unfinished_failed(self, why: str, line: str) -> None:
+        """The jobs and the step a stopping error cut short: failed, the step with the error's one line (the
+        TUI, the headless printer and `status` showed it "running")."""
+        steps: list[str] = []
         try:
             for (step, slice_), rec in self.campaign.jobs().items():
                 if rec.state == "running":
                     self.campaign.update_job(step, slice_, state="failed", message=why, rate=None)
+            steps = [r[0] for r in self.campaign.db.execute("SELECT step FROM steps WHERE state='running'")]
+            for step in steps:
+                self.campaign.set_step_state(step, "failed", line)
         except (OSError, sqlite3.Error):
             pass  # still full: a job left "running" is resumed on the next run anyway
+        for step in steps:
+            self._emit(StepState(step=step, state="failed", message=line), log=False)  # the events file may be full
 
     def redo_changes(self, plan: Plan) -> list[str]:
         """One line per finished job (or slice) whose pinned inputs changed, with the full old and new values."""

@@ -256,25 +256,48 @@ def _first_line(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- disk and the whole report
 
 
+def _existing(path: Path) -> Path:
+    """PATH, or its nearest ancestor that exists (what a directory not made yet will live on)."""
+    probe = path
+    try:
+        while not probe.exists() and probe.parent != probe:
+            probe = probe.parent
+    except OSError:  # a name too long, a link loop: the caller's statvfs says so
+        pass
+    return probe
+
+
 def probe_disk(home: Path) -> DiskStatus:
     """Free space on the filesystem that holds HOME (store and campaigns), without creating HOME."""
-    probe = home
-    while not probe.exists() and probe.parent != probe:
-        probe = probe.parent
     try:
-        usage = shutil.disk_usage(probe)
+        usage = shutil.disk_usage(_existing(home))
     except OSError:  # e.g. a parent we may not read: report no free space rather than fail the whole check
         return DiskStatus(path=str(home), free_bytes=0, total_bytes=0)
     return DiskStatus(path=str(home), free_bytes=usage.free, total_bytes=usage.total)
 
 
+def probe_campaign_disk(home: Path, campaign: Path | None) -> DiskStatus | None:
+    """Free space where CAMPAIGN's outputs go, when it is on another filesystem than HOME (None otherwise:
+    the home's figure is the campaign's too)."""
+    if campaign is None:
+        return None
+    try:
+        if os.stat(_existing(Path(campaign))).st_dev == os.stat(_existing(home)).st_dev:
+            return None
+    except OSError:
+        pass  # measured below, or reported as no space
+    return probe_disk(Path(campaign))
+
+
 def hardware_report(home: Path | None = None, *, nvml: Any = None, docker_client_factory: Callable[[], Any] | None = None,
-                    image_lock: Path | None = None) -> HardwareReport:
+                    image_lock: Path | None = None, campaign: Path | None = None) -> HardwareReport:
+    """The machine as a run sees it; CAMPAIGN: the folder a run writes (--campaign), whose filesystem's free space
+    the steps' disk needs are checked against (the home's, when it is there)."""
     from trace_tui.paths import home as default_home
 
     home = home or default_home()
     return HardwareReport(home=str(home), gpu=probe_gpus(nvml),
                           docker=probe_docker(docker_client_factory, lock_path=image_lock, home=home),
-                          disk=probe_disk(home))
+                          disk=probe_disk(home), campaign_disk=probe_campaign_disk(home, campaign))
 
 

@@ -97,6 +97,8 @@ class HardwareReport(_Model):
     gpu: GpuStatus
     docker: DockerStatus
     disk: DiskStatus
+    # the campaign's filesystem, where a run's outputs go, when --campaign puts it on another one than the home's
+    campaign_disk: DiskStatus | None = None
 
     @property
     def gpus(self) -> list[GpuInfo]:

@@ -47,6 +47,11 @@ def step_scales(step: "Step", resolved: "ResolvedRecipe") -> list[str]:
     return []
 
 
+def writes_store(step: "Step") -> bool:
+    """Whether STEP fills the store (`trace-tui store fetch ...`: eval-setup's steps) rather than its campaign."""
+    return list(step.run[:2]) == ["trace_tui", "store"]
+
+
 def check_step(step: "Step", resolved: "ResolvedRecipe", report: HardwareReport, *,
                runtime: Literal["docker", "local"] = "docker", earlier_disk_gib: float = 0) -> StepCheck:
     """One step's verdict. ``earlier_disk_gib``: what the recipe's earlier steps write first (disk adds up)."""
@@ -122,11 +127,13 @@ def check_step(step: "Step", resolved: "ResolvedRecipe", report: HardwareReport,
     if needs.disk_gib:
         total = needs.disk_gib + earlier_disk_gib
         with_earlier = f" ({total:g} GiB with the earlier steps)" if earlier_disk_gib else ""
-        if report.disk.free_bytes < total * GIB:
-            findings.append(("fail", f"needs {needs.disk_gib:g} GiB free under {report.disk.path}{with_earlier}; "
-                                     f"{report.disk.free_gib:.1f} GiB free"))
+        # a step that fills the store writes the home; every other step writes its campaign
+        disk = report.disk if writes_store(step) else (report.campaign_disk or report.disk)
+        if disk.free_bytes < total * GIB:
+            findings.append(("fail", f"needs {needs.disk_gib:g} GiB free under {disk.path}{with_earlier}; "
+                                     f"{disk.free_gib:.1f} GiB free"))
         else:
-            findings.append(("pass", f"{report.disk.free_gib:.0f} GiB free >= {total:g} GiB"))
+            findings.append(("pass", f"{disk.free_gib:.0f} GiB free >= {total:g} GiB"))
 
     if needs.network:
         findings.append(("pass", "needs network (or a bundle import: `trace-tui bundle import DIR`)"))

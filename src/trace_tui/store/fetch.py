@@ -56,8 +56,32 @@ def hf_endpoint() -> str:
     return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
 
 
+def _release_url_parts() -> tuple[str, str | None, str | None]:
+    """$TRACE_TUI_RELEASE_URL as (the URL without its userinfo, user, password)."""
+    url = (os.environ.get("TRACE_TUI_RELEASE_URL") or DEFAULT_RELEASE_URL).rstrip("/")
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None, None
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=host).geturl(), parts.username, parts.password
+
+
 def release_base_url() -> str:
-    return (os.environ.get("TRACE_TUI_RELEASE_URL") or DEFAULT_RELEASE_URL).rstrip("/")
+    """The raw file host's URL, without credentials: a URL is printed in errors and recorded in the store."""
+    return _release_url_parts()[0]
+
+
+def release_headers() -> dict[str, str]:
+    """The credentials $TRACE_TUI_RELEASE_URL carries (https://USER:PASSWORD@host), sent as HTTP basic
+    authentication instead of in the URL, so that no message or record ever holds them."""
+    import base64
+    from urllib.parse import unquote
+
+    _url, user, password = _release_url_parts()
+    if user is None:
+        return {}
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password or '')}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
 
 
 def _offline() -> bool:
@@ -305,7 +329,8 @@ class Fetcher:
         commit = self.lock.upstream.commit
         if name != N.release_entry(self.lock):
             raise CheckFailed(f"{name}: the release pins {N.release_entry(self.lock)}")
-        mpath = self._get_file(name, S.RELEASE_MANIFEST, self._raw_url(commit, S.RELEASE_MANIFEST), {}, None)
+        mpath = self._get_file(name, S.RELEASE_MANIFEST, self._raw_url(commit, S.RELEASE_MANIFEST), release_headers(),
+                               None)
         assert mpath is not None
         data = mpath.read_bytes()
         try:
@@ -319,7 +344,8 @@ class Fetcher:
             for spec in plan.files:
                 url = self._raw_url(commit, spec.path)
                 if spec.path != S.RELEASE_MANIFEST:
-                    part = self._get_file(name, spec.path, url, {}, spec.size, allow_missing=not spec.required)
+                    part = self._get_file(name, spec.path, url, release_headers(), spec.size,
+                                          allow_missing=not spec.required)
                     if part is None:  # a file the appliance does not read, missing upstream: recorded absent
                         absent.append(spec.path)
                         self.on_progress(FetchProgress(name, spec.path, 0, None, "skipped"))
@@ -336,7 +362,7 @@ class Fetcher:
         spec = plan.files[0]
         url = self._raw_url(self.lock.upstream.paper_branch, spec.path)
         with self.store.staging(name) as st:
-            part = self._get_file(name, spec.path, url, {}, None)
+            part = self._get_file(name, spec.path, url, release_headers(), None)
             self._stage_part(st, name, spec.path, part, list(spec.expected), None, url)
             return st.commit(revision=None, source=Source(type="git-raw", repo_id=self.lock.upstream.repository,
                                                           url=release_base_url()), notes=plan.notes)
@@ -386,8 +412,10 @@ class Fetcher:
 
 
 def _safe_url(url: str) -> str:
-    """A URL without query string (signed URLs carry credentials there)."""
-    return url.split("?", 1)[0]
+    """A URL without query string (signed URLs carry credentials there) or userinfo."""
+    from trace_tui.logs import redact_text
+
+    return redact_text(url.split("?", 1)[0])
 
 
 def _status(exc: BaseException) -> int | None:

@@ -335,7 +335,8 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
     def hardware_probe() -> HardwareReport:
         from trace_tui import hardware
 
-        return hardware.hardware_report(home)
+        campaign = getattr(args, "campaign", None)  # disk needs: where that campaign's outputs go
+        return hardware.hardware_report(home, campaign=Path(campaign).expanduser() if campaign else None)
 
     def known() -> list[str]:
         from trace_tui import recipes
