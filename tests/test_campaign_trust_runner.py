@@ -156,7 +156,8 @@ def test_a_run_naming_anything_but_trace_tuis_entry_points_is_refused_by_the_sch
     with pytest.raises(UsageError, match=r"mine.yaml:\d+: .*'timeit' is not a trace-tui stage worker"):
         parse_recipe(recipe_text, source="mine.yaml")
     for run in (["timeit", "-s", code, "pass"], ["trace_tui", "bundle", "import", "/x"],
-                ["trace_tui", "verify", "--log-file", str(marker)]):
+                ["trace_tui", "verify", "--log-file", str(marker)], ["trace_tui", "verify", f"--log-fi={marker}"],
+                ["trace_tui", "hw", "--ho", str(tmp_path)]):
         with pytest.raises(ValueError, match="not a trace-tui stage worker|not a command a step may run|would write"):
             Step(id="x", title="x", stage="host", run=run)
     good = selftest_step("who", "whoami", per_slice=False, image=None)

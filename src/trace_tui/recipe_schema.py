@@ -109,7 +109,9 @@ def entry_point_problem(run: list[str] | tuple[str, ...]) -> str | None:
         return f"{module!r} is not a trace-tui stage worker; allowed: {allowed}"
     if not any(args[:len(c)] == list(c) for c in HOST_COMMANDS):
         return f"'trace_tui {' '.join(args[:2])}' is not a command a step may run; allowed: {allowed}"
-    bad = next((a for a in args if a.split("=", 1)[0] in HOST_FORBIDDEN_OPTIONS), None)
+    # argparse takes any unambiguous prefix of an option (--log-fi for --log-file)
+    bad = next((a for a in args if a.startswith("--") and len(a.split("=", 1)[0]) > 2
+                and any(o.startswith(a.split("=", 1)[0]) for o in HOST_FORBIDDEN_OPTIONS)), None)
     if bad is not None:
         return f"{bad.split('=', 1)[0]} would write outside the campaign; a step may not give it"
     return None
