@@ -322,3 +322,27 @@ def test_a_resume_redoes_exactly_the_damaged_slice_and_moves_what_was_left_aside
     assert (kept["step"], kept["slice"]) == ("gen", "tiny-a/42/t1") and "outputs damaged" in kept["changes"][0]
     assert main(["status", "--campaign", str(single), "--fail-if-incomplete"]) == 0
     assert main(["verify", "--campaign", str(single)]) == 0
+
+
+# --------------------------------------------------------------------------- the bench's paths, small
+
+
+def test_the_benchs_paths_on_a_small_campaign(rows_campaign: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """`make bench` (bench/bench_trust.py) times these on a full-size campaign; here each runs once, small:
+    status, a resume's planning (Runner.plan with the presence checks), the TUI opening the campaign to its grid
+    (a real app, headless, in a fresh process) and verify."""
+    from bench.bench_trust import plan_resume, tui_to_grid
+
+    assert main(["status", "--campaign", str(rows_campaign), "--fail-if-incomplete"]) == 0
+    _opened, _planned, summary = plan_resume(rows_campaign)
+    assert summary == "24 jobs: 24 complete, 0 to resume, 0 invalidated, 0 to run", summary
+    (rows_campaign / GEN / "rows/000004.json").unlink()
+    _opened, _planned, summary = plan_resume(rows_campaign)
+    assert summary.endswith(", 3 to redo (outputs missing or damaged)"), summary  # generate, extract, score
+    (tmp_path / "home").mkdir()
+    painted, _cpu = tui_to_grid(rows_campaign, tmp_path / "home", runs=1)
+    assert painted > 0
+    capsys.readouterr()
+    assert main(["verify", "--campaign", str(rows_campaign)]) == 1
+    assert f"FAILED output   {GEN}/rows/000004.json: output missing" in capsys.readouterr().out
