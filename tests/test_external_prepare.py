@@ -347,3 +347,8 @@ def test_the_launcher_runs_with_the_views_hf_home(release_evaluator, tmp_path):
         assert env[name].startswith(str(work)) and f'{name}="${{{name}:-' in text.replace("export ", ""), name
     assert env["EVAL_DEPS_ROOT"] == str(tmp_path.resolve() / "rlvr/evaluation/.work/eval_deps")
     assert env["CAMPAIGN_ROOT"] == str(work / "tag")
+    # on CPU (no GPU groups) the pool's `vllm serve` gets torch.compile without dynamo (its fixed arguments
+    # have no --enforce-eager); on GPUs nothing changes
+    assert "TORCHDYNAMO_DISABLE" not in env
+    cpu = launch_environment({}, tmp_path, work, "tag", launcher.launcher_env("generate", [[0]]), cpu=True)
+    assert cpu["TORCHDYNAMO_DISABLE"] == "1"

@@ -145,8 +145,14 @@ def generation_rows_complete(status_line: str | None) -> bool:
     return bool(m) and int(m.group(1)) == int(m.group(2)) > 0
 
 
+# The launcher on CPU (the cpu images: vLLM's CPU build, no GPU groups): its pool starts `vllm serve` with a
+# fixed argument list (no --enforce-eager), and the server's torch.compile warm-up fails on CPU in
+# torch._dynamo; with dynamo off, torch.compile runs the model eagerly. The GPU path keeps compilation.
+CPU_LAUNCH_ENV = {"TORCHDYNAMO_DISABLE": "1"}
+
+
 def launch_environment(environ: dict[str, str], evaluator: Path, work: Path, run_tag: str,
-                       launcher_vars: dict[str, str]) -> dict[str, str]:
+                       launcher_vars: dict[str, str], *, cpu: bool = False) -> dict[str, str]:
     """The launcher's environment: ENVIRON, our launcher variables, and where it writes.
 
     Its `.work` (TMP_ROOT, with the campaign root, logs, results, models, LMUData and TMPDIR under it)
@@ -162,7 +168,7 @@ def launch_environment(environ: dict[str, str], evaluator: Path, work: Path, run
              "LMUData": str(work / "LMUData"), "DATASET_MANIFEST": str(work / DATASET_MANIFEST),
              "TMPDIR": str(work / "tmp"), "EVAL_DEPS_ROOT": str(Path(evaluator).resolve() / EVAL_DEPS),
              "LOCAL_ARCHIVE_SPOOL_ROOT": str(work / run_tag / "hf_archive")}
-    return {**environ, **launcher_vars, **where, "HF_HOME": str(hf_home(work))}
+    return {**environ, **launcher_vars, **where, "HF_HOME": str(hf_home(work)), **(CPU_LAUNCH_ENV if cpu else {})}
 
 
 def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator: Path) -> int:
@@ -207,7 +213,8 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
         protocol.status("failed", "the launcher would run something else: " + "; ".join(problems), exit_code=1)
         return 1
 
-    env = launch_environment(dict(os.environ), evaluator, work, run_tag, launcher_env(phase, job_gpu_groups(job)))
+    env = launch_environment(dict(os.environ), evaluator, work, run_tag, launcher_env(phase, job_gpu_groups(job)),
+                             cpu=not job.get("gpus"))
     (work / "tmp").mkdir(exist_ok=True)
     proc = subprocess.Popen(launcher_argv(models, seeds, run_tag, deltas=deltas), cwd=evaluator, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
