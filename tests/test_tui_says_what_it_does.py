@@ -368,3 +368,43 @@ async def test_q_during_a_run_says_how_to_resume(tmp_path: Path) -> None:
     assert app.return_value == 130
     hint = resume_hint(app.stopped_runs)
     assert f"trace-tui --campaign {campaign}" in hint and "tuiquithint" in hint and "resumable" in hint
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_hardware_screen_says_each_thing_once_and_leaves_no_gap(tmp_path: Path, size) -> None:
+    """At 120x40, 13 blank lines stood above a recipes table squeezed to 11 rows; at 80x24 the image-lock
+    sentence filled the screen three times (once per image). The 8x H100 host without an image lock."""
+    import re
+
+    app = TraceTuiApp(make_backends(tmp_path, machine="8xh100", snapshot=True))
+    async with app.run_test(size=size) as pilot:
+        await hardware_ready(pilot, app)
+        await pilot.pause(0.3)
+        system = text_of(app, "#hw-system")
+        assert system.count("no image lock at") == 1, system
+        assert "images train, infer, score: not built" in " ".join(system.split())
+        body = app.screen.query_one("#hw-body")
+        title = app.screen.query_one("#hw-recipes-title")
+        assert title.region.y == body.region.bottom, (body.region, title.region)  # no blank lines between
+        assert body.virtual_size.height - body.size.height <= (0 if size[1] == 40 else 12)  # all of it at 120x40
+        table = app.screen.query_one("#hw-recipes")
+        assert table.size.height >= (14 if size[1] == 40 else 6), table.size
+
+
+async def test_the_hardware_screen_sees_the_store_a_run_filled(tmp_path: Path) -> None:
+    """"Store: ... (empty: nothing fetched yet)" stayed after the demo had filled the store: back on the
+    hardware screen, the line says what is there now."""
+    from trace_tui.tui.screens.confirm import ConfirmScreen
+
+    app = TraceTuiApp(make_backends(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await hardware_ready(pilot, app)
+        assert "empty: nothing fetched yet" in text_of(app, "#hw-system")
+        entry = tmp_path / "home" / "store" / "local" / "model"
+        entry.mkdir(parents=True)  # what the demo's first step leaves
+        app.push_screen(ConfirmScreen("a screen on top, as a run's", yes="yes", no="no"))
+        await pilot.pause()
+        app.pop_screen()
+        await pilot.pause(0.2)
+        assert app.screen is screen
+        assert "empty" not in text_of(app, "#hw-system") and "store" in text_of(app, "#hw-system")

@@ -95,7 +95,6 @@ def hardware_view(report: HardwareReport, recipes: Iterable[RecipeRow] = ()) -> 
     # The probe's own message: it names the id and says when the tag has moved since the lock.
     images = tuple((i.name, i.message or IMAGE_STATUS.get(i.status, i.status)) for i in docker.images)
     disk = report.disk
-    store = Path(report.home) / "store"
     return HardwareView(
         gpus=gpus,
         gpu_message="" if gpu.status == "ok" and gpus else gpu.message,
@@ -104,10 +103,20 @@ def hardware_view(report: HardwareReport, recipes: Iterable[RecipeRow] = ()) -> 
         docker=docker.message,
         gpu_runtime=docker.gpu_runtime or "none",
         images=images,
-        store=f"{store}" + ("" if store.is_dir() else " (empty: nothing fetched yet)"),
+        store=store_text(report),
         free_disk=f"{disk.free_gib:,.0f} GiB free of {disk.total_bytes / 2**30:,.0f} GiB",
         recipes=tuple(recipes),
     )
+
+
+def store_text(report: HardwareReport) -> str:
+    """The store's folder, and whether anything is in it yet (read now: a run fills it)."""
+    store = Path(report.home) / "store"
+    try:
+        empty = not any(store.iterdir())
+    except OSError:
+        empty = True
+    return f"{store}" + (" (empty: nothing fetched yet)" if empty else "")
 
 
 def recipe_row(name: str, title: str, checks: Iterable[StepCheck] | None) -> RecipeRow:

@@ -76,6 +76,22 @@ def recipe_details(row: RecipeRow) -> list[tuple[str, str]]:
             *[("why not" if i == 0 else "", r) for i, r in enumerate(row.reasons)]]
 
 
+def system_text(view: HardwareView) -> str:
+    """Docker, the images, the store and the disk. Images in the same state are one line: without an image
+    lock all three said the same sentence (three times at 80x24, where it is most of the screen)."""
+    lines = [f"Docker: {view.docker}   GPU runtime: {view.gpu_runtime}"]
+    by_status: dict[str, list[str]] = {}
+    for stage, status in view.images:
+        by_status.setdefault(status, []).append(stage)
+    for status, stages in by_status.items():
+        if len(stages) == 1:
+            lines.append(f"  image {stages[0]:<10} {status}")
+        else:
+            lines.append(f"  images {', '.join(stages)}: {status}")
+    lines.append(f"Store: {view.store}   Disk: {view.free_disk}")
+    return "\n".join(lines)
+
+
 class HardwareScreen(Screen):
     TITLE = "Hardware"
     BINDINGS = [
@@ -154,11 +170,7 @@ class HardwareScreen(Screen):
                 ("No GPU: ", "bold yellow"), (view.gpu_message or "no NVIDIA GPU found", ""),
                 "\nThis machine can still run ", ("verify", "bold"), " (v), ", ("eval-preview", "bold"),
                 " (e) and ", ("demo", "bold"), " (d).", self._again()))
-        lines = [f"Docker: {view.docker}   GPU runtime: {view.gpu_runtime}"]
-        for stage, status in view.images:
-            lines.append(f"  image {stage:<10} {status}")
-        lines.append(f"Store: {view.store}   Disk: {view.free_disk}")
-        self.query_one("#hw-system", Static).update("\n".join(lines))
+        self.query_one("#hw-system", Static).update(system_text(view))
         table = self.query_one("#hw-recipes", LiteralTable)
         table.details = lambda i: recipe_details(view.recipes[i]) if i < len(view.recipes) else []
         table.clear(columns=True)
@@ -171,6 +183,22 @@ class HardwareScreen(Screen):
 
     def _again(self) -> str:
         return again("checked", self.probes)
+
+    def on_screen_resume(self) -> None:
+        """Back from a run (the demo fills the store): the store's line says what is there now, not what
+        the first probe found ("empty: nothing fetched yet" after the demo had filled it)."""
+        report = self.app.hardware_report
+        if self.view is None or report is None:
+            return
+        from dataclasses import replace
+
+        from trace_tui.tui.views import store_text
+
+        store = store_text(report)
+        if store != self.view.store:
+            self.view = replace(self.view, store=store)
+            self.app.hardware_view = self.view
+            self.query_one("#hw-system", Static).update(system_text(self.view))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id != "hw-recipes" or self.view is None:
