@@ -408,3 +408,17 @@ async def test_the_hardware_screen_sees_the_store_a_run_filled(tmp_path: Path) -
         await pilot.pause(0.2)
         assert app.screen is screen
         assert "empty" not in text_of(app, "#hw-system") and "store" in text_of(app, "#hw-system")
+
+
+def test_steps_with_the_same_reason_share_its_line() -> None:
+    """The recipes table said the image-lock sentence once per step of a recipe (three times for
+    validation at 80x24): steps with the same reason share one line, every step still named."""
+    from trace_tui.tui.screens.hardware import recipe_reason_cell
+    from trace_tui.tui.views import RecipeRow
+
+    lock = "image infer not built: no image lock at /h/appliance/images.lock.json (run `make appliance`)"
+    row = RecipeRow(name="validation", title="V", verdict="fail",
+                    reasons=(f"generate: {lock}", f"extract: {lock}", "score: image score not built", "plain"))
+    cell = recipe_reason_cell(row)
+    assert cell.count("no image lock") == 1
+    assert cell.splitlines() == [f"generate, extract: {lock}", "score: image score not built", "plain"]

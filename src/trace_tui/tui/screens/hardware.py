@@ -65,10 +65,16 @@ def recipe_reason(row: RecipeRow) -> str:
 
 
 def recipe_reason_cell(row: RecipeRow) -> str:
-    """Every reason, each on its own line (the column wraps: nothing is cut)."""
+    """Every reason, each on its own line (the column wraps: nothing is cut); steps with the same reason
+    share its line ("generate, extract: image infer not built ...", not the sentence once per step)."""
     if row.verdict == "pass" or not row.reasons:
         return recipe_reason(row)
-    return "\n".join(row.reasons)
+    steps_of: dict[str, list[str]] = {}
+    for reason in row.reasons:
+        step, sep, text = reason.partition(": ")
+        key = text if sep else reason
+        steps_of.setdefault(key, []).extend([step] if sep else [])
+    return "\n".join(f"{', '.join(steps)}: {text}" if steps else text for text, steps in steps_of.items())
 
 
 def recipe_details(row: RecipeRow) -> list[tuple[str, str]]:
