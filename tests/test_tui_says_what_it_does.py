@@ -422,3 +422,31 @@ def test_steps_with_the_same_reason_share_its_line() -> None:
     cell = recipe_reason_cell(row)
     assert cell.count("no image lock") == 1
     assert cell.splitlines() == [f"generate, extract: {lock}", "score: image score not built", "plain"]
+
+
+async def test_options_say_which_choice_is_on_without_colour(tmp_path: Path, monkeypatch) -> None:
+    """With NO_COLOR the Options screen showed the same mark for a choice that is on and one that is off
+    (only its colour differed): the on mark is drawn bold and underlined, which survives NO_COLOR."""
+    from textual.filter import NoColor
+    from textual.widgets import Checkbox, RadioButton
+
+    from trace_tui.tui.screens.options import OptionsScreen
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = TraceTuiApp(make_backends(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await hardware_ready(pilot, app)
+        app.open_recipe("demo")
+        await wait_for(pilot, lambda: isinstance(app.screen, PreviewScreen) and app.screen.resolved is not None)
+        await pilot.press("o")
+        await wait_for(pilot, lambda: isinstance(app.screen, OptionsScreen), what="the options")
+        await pilot.pause()
+
+        def mark(button) -> tuple:
+            segments = NoColor().apply(list(button.render_line(0)), None)
+            return next((s.text, s.style) for s in segments if s.text.strip() in ("●", "X"))
+
+        buttons = list(app.screen.query(RadioButton)) + list(app.screen.query(Checkbox))
+        on = {mark(b) for b in buttons if b.value}
+        off = {mark(b) for b in buttons if not b.value}
+        assert on and off and not on & off, (on, off)
