@@ -23,6 +23,16 @@ SCRIPTS = "rlvr/evaluation/scripts"
 
 
 def use(checkout: Path) -> None:
+    """The evaluator's scripts importable from CHECKOUT. Scripts imported earlier from a checkout that is gone
+    (a test's own copy, removed once that test passed) are dropped first, with what was read from them."""
+    gone = [name for name, mod in sys.modules.items()
+            if f"/{SCRIPTS}/" in (getattr(mod, "__file__", None) or "") and not Path(mod.__file__).exists()]
+    if gone:
+        for name in gone:
+            del sys.modules[name]
+        sys.path[:] = [p for p in sys.path if not (p.endswith(SCRIPTS) and not Path(p).is_dir())]
+        suite.cache_clear()
+        provenance.cache_clear()
     path = str(Path(checkout).resolve() / SCRIPTS)
     if path not in sys.path:
         sys.path.insert(0, path)
