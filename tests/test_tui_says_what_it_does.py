@@ -450,3 +450,19 @@ async def test_options_say_which_choice_is_on_without_colour(tmp_path: Path, mon
         on = {mark(b) for b in buttons if b.value}
         off = {mark(b) for b in buttons if not b.value}
         assert on and off and not on & off, (on, off)
+
+
+def test_more_failures_than_the_summary_shows_are_one_key_away() -> None:
+    """The Slurm run's summary said "(+2 more)" with no way to see them: it now says where they are, and
+    `i` on a shard's row lists every failure of that shard. The status dict is `status --json`'s shape."""
+    from trace_tui.tui.progress import cluster_details, cluster_summary
+
+    shard = {"id": "s0", "slurm_state": "FAILED", "exit_code": 1, "node": "n1", "reason": "", "campaign_state": "failed",
+             "rows_done": 3, "rows_total": 9, "rate": None, "complete": False, "eta_s": None, "log": "slurm/logs/a.log",
+             "failures": ["generate m/42/a: boom", "generate m/42/b: bang", "generate m/42/c: crash"]}
+    status = {"shards": [shard], "finishing": [], "shards_completed": 0, "shards_total": 1, "shard_by": "model",
+              "rows_done": 3, "rows_total": 9, "rate": None, "eta_s": None, "complete": False}
+    summary = cluster_summary(status)
+    assert "(+2 more: i on a shard lists its failures)" in summary
+    details = cluster_details(status, 0)
+    assert [v for k, v in details if k in ("failed", "")] == shard["failures"]

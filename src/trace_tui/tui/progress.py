@@ -456,5 +456,19 @@ def cluster_summary(status: dict[str, Any]) -> str:
         text += " · merged"
     failures = [f"{s['id']}: {m}" for s in status.get("shards", []) for m in s.get("failures", [])]
     if failures:
-        text += f" · failed: {failures[0]}" + (f" (+{len(failures) - 1} more)" if len(failures) > 1 else "")
+        # the others are one key away: `i` on a shard's row lists every failure of that shard
+        more = f" (+{len(failures) - 1} more: i on a shard lists its failures)" if len(failures) > 1 else ""
+        text += f" · failed: {failures[0]}{more}"
     return text
+
+
+def cluster_details(status: dict[str, Any], index: int) -> list[tuple[str, str]]:
+    """Row INDEX of cluster_rows in full: its columns, then every failure of that shard."""
+    rows = cluster_rows(status)
+    if not 0 <= index < len(rows):
+        return []
+    fields = list(zip(CLUSTER_COLUMNS, rows[index]))
+    shards = status.get("shards", [])
+    if index < len(shards):
+        fields += [("failed" if n == 0 else "", m) for n, m in enumerate(shards[index].get("failures", []))]
+    return fields

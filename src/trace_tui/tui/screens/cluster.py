@@ -19,7 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from trace_tui.tui.messages import ClusterDone, ClusterRead
-from trace_tui.tui.progress import CLUSTER_COLUMNS, cluster_rows, cluster_summary
+from trace_tui.tui.progress import CLUSTER_COLUMNS, cluster_details, cluster_rows, cluster_summary
 from trace_tui.tui.widgets.table import LiteralTable
 
 POLL_S = 2.0
@@ -91,8 +91,9 @@ class ClusterScreen(Screen):
         if message.status is None:
             self.query_one("#cluster-summary", Static).update(f"cannot read the campaign: {message.error}")
             return
-        self.status = message.status
+        self.status = status = message.status
         table = self.query_one("#cluster-table", LiteralTable)
+        table.details = lambda i: cluster_details(status, i)  # i: a shard in full, every failure of it
         rows = cluster_rows(message.status)
         if table.row_count != len(rows):
             table.clear()
