@@ -135,15 +135,20 @@ def run() -> list[str]:
         resolved = demo_shaped_recipe(models=[m.id for m in resolved.models], seeds=list(resolved.seeds),
                                       benchmarks={b.key: max(1, int(b.rows * scale)) for b in resolved.benchmarks})
     lines: list[str] = []
-    top = Path(tempfile.mkdtemp(prefix="trace-tui-bench-trust-"))
+    # TRACE_TUI_BENCH_TRUST_KEEP=DIR: write the campaign into DIR once and keep it; later runs time it again.
+    keep = os.environ.get("TRACE_TUI_BENCH_TRUST_KEEP")
+    top = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="trace-tui-bench-trust-"))
     try:
         campaign, home = top / "campaign", top / "home"
-        home.mkdir()
-        t0 = time.perf_counter()
-        counts = write_campaign(campaign, resolved)
-        lines.append(f"campaign: {len(resolved.slices)} slices, {resolved.rows_total:,} rows, {counts['jobs']:,} jobs, "
-                     f"{counts['row_files']:,} row files, {counts['files']:,} outputs with their receipts; "
-                     f"written in {time.perf_counter() - t0:.0f} s")
+        home.mkdir(parents=True, exist_ok=True)
+        if not (campaign / "state.sqlite").is_file():
+            t0 = time.perf_counter()
+            counts = write_campaign(campaign, resolved)
+            lines.append(f"campaign: {len(resolved.slices)} slices, {resolved.rows_total:,} rows, {counts['jobs']:,} "
+                         f"jobs, {counts['row_files']:,} row files, {counts['files']:,} outputs with their receipts; "
+                         f"written in {time.perf_counter() - t0:.0f} s")
+        else:
+            lines.append(f"campaign: {len(resolved.slices)} slices, {resolved.rows_total:,} rows, kept in {top}")
         trace = [sys.executable, "-m", "trace_tui"]
         status, status_cpu = _measure([*trace, "status", "--campaign", str(campaign), "--fail-if-incomplete"])
         lines.append(f"status (fresh process, presence and sizes of every job): median {status:.2f} s wall, "
@@ -176,7 +181,8 @@ def run() -> list[str]:
                      f"wall, {s_cpu:.1f} s CPU (best of 2 each); RATIO {v / s:.2f}x wall, {v_cpu / s_cpu:.2f}x CPU "
                      f"[goal <= {VERIFY_GOAL_RATIO}x: {'ok' if v / s <= VERIFY_GOAL_RATIO else 'MISSED'}]")
     finally:
-        shutil.rmtree(top, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(top, ignore_errors=True)
     return lines
 
 

@@ -581,11 +581,15 @@ def _read_row_file(path: str, keep: int) -> tuple[str, int, bytes | None] | None
         h = hashlib.sha256()
         parts = []
         size = 0
-        while chunk := os.read(fd, max(st.st_size + 1, 1 << 16) if not parts else 1 << 20):
+        while True:
+            ask = max(st.st_size + 1, 1 << 16) if not size else 1 << 20
+            chunk = os.read(fd, ask)
             h.update(chunk)
             size += len(chunk)
             if size <= keep:
                 parts.append(chunk)
+            if len(chunk) < ask:  # a regular file's short read is its end: no second read to learn it
+                break
         return h.hexdigest(), size, b"".join(parts) if size <= keep else None
     except OSError as exc:
         raise NotRead(f"cannot be read ({exc.strerror or exc})") from None
@@ -705,7 +709,8 @@ class _OutputChecks:
                 return
         assert self.rows is not None
         self.rows[name] = said
-        self.parsed[rel] = (digest, row)
+        if self.worker == "extract":  # what the score after it reads: handed over, not read again
+            self.parsed[rel] = (digest, row)
 
 
 def row_ties(job: Any, step: dict[str, Any], steps: list[dict[str, Any]], outs: _OutputChecks,
@@ -860,7 +865,7 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
         if outs.parsed:
             last_parsed[j.slice] = outs.parsed
         unread = outs.unread
-        if outs.rows is not None:
+        if outs.worker == "generate":  # held for the extract job after it on this slice, which pops it
             row_records[(j.step, j.slice)] = outs
         ties = row_ties(j, step, recipe_order, outs, row_records)
         for check in ties:
