@@ -1,9 +1,13 @@
 """`make appliance` for the cpu flavour, and the demo recipe through the Docker runtime.
 
-Real images built from the local Debian base (Docker cannot pull here), real
+Real images built from the local Debian bases (Docker cannot pull here), real
 containers, a real bundle round trip: export the demo bundle, remove the
 images and the store, import, and run the demo again offline in a fresh
-campaign with network none — the same scores as before.
+campaign with network none — the same scores as before. The infer and score
+images carry vLLM 0.10.2's CPU build, and the demo's generate and extract run
+on it (the real engine, no stand-in): their receipts say so, and a generate
+worker killed with SIGKILL mid-slice resumes to the same rows as an
+uninterrupted run with other batching.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -61,6 +67,89 @@ def test_rebuilding_with_nothing_changed_keeps_every_image_id(built):
         assert labels["org.trace-tui.version"] and labels["org.trace-tui.lock-sha256"] == img.build_args["LOCK_SHA256"]
 
 
+def _run_in(image: str, *args: str, volumes: dict[str, str] | None = None, name: str | None = None,
+            env: dict[str, str] | None = None, detach: bool = False) -> subprocess.CompletedProcess[str] | subprocess.Popen:
+    """A container with the production options of a stage container (read-only root, tmpfs /tmp as HOME,
+    the invoking user, no capabilities, no network)."""
+    cmd = ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev,mode=1777",
+           "--user", f"{os.getuid()}:{os.getgid()}", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+           "-e", "HOME=/tmp", "--workdir", "/"]
+    for host, inside in (volumes or {}).items():
+        cmd += ["-v", f"{host}:{inside}"]
+    for k, v in (env or {}).items():
+        cmd += ["-e", f"{k}={v}"]
+    cmd += [*(["--name", name] if name else []), image, *args]
+    if detach:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+
+
+def test_cpu_infer_and_score_images_carry_vllm_0_10_2(built):
+    """The acceptance line as written: `python -c "import vllm; print(vllm.__version__)"` in the image."""
+    lock, _ = built
+    for name in ("infer", "score"):
+        done = subprocess.run(["docker", "run", "--rm", "--network", "none", lock.images[name].tag, "python", "-c",
+                               "import vllm; print(vllm.__version__)"], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip().splitlines()[-1].startswith("0.10.2"), done.stdout
+    # One environment layer for both (the same lock, base and instructions): built and stored once.
+    client = images.docker_client()
+    layers = {n: client.images.get(lock.images[n].id).attrs["RootFS"]["Layers"] for n in ("infer", "score")}
+    shared = [a for a, b in zip(layers["infer"], layers["score"]) if a == b]
+    assert len(shared) >= 2, "infer and score must share the base and the vLLM environment layers"
+
+
+def test_vllm_generate_killed_mid_slice_resumes_to_the_same_rows_as_other_batching(built, tmp_path,
+                                                                                   tiny_qwen25vl_dir, trace_sample_dir):
+    """The generate worker in the cpu infer image, on vLLM's CPU engine (its default there): SIGKILL the
+    container mid-slice (one row per batch), rerun it, and every row equals an uninterrupted run's that
+    generated the whole slice in one batch: a row's sample depends on its prompt and seed alone."""
+    from stages_support import responses, sample_generate_job
+
+    lock, _ = built
+    image = lock.images["infer"].tag
+    rows = list(range(48))
+    campaign = tmp_path / "campaign"
+    campaign.mkdir()
+    os.chmod(tmp_path, 0o755)
+    volumes = {str(tiny_qwen25vl_dir): "/models/tiny:ro", str(trace_sample_dir): "/sample:ro",
+               str(campaign): "/campaign"}
+
+    def job_file(out: str, batch_size: int | None) -> str:
+        job = sample_generate_job(Path("/models/tiny"), Path("/sample"), rows, out=out,
+                                  **({"batch_size": batch_size} if batch_size else {}))
+        job["settings"]["max_tokens"] = 24
+        (campaign / f"{out.replace('/', '_')}.json").write_text(json.dumps(job))
+        return f"/campaign/{out.replace('/', '_')}.json"
+
+    def worker(job: str, **kw):
+        return _run_in(image, "python3", "-m", "trace_tui.stages.generate", volumes=volumes,
+                       env={"TRACE_TUI_JOB": job, "TRACE_TUI_CAMPAIGN": "/campaign"}, **kw)
+
+    killed = job_file("outputs/generate/killed", 1)
+    name = f"trace-tui-test-kill-{uuid.uuid4().hex[:8]}"
+    proc = worker(killed, name=name, detach=True)
+    rows_dir = campaign / "outputs/generate/killed/rows"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and len(list(rows_dir.glob("*.json"))) < 3 and proc.poll() is None:
+        time.sleep(0.05)
+    subprocess.run(["docker", "kill", "--signal", "KILL", name], capture_output=True)
+    log = proc.communicate(timeout=120)[0]
+    partial = len(list(rows_dir.glob("*.json")))
+    assert 3 <= partial < len(rows), ("the kill must land mid-slice", partial, log[-3000:])
+    done = worker(killed)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [e for e in events if e["type"] == "progress"][0]["done"] >= partial  # resumed, rows kept
+    whole = worker(job_file("outputs/generate/whole", None))
+    assert whole.returncode == 0, (whole.stdout[-3000:], whole.stderr[-3000:])
+    assert responses(campaign, "outputs/generate/killed") == responses(campaign, "outputs/generate/whole")
+    for out in ("killed", "whole"):
+        receipt = json.loads((campaign / f"outputs/generate/{out}/generate.receipt.json").read_text())
+        assert receipt["content"]["backend"] == "vllm"
+        assert receipt["circumstance"]["versions"]["vllm"].startswith("0.10.2")
+
+
 def test_demo_runs_end_to_end_in_the_images_and_survives_a_bundle_round_trip(built, env, tmp_path):
     lock, lock_path = built
     first = tmp_path / "first"
@@ -71,6 +160,19 @@ def test_demo_runs_end_to_end_in_the_images_and_survives_a_bundle_round_trip(bui
         assert res.returncode == 0, (check, res.stdout[-1500:], res.stderr[-1500:])
     scores = _scores(first, env)
     assert scores, "the demo recorded no score"
+    # generate and the judge ran on vLLM's CPU build, the cpu images' default backend
+    gens = sorted(first.rglob("generate.receipt.json"))
+    extracts = sorted(first.rglob("extract.receipt.json"))
+    assert gens and extracts
+    for path in gens:
+        receipt = json.loads(path.read_text())
+        assert receipt["content"]["backend"] == "vllm", path
+        assert receipt["circumstance"]["versions"]["vllm"].startswith("0.10.2"), path
+    for path in extracts:
+        receipt = json.loads(path.read_text())
+        assert receipt["content"]["judge"]["backend"] == "vllm", path
+        if receipt["circumstance"]["judge_calls"]:
+            assert receipt["circumstance"]["versions"]["vllm"].startswith("0.10.2"), path
 
     bundle_dir = tmp_path / "bundle"
     done = _cli("bundle", "export", str(bundle_dir), "--recipe", "demo", env=env)

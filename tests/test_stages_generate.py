@@ -248,15 +248,20 @@ def test_validation_slice_reads_the_store_and_checks_the_dataset_pin(monkeypatch
 def test_vllm_on_cpu_gets_float32_eager_and_native_ops_and_keeps_the_callers_settings(monkeypatch) -> None:
     """What vLLM 0.10.2's CPU build needs (the cpu images run it for real: tests/test_appliance_demo.py):
     float32 unless a dtype is named, eager mode, native ops (Qwen2.5-VL's M-RoPE would call Triton), the
-    engine in the worker's process; the caller's settings (the judge's max_model_len) stay."""
+    engine in the worker's process, and a token budget of max_num_seqs whole prompts, so that no prefill
+    is split (after a split, vLLM rewinds the seeded generator with a CUDA-only call); the caller's
+    settings (the judge's max_model_len) stay."""
     from trace_tui.stages.backends.vllm_backend import cpu_engine_options
 
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
-    got = cpu_engine_options({"model": "m", "dtype": "bfloat16", "max_model_len": 8192}, None)
-    assert got == {"model": "m", "dtype": "float32", "max_model_len": 8192, "enforce_eager": True,
-                   "compilation_config": {"custom_ops": ["none"]}}
+    got = cpu_engine_options({"model": "m", "dtype": "bfloat16", "max_model_len": 4096}, None, 32768)
+    assert got == {"model": "m", "dtype": "float32", "max_model_len": 4096, "enforce_eager": True,
+                   "compilation_config": {"custom_ops": ["none"]}, "max_num_seqs": 16,
+                   "max_num_batched_tokens": 16 * 4096}
     assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
-    assert cpu_engine_options({"model": "m"}, "bfloat16")["dtype"] == "bfloat16"
+    got = cpu_engine_options({"model": "m"}, "bfloat16", 128000)
+    assert (got["dtype"], got["max_model_len"], got["max_num_batched_tokens"]) == ("bfloat16", 8192, 16 * 8192)
+    assert cpu_engine_options({"model": "m"}, None, 2048)["max_model_len"] == 2048
 
 
 def test_without_vllm_the_default_backend_is_transformers(monkeypatch) -> None:

@@ -1,4 +1,4 @@
-"""Generation backends: one interface, two engines (transformers on CPU/GPU, vLLM on GPU).
+"""Generation backends: one interface, two engines (transformers on CPU/GPU, vLLM on GPU or its CPU build).
 
 A :class:`Request` carries everything a single sample depends on — the chat
 messages, the images, the sampling settings and the seed — so a backend can

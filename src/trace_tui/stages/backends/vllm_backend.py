@@ -23,6 +23,13 @@ from trace_tui.stages.backends import Request, render_prompt
 #   would otherwise call a Triton kernel, and Triton has no CPU driver.
 CPU_ENGINE_OPTIONS: dict[str, Any] = {"dtype": "float32", "enforce_eager": True,
                                       "compilation_config": {"custom_ops": ["none"]}}
+# - no prompt ever prefilled in parts: the CPU build always chunks long prefills, and after a partial
+#   prefill vLLM 0.10.2 rewinds the request's seeded generator with a CUDA-only call ("CPU Generator does
+#   not use offset"); a token budget per step of max_num_seqs full-length prompts leaves nothing to split.
+#   max_model_len, where the caller sets none, is at most CPU_MAX_MODEL_LEN (the model's own can be
+#   128k, and vLLM keeps buffers of budget x hidden size).
+CPU_MAX_NUM_SEQS = 16
+CPU_MAX_MODEL_LEN = 8192
 
 
 def on_cpu() -> bool:
@@ -32,8 +39,9 @@ def on_cpu() -> bool:
     return bool(current_platform.is_cpu())
 
 
-def cpu_engine_options(kwargs: dict[str, Any], dtype: str | None) -> dict[str, Any]:
-    """The engine arguments on CPU: the caller's, with CPU_ENGINE_OPTIONS (a dtype the caller names wins).
+def cpu_engine_options(kwargs: dict[str, Any], dtype: str | None, model_max_len: int | None = None) -> dict[str, Any]:
+    """The engine arguments on CPU: the caller's, with CPU_ENGINE_OPTIONS (a dtype the caller names wins) and
+    a token budget that never splits a prefill (MODEL_MAX_LEN: the checkpoint's max_position_embeddings).
 
     The engine also runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0, unless set): a CPU has no
     device to isolate, and a separate engine process would import torch and vLLM a second time (tens of
@@ -43,6 +51,10 @@ def cpu_engine_options(kwargs: dict[str, Any], dtype: str | None) -> dict[str, A
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     out = dict(kwargs, **{k: v for k, v in CPU_ENGINE_OPTIONS.items() if k != "dtype"})
     out["dtype"] = dtype or CPU_ENGINE_OPTIONS["dtype"]
+    if not out.get("max_model_len"):
+        out["max_model_len"] = min(CPU_MAX_MODEL_LEN, model_max_len or CPU_MAX_MODEL_LEN)
+    out["max_num_seqs"] = CPU_MAX_NUM_SEQS
+    out["max_num_batched_tokens"] = CPU_MAX_NUM_SEQS * out["max_model_len"]
     return out
 
 
@@ -87,7 +99,8 @@ class VllmBackend:
             if min_pixels is not None and max_pixels is not None:
                 kwargs["mm_processor_kwargs"] = {"min_pixels": min_pixels, "max_pixels": max_pixels}
         if on_cpu():
-            kwargs = cpu_engine_options(kwargs, dtype)
+            text = config.get("text_config") or config
+            kwargs = cpu_engine_options(kwargs, dtype, text.get("max_position_embeddings"))
         self.engine_options = {k: v for k, v in kwargs.items() if k != "model"}
         self.llm = LLM(**kwargs)
 
