@@ -59,8 +59,10 @@ class VerifyScreen(Screen):
         self.wide = False
         self.paths: dict[str, Path | None] = {kind: path}
         self.filter_text = ""
-        # verifications finished on this screen, per directory verified (f5 says it checked that one again)
-        self.checked: dict[tuple[str, str], int] = {}
+        # verifications finished on this screen of each directory (f5 says it checked that one again; a first
+        # verification of another directory is not "again"), and of the one shown now
+        self.checked_per: dict[tuple[str, str], int] = {}
+        self.checked = 0
         self.typed = False  # the last verification was asked for by enter in the path box
 
     def compose(self) -> ComposeResult:
@@ -210,9 +212,10 @@ class VerifyScreen(Screen):
             self._fill("#verify-scores", (), "nothing verified")
             return
         self.view = view = message.view
-        done = self.checked[(self.kind, view.target)] = self.checked.get((self.kind, view.target), 0) + 1
+        key = (self.kind, view.target)
+        self.checked = self.checked_per[key] = self.checked_per.get(key, 0) + 1
         verdict = Text("VERIFIED" if view.ok else "FAILED", style="bold green" if view.ok else "bold red")
-        again_text = again("verified", done)
+        again_text = again("verified", self.checked)
         summary.update(Text.assemble(verdict, f" · {view.target} · {view.summary}{again_text}"))
         self._show_checks()
         self._fill("#verify-tables", view.tables, "no tables")

@@ -24,25 +24,25 @@ class Checklist(LiteralTable):
     MIN_WRAP_WIDTH = 6
 
     def show(self, checks: tuple[CheckRow, ...], wide: bool = False) -> None:
-        """Short hashes with every column; `wide`: full hashes beside the path, the detail left to `i` (no
-        terminal holds two 64-digit hashes and a sentence on one line: they folded over 7 lines at 80)."""
+        """Short hashes; `wide`: full hashes, which then take the larger shares of the width (no terminal
+        holds two 64-digit hashes and a sentence on one line: given what was left, they folded over 7 lines
+        at 80 columns)."""
         self.clear(columns=True)
         self.rows_shown = checks
         self.details = lambda i: [("status", checks[i].status), ("item", checks[i].item),
                                   ("expected", checks[i].expected), ("actual", checks[i].actual),
                                   ("detail", checks[i].detail)]
         if wide:
-            self.wrap_column, self.wrap_weights = (1, 2, 3), {1: 1, 2: 2, 3: 2}
-            self.add_columns("status", "item", "expected sha256", "actual sha256")
+            self.wrap_column, self.wrap_weights = (1, 2, 3, 4), {1: 2, 2: 3, 3: 3, 4: 3}
         else:
             self.wrap_column, self.wrap_weights = type(self).wrap_column, type(self).wrap_weights
-            self.add_columns("status", "item", "expected", "actual", "detail")
+        self.add_columns("status", "item", "expected", "actual", "detail")
         for c in checks:
             style = STATUS_STYLE.get(c.status, "")
             actual_style = "bold red" if c.status == "failed" else ""
             hashes = (c.expected, Text(c.actual, style=actual_style)) if wide else (
                 short_hash(c.expected), Text(short_hash(c.actual), style=actual_style))
-            self.add_row(Text(c.status, style=style), c.item, *hashes, *(() if wide else (c.detail,)))
+            self.add_row(Text(c.status, style=style), c.item, *hashes, c.detail)
 
 
 class ResultTable(LiteralTable):

@@ -218,8 +218,7 @@ class ProgressGrid(Vertical):
             shown = self.filter_text if len(self.filter_text) <= FILTER_SHOWN else (
                 f"{self.filter_text[:FILTER_SHOWN]}… ({len(self.filter_text):,} characters)")
             if self._current is not None and not self._rows:
-                text = f"no benchmark matches the filter {shown!r} · esc clears it   ·   {text}"
-            else:
-                text += f"   ·   filter: {shown}"
+                text += "   ·   no benchmark matches (esc clears the filter)"
+            text += f"   ·   filter: {shown}"
         self.query_one("#grid-summary", Static).update(text)
         model.dirty = False
