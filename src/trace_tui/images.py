@@ -96,12 +96,18 @@ def image_tag(name: str, flavor: str) -> str:
     return f"trace-tui/{name}:{__version__}-{flavor}"
 
 
-def docker_client() -> Any:
+# Saving or loading the images of a bundle (the cpu vLLM images are 7.3 GB) keeps the daemon silent for
+# longer than docker-py's default read timeout of 60 s before the first bytes of the archive.
+BULK_TIMEOUT_S = 3600
+
+
+def docker_client(timeout: int | None = None) -> Any:
+    """The Docker Engine client; TIMEOUT (seconds a read may wait) for calls that move whole images."""
     import docker
     from docker.errors import DockerException
 
     try:
-        client = docker.from_env()
+        client = docker.from_env(**({"timeout": timeout} if timeout else {}))
         client.ping()
         return client
     except DockerException as exc:

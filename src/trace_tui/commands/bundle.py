@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         lock = images.read_images_lock()
         if lock is None:
             raise UsageError(f"no image lock at {images.images_lock_path()}", hint="run `make appliance` first")
-        client = images.docker_client()
+        client = images.docker_client(timeout=images.BULK_TIMEOUT_S)
         status = images.image_status(client, lock)
         broken = {n: s for n, s in status.items() if s != "ok"}
         if broken:
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if not src.is_dir():  # bad input before anything else, Docker included
         raise UsageError(f"bundle import {src}: {'is a file, not' if src.exists() else 'no such'} directory",
                          hint="name the folder `trace-tui bundle export` wrote")
-    manifest = bundle.import_bundle(src, store=store, client=images.docker_client(),
+    manifest = bundle.import_bundle(src, store=store, client=images.docker_client(timeout=images.BULK_TIMEOUT_S),
                                     images_lock_path=images.images_lock_path(), say=_say)
     _say(f"bundle for recipe {manifest.recipe} imported: {len(manifest.images)} images, "
          f"{len(manifest.entries)} store entries; {_next_step(manifest.recipe)}")
