@@ -33,6 +33,16 @@ class RefusedScreen(ModalScreen[None]):
                     yield Static(f"• {problem}", classes="refused-reason", markup=False)
             yield Static(self.foot, id="refused-foot", markup=False)
 
+    def on_mount(self) -> None:
+        # A reason often holds a path or a command to copy (`mv DIR/state.sqlite DIR/state.sqlite.broken`):
+        # where the screen has room, the box is wide enough for its longest word, so none is folded in
+        # the middle (the usual 120 columns cut a long campaign path inside its file name)
+        words = [word for text in (self.title_text, *self.problems) for word in text.split()]
+        longest = max((len(word) for word in words), default=0) + len("• ")
+        frame = 4  # the thick border and the padding, both sides
+        if longest + frame > 120:
+            self.query_one("#refused-box").styles.max_width = longest + frame
+
 
 def cannot_open(campaign: object, line: str) -> RefusedScreen:
     """A campaign that cannot be opened: the whole reason (often a command to run first), until esc; a toast
