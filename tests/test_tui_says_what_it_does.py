@@ -467,3 +467,56 @@ def test_more_failures_than_the_summary_shows_are_one_key_away() -> None:
     assert "(+2 more: i on a shard lists its failures)" in summary
     details = cluster_details(status, 0)
     assert [v for k, v in details if k in ("failed", "")] == shard["failures"]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("size", SIZES)
+async def test_first_start_says_the_demo_runs_here_with_the_local_runtime(tmp_path: Path, size) -> None:
+    """A first start (Docker answers, no image built yet) labelled the demo "cannot run" while the line above
+    the table said "This machine can still run ... demo (d)", and its reason offered `--runtime local`. The
+    label now says what is true, "can run (--runtime local)", and the reason still names the images and
+    both ways on; the headless default is unchanged (under Docker the same check still fails, exit 3).
+    The real Docker engine here, with no image lock in the home (what a first start has)."""
+    import dataclasses
+
+    import docker
+
+    from trace_tui import hardware, recipes
+    from trace_tui.hardware import worst
+    import fake_nvml
+
+    try:
+        docker.from_env(timeout=10).ping()
+    except docker.errors.DockerException as exc:  # pragma: no cover - CI starts dockerd
+        pytest.skip(f"no Docker engine: {exc}")
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def first_start() -> hardware.HardwareReport:
+        return hardware.hardware_report(home, nvml=fake_nvml.machine("none"), image_lock=home / "images.lock.json")
+
+    report = first_start()
+    assert report.docker.status == "ok" and {i.status for i in report.docker.images} == {"not_built"}
+    backends = dataclasses.replace(make_backends(tmp_path, runtime="docker"), hardware_probe=first_start)
+    app = TraceTuiApp(backends)
+    async with app.run_test(size=size) as pilot:
+        screen = await hardware_ready(pilot, app)
+        await pilot.pause()
+        assert "This machine can still run verify (v), eval-preview (e) and demo (d)" in " ".join(
+            screen_text(app).split())
+        demo = next(r for r in screen.view.recipes if r.name == "demo")
+        assert demo.status == "can run (--runtime local)"
+        assert "--runtime local" in " ".join(demo.reasons) and "make appliance" in " ".join(demo.reasons)
+        assert "cannot run" not in demo.status
+        screen.query_one("#hw-recipes").move_cursor(row=[r.name for r in screen.view.recipes].index("demo"))
+        await pilot.pause()
+        assert "demo: " in screen_text(app) and "can run (--runtime local)" in screen_text(app)
+        from trace_tui.tui.screens.hardware import recipe_details
+        assert ("how", "runtime local under Options (o on its preview), or `trace-tui --recipe demo --runtime "
+                       "local`") in recipe_details(demo)
+        # a recipe that needs a GPU still cannot run, whatever the runtime
+        assert next(r for r in screen.view.recipes if r.name == "smoke-3b").status == "cannot run"
+    demo_checks = hardware.check_recipe(recipes.resolve_recipe(recipes.load_recipe("demo")), report)
+    assert worst(demo_checks) == "fail"  # headless under Docker still refuses (its line offers --runtime local)
+    local = hardware.check_recipe(recipes.resolve_recipe(recipes.load_recipe("demo")), report, runtime="local")
+    assert worst(local) != "fail"

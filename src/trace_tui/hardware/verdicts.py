@@ -32,6 +32,13 @@ class StepCheck(_Model):
         head = f"{recipe} {self.step}" if recipe else self.step
         return f"{head}: {self.verdict}: {self.reason}"
 
+    @property
+    def runs_with_local_runtime(self) -> bool:
+        """Failed only for images not built, each offering the local runtime: the same step runs here as
+        host processes (`--runtime local`), which is what the Hardware screen says instead of "cannot run"."""
+        fails = [n for n in self.notes if n.startswith("fail: ")]
+        return bool(fails) and all(n.endswith(f"`{LOCAL_RUNTIME}`") for n in fails)
+
 
 def step_scales(step: "Step", resolved: "ResolvedRecipe") -> list[str]:
     """The model sizes whose requirement applies to a step's GPU profile."""

@@ -51,9 +51,13 @@ class RecipeRow:
     title: str
     verdict: str  # pass | warn | fail | unknown
     reasons: tuple[str, ...] = ()
+    # failed only for images not built: the recipe runs here without containers (`--runtime local`)
+    local_runtime: bool = False
 
     @property
     def status(self) -> str:
+        if self.verdict == "fail" and self.local_runtime:
+            return "can run (--runtime local)"
         return {"pass": "can run", "warn": "can run (warnings)", "fail": "cannot run"}.get(self.verdict, "unknown")
 
 
@@ -126,6 +130,7 @@ def recipe_row(name: str, title: str, checks: Iterable[StepCheck] | None) -> Rec
     rank = {"pass": 0, "warn": 1, "fail": 2}
     verdict = "pass"
     reasons: list[str] = []
+    checks = list(checks)
     for check in checks:
         if rank[check.verdict] > rank[verdict]:
             verdict = check.verdict
@@ -134,7 +139,8 @@ def recipe_row(name: str, title: str, checks: Iterable[StepCheck] | None) -> Rec
             notes = [n.partition(": ")[2] for n in check.notes if not n.startswith("pass: ")]
             for text in notes or [check.reason]:
                 reasons.append(f"{check.step}: {text}".strip(": "))
-    return RecipeRow(name=name, title=title, verdict=verdict, reasons=tuple(reasons))
+    local = verdict == "fail" and all(c.verdict != "fail" or c.runs_with_local_runtime for c in checks)
+    return RecipeRow(name=name, title=title, verdict=verdict, reasons=tuple(reasons), local_runtime=local)
 
 
 def run_env_text(runtime: str, images: Iterable[tuple[str, str]], used: Iterable[str]) -> str:

@@ -78,7 +78,9 @@ def recipe_reason_cell(row: RecipeRow) -> str:
 
 
 def recipe_details(row: RecipeRow) -> list[tuple[str, str]]:
-    return [("recipe", row.name), ("title", row.title), ("here", row.status),
+    local = ([("how", f"runtime local under Options (o on its preview), or `trace-tui --recipe {row.name} "
+                      f"--runtime local`")] if row.verdict == "fail" and row.local_runtime else [])
+    return [("recipe", row.name), ("title", row.title), ("here", row.status), *local,
             *[("why not" if i == 0 else "", r) for i, r in enumerate(row.reasons)]]
 
 
@@ -182,7 +184,7 @@ class HardwareScreen(Screen):
         table.clear(columns=True)
         table.add_columns("recipe", "here", "why not")
         for row in view.recipes:
-            table.add_row(row.name, Text(row.status, style=VERDICT_STYLE.get(row.verdict, "")),
+            table.add_row(row.name, Text(row.status, style=VERDICT_STYLE["warn" if row.local_runtime else row.verdict] if row.verdict in VERDICT_STYLE else ""),
                           recipe_reason_cell(row), key=row.name)
         if view.recipes:
             table.focus(scroll_visible=False)

@@ -33,7 +33,8 @@ class RecipesScreen(Screen):
                                    else [("recipe", names[i]), ("here", "not checked")])
         for name in names:
             row = rows.get(name)
-            verdict = row.verdict if row else "unknown"
+            # yellow, not red, where only the images are missing: it runs here with --runtime local
+            verdict = ("warn" if row.local_runtime else row.verdict) if row else "unknown"
             status = Text(row.status if row else "not checked", style=VERDICT_STYLE.get(verdict, ""))
             table.add_row(name, row.title if row else "", status, key=name)
         table.focus()
