@@ -9,6 +9,7 @@ a machine, at the narrowest edge.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -134,3 +135,27 @@ async def test_a_skipped_step_leaves_a_campaign_that_verifies(tmp_path: Path, si
                           str(tmp_path / "campaigns" / resolved.run_tag)], capture_output=True, text=True, cwd=REPO,
                          timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_a_step_skipped_in_steps_is_listed_as_skipped_by_status(tmp_path: Path, size: tuple[int, int]) -> None:
+    """Skip the second step in Steps: `trace-tui status` lists it, as skipped, in its place between the
+    steps that ran (it was missing: the campaign listed only the steps that ran)."""
+    resolved = selftest_resolved(name="tuiskips")
+    app = TraceTuiApp(make_backends(tmp_path, extra_recipes={"tuiskips": resolved}))
+    async with app.run_test(size=size) as pilot:
+        run = await start_run(pilot, app, "tuiskips", decisions="ys")
+        await wait_for(pilot, lambda: run.outcome not in (None, "running"), what="the run")
+        assert run.outcome == "completed" and run.model.steps["report"].state == "skipped"
+    campaign = tmp_path / "campaigns" / resolved.run_tag
+    out = subprocess.run([sys.executable, "-m", "trace_tui", "status", "--campaign", str(campaign), "--json"],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    steps = {s["step"]: s for s in json.loads(out.stdout)["steps"]}
+    assert [s.id for s in resolved.recipe.steps] == list(steps)
+    assert steps["report"]["state"] == "skipped" and "skipped" in steps["report"]["message"]
+    assert all(s["state"] == "completed" for name, s in steps.items() if name != "report")
+    assert json.loads(out.stdout)["complete"] is True
+    text = subprocess.run([sys.executable, "-m", "trace_tui", "status", "--campaign", str(campaign)],
+                          capture_output=True, text=True, cwd=REPO, timeout=120).stdout
+    assert any(line.split()[:2] == ["report", "skipped"] for line in text.splitlines()), text

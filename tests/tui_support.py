@@ -99,7 +99,8 @@ def local_runner_factory(home: Path):
         from trace_tui.tui.backends import without_steps
 
         campaign = Campaign(campaign_dir)
-        runner = Runner(without_steps(resolved, skip), campaign, LocalRuntime(), store=home / "store")
+        runner = Runner(without_steps(resolved, skip), campaign, LocalRuntime(), store=home / "store",
+                        listed_steps=resolved.recipe.steps)
         return OwnedRunner(runner, campaign)
 
     return factory

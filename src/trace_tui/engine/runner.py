@@ -20,7 +20,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -78,9 +78,13 @@ class Runner:
                  slice_groups: dict[str, int] | None = None, plan: RunPlan | None = None,
                  host_runtime: Runtime | None = None, mem_limit: str | None = None,
                  extra_inputs: ExtraInputs | None = None,
-                 redo: bool = False, confirm_redo: Callable[[list[str]], bool] | None = None) -> None:
+                 redo: bool = False, confirm_redo: Callable[[list[str]], bool] | None = None,
+                 listed_steps: Sequence[Step] | None = None) -> None:
         self.resolved = resolved
         self.recipe = resolved.recipe
+        # The steps the campaign lists (`trace-tui status`, the campaigns list): the recipe's as it was chosen,
+        # where RESOLVED is it less the steps the user skipped; those are listed as skipped, not left out.
+        self.listed_steps = list(listed_steps) if listed_steps is not None else list(self.recipe.steps)
         self.campaign = campaign
         self.runtime = runtime
         if host_runtime is None:
@@ -237,7 +241,11 @@ class Runner:
                    offline=str(self.offline).lower(), last_run_started=str(time.time()))
         if self.gpu_plan is not None:  # `status` shows the plan this run's containers were given
             c.set_meta(gpu_plan=json.dumps([s.model_dump() for s in self.gpu_plan.steps], sort_keys=True))
-        c.upsert_steps((s.id, i, s.title, s.run[0], s.per_slice) for i, s in enumerate(self.recipe.steps))
+        c.upsert_steps((s.id, i, s.title, s.run[0], s.per_slice) for i, s in enumerate(self.listed_steps))
+        run_ids = {s.id for s in self.recipe.steps}
+        for step in self.listed_steps:
+            if step.id not in run_ids:
+                c.set_step_state(step.id, "skipped", "skipped when this run was started: not run")
         for j in plan.jobs:
             if j.action in ("invalidate", "repair"):
                 c.supersede(j.step.id, j.slice, stamp, [j.reason])

@@ -395,7 +395,8 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
                             store=paths.store_dir(home), offline=chosen["offline"], plan=plan,
                             # finished work with changed inputs: the run screen shows the one line
                             # listing the change unless the TUI was started with --redo
-                            redo=bool(getattr(args, "redo", False)))
+                            redo=bool(getattr(args, "redo", False)),
+                            listed_steps=resolved.recipe.steps)  # skipped steps are listed as skipped
         except BaseException:
             campaign.close()
             raise
