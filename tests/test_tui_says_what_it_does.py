@@ -520,3 +520,57 @@ async def test_first_start_says_the_demo_runs_here_with_the_local_runtime(tmp_pa
     assert worst(demo_checks) == "fail"  # headless under Docker still refuses (its line offers --runtime local)
     local = hardware.check_recipe(recipes.resolve_recipe(recipes.load_recipe("demo")), report, runtime="local")
     assert worst(local) != "fail"
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_under_the_local_runtime_preview_and_steps_speak_of_processes_not_images(tmp_path: Path,
+                                                                                      size) -> None:
+    """With `--runtime local` the preview listed each step as "image train: not built" and Steps said "runs
+    in: train image": no image is used then. Both now say the step is a process with this host's Python."""
+    import dataclasses
+
+    backends = dataclasses.replace(make_backends(tmp_path, runtime="local"), runtime_name=lambda: "local")
+    app = TraceTuiApp(backends)
+    async with app.run_test(size=size) as pilot:
+        await hardware_ready(pilot, app)
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, PreviewScreen) and app.screen.resolved is not None,
+                       what="the preview")
+        await pilot.pause()
+        body = text_of(app, "#preview-text")
+        steps = body[body.index("\nSteps"):body.index("\nStore")]
+        assert "image" not in steps.replace("no image", ""), steps
+        assert "2. train-smoke (train) process with this host's Python (train stage, no image)" in steps
+        assert "runtime local: each step runs as a process with this host's Python; no image is used" in body
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, StepsScreen), what="the steps")
+        await pilot.press("y")  # prepare runs on the host; the next step has a stage
+        await pilot.pause()
+        shown = " ".join(text_of(app, "#step-text").split())
+        assert "runs in: a process with this host's Python (train stage; --runtime local uses no image)" in shown
+        assert "train image" not in shown
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_check_that_says_more_lists_the_rest_in_the_preview(tmp_path: Path, size) -> None:
+    """A step's check line ended in "(+1 more)" with no way to see it: the preview now lists each further
+    finding under the line (Steps lists every finding of the step under "on this machine")."""
+    from trace_tui import hardware, recipes
+
+    backends = make_backends(tmp_path, runtime="docker")  # no GPU, Docker not reachable: two findings a step
+    checks = hardware.check_recipe(recipes.resolve_recipe(recipes.load_recipe("full")), backends.hardware_probe(),
+                                   runtime="docker")
+    generate = next(c for c in checks if c.step == "generate")
+    assert generate.reason.endswith("(+1 more)")
+    app = TraceTuiApp(backends)
+    async with app.run_test(size=size) as pilot:
+        await hardware_ready(pilot, app)
+        await pilot.press("e")
+        await wait_for(pilot, lambda: isinstance(app.screen, PreviewScreen) and app.screen.resolved is not None,
+                       what="the preview")
+        await pilot.pause()
+        body = " ".join(text_of(app, "#preview-text").split())
+        more = [note for note in generate.notes[1:] if not note.startswith("pass: ")]
+        assert len(more) == 1
+        for note in more:
+            assert " ".join(note.split()) in body, note

@@ -99,6 +99,8 @@ class Preview(_Model):
     gpu_groups: str  # GPU_GROUPS for the release evaluator
     gpu_plan_note: str
     step_gpus: list[StepGpus] = []  # what each step's containers are given (trace_tui.plan.run_plan)
+    # where the steps run: "docker" (each stage's image) or "local" (processes with this host's Python)
+    runtime: str = "docker"
     starts_nothing: bool = Field(True, description="a preview never starts or writes anything")
 
     def lines(self) -> list[str]:
@@ -146,6 +148,8 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
         img = report.docker.image(step.image) if step.image else None
         if step.image is None:
             state = "host"
+        elif runtime == "local":  # no image is used: the stage's worker runs as a process on this host
+            state = "local"
         elif img is None or img.status == "not_built":
             state = "not built"
         else:
@@ -153,7 +157,7 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
         steps.append(StepLine(
             id=step.id, title=step.title, stage=step.stage, run=list(step.run), image=step.image,
             image_tag=img.tag if img else None,
-            image_id=img.locked_id if img and img.status != "not_built" else None,
+            image_id=img.locked_id if img and img.status != "not_built" and runtime != "local" else None,
             image_state=state, confirm=step.confirm, per_slice=step.per_slice,
             store=[StoreEntryLine(name=n, present=present.get(n) if checker else None)
                    for n in resolved.store_entries.get(step.id, [])],
@@ -195,7 +199,8 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
                                                                 for d in (report.disk, report.campaign_disk) if d)},
         gpu_plan=[GroupLine(gpus=g.gpus, spec=g.spec, slices=[s.id for s in g.slices], rows=g.rows,
                             models=list(dict.fromkeys(s.model for s in g.slices))) for g in plan],
-        gpu_groups=_launcher_groups(run, plan), gpu_plan_note=plan_note, step_gpus=list(run.steps))
+        gpu_groups=_launcher_groups(run, plan), gpu_plan_note=plan_note, step_gpus=list(run.steps),
+        runtime="local" if runtime == "local" else "docker")
 
 
 def _launcher_groups(run: Any, plan: list[Any]) -> str:
@@ -247,15 +252,23 @@ def render_preview(p: Preview) -> list[str]:
     out.append("Steps")
     for i, s in enumerate(p.steps, 1):
         flags = "".join([" [confirm]" if s.confirm else "", " [per slice]" if s.per_slice else ""])
-        where = "host" if s.image is None else f"image {s.image}: " + (
-            f"{s.image_id}" + (" (tag now differs)" if s.image_state == "different" else "")
-            if s.image_id else s.image_state)
+        if s.image is None:
+            where = "host"
+        elif s.image_state == "local":
+            where = f"process with this host's Python ({s.image} stage, no image)"
+        else:
+            where = f"image {s.image}: " + (
+                f"{s.image_id}" + (" (tag now differs)" if s.image_state == "different" else "")
+                if s.image_id else s.image_state)
         out.append(f"  {i}. {s.id} ({s.stage}) {where}{flags}")
         out.append(f"       runs   {' '.join(s.run)}")
         for e in s.store:
             state = "unknown" if e.present is None else ("present" if e.present else "missing")
             out.append(f"       store  {e.name}: {state}")
         out.append(f"       check  {s.check.verdict}: {s.check.reason}")
+        # the one line ends in "(+N more)" when there is more: each of those follows, whole
+        if s.check.verdict != "pass" and s.check.reason.endswith(" more)"):
+            out += [f"              {note}" for note in s.check.notes[1:] if not note.startswith("pass: ")]
     if not p.store_available:
         out.append(f"Store       {p.store_note}")
     else:
@@ -263,7 +276,10 @@ def render_preview(p: Preview) -> list[str]:
         missing = len({e.name for e in needed if e.present is False})
         out.append(f"Store       {p.store_note}: {len({e.name for e in needed})} entries needed, {missing} missing")
     out.append(f"Hardware    {p.hardware['gpu']}")
-    out.append(f"            {p.hardware['docker']}; {p.hardware['images']}")
+    if p.runtime == "local":
+        out.append("            runtime local: each step runs as a process with this host's Python; no image is used")
+    else:
+        out.append(f"            {p.hardware['docker']}; {p.hardware['images']}")
     out.append(f"            {p.hardware['disk']}")
     out.append(f"GPU plan    {p.gpu_plan_note}" + (f"  (GPU_GROUPS=\"{p.gpu_groups}\")" if p.gpu_groups else ""))
     for g in p.gpu_plan:
@@ -271,7 +287,8 @@ def render_preview(p: Preview) -> list[str]:
         out.append(f"  {who}: {_n(len(g.slices))} slices, {_n(g.rows)} rows, {len(g.models)} model"
                    f"{'s' if len(g.models) != 1 else ''}")
     if any(s.groups or s.refusal for s in p.step_gpus):
-        out.append("Containers  what each step's containers are given (the same plan a run uses)")
+        out.append("Processes   what each step's processes are given (the same plan a run uses)" if p.runtime == "local"
+                   else "Containers  what each step's containers are given (the same plan a run uses)")
         out += [f"  {s.line()}" for s in p.step_gpus]
     return out
 

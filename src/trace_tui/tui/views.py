@@ -198,7 +198,9 @@ def needs_lines(needs: StepNeeds) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def step_views(recipe: Recipe, checks: Iterable[StepCheck] | None = None) -> list[StepView]:
+def step_views(recipe: Recipe, checks: Iterable[StepCheck] | None = None, *,
+               runtime: str = "docker") -> list[StepView]:
+    """RUNTIME: where the steps run ("local": processes with this host's Python, no image is used)."""
     by_step: dict[str, str] = {}
     verdicts: dict[str, str] = {}
     notes: dict[str, tuple[str, ...]] = {}
@@ -210,7 +212,9 @@ def step_views(recipe: Recipe, checks: Iterable[StepCheck] | None = None) -> lis
     for s in recipe.steps:
         out.append(StepView(
             id=s.id, title=s.title, description=s.description.strip(), stage=s.stage,
-            image=f"{s.image} image" if s.image else "host (no container)",
+            image=("host (no container)" if not s.image
+                   else f"a process with this host's Python ({s.image} stage; --runtime local uses no image)"
+                   if runtime == "local" else f"{s.image} image"),
             needs=needs_lines(s.needs), per_slice=bool(s.per_slice), confirm=bool(s.confirm),
             check=by_step.get(s.id, ""), verdict=verdicts.get(s.id, ""), reasons=notes.get(s.id, ()),
         ))

@@ -26,6 +26,7 @@ class StepsScreen(Screen):
     def __init__(self, resolved, checks=None) -> None:
         super().__init__()
         self.resolved = resolved
+        self.checks = list(checks) if checks is not None else None
         self.steps: list[StepView] = step_views(resolved.recipe, checks)
         self.index = 0
         self.decisions: dict[str, bool] = {}
@@ -37,6 +38,10 @@ class StepsScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        # where this run goes (the campaign's runtime, as the run screen and a headless run take it): under
+        # the local runtime a step is a process with the host's Python, never an image
+        runtime = self.app.backends.runtime_label(self.app.backends.campaign_dir_for(self.resolved))
+        self.steps = step_views(self.resolved.recipe, self.checks, runtime=runtime)
         self.show()
 
     def show(self) -> None:
