@@ -63,7 +63,8 @@ def test_a_gpu_launch_asks_docker_for_shm_and_the_pci_device_order(docker_image:
     assert asked["environment"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
 
 
-def _fake_vllm(monkeypatch, seen: dict) -> None:
+def _fake_vllm(monkeypatch, seen: dict, cpu: bool = False) -> None:
+    """vLLM's CUDA build (or, with ``cpu``, its CPU build as its platform detection reports it)."""
     class LLM:
         def __init__(self, **kw):
             seen["init"] = kw
@@ -73,6 +74,8 @@ def _fake_vllm(monkeypatch, seen: dict) -> None:
             return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text='{"answer": 1}')]) for _ in prompts]
 
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=lambda **kw: kw))
+    platform = types.SimpleNamespace(is_cpu=lambda: cpu)
+    monkeypatch.setitem(sys.modules, "vllm.platforms", types.SimpleNamespace(current_platform=platform))
 
 
 def test_the_judge_is_served_with_the_release_engine_settings(monkeypatch, tmp_path, tiny_qwen25vl_dir) -> None:
@@ -94,6 +97,23 @@ def test_the_judge_is_served_with_the_release_engine_settings(monkeypatch, tmp_p
     assert seen["init"]["max_model_len"] == 8192
     assert seen["init"]["gpu_memory_utilization"] == 0.9
     assert seen["init"]["tensor_parallel_size"] == 2
+    assert seen["init"]["generation_config"] == pin.generation_config == "vllm"
+
+
+def test_on_cpu_the_engine_gets_what_vllms_cpu_build_needs(monkeypatch, tiny_qwen25vl_dir) -> None:
+    """The same backend on vLLM's CPU build: float32, eager, native ops, no prefill split; the GPU path
+    (above) gets none of these."""
+    from trace_tui.stages.backends import build_backend
+    from trace_tui.stages.backends.vllm_backend import CPU_MAX_NUM_SEQS
+
+    seen: dict = {}
+    _fake_vllm(monkeypatch, seen, cpu=True)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    build_backend("vllm", str(tiny_qwen25vl_dir), min_pixels=3136, max_pixels=50176)
+    init = seen["init"]
+    assert (init["dtype"], init["enforce_eager"], init["compilation_config"]) == \
+        ("float32", True, {"custom_ops": ["none"]})
+    assert init["max_num_batched_tokens"] == CPU_MAX_NUM_SEQS * init["max_model_len"]
 
 
 def test_generation_leaves_unpinned_engine_settings_to_vllm(monkeypatch, tiny_qwen25vl_dir) -> None:

@@ -139,18 +139,13 @@ class JudgeClient:
 
 def judge_engine_options(gpus: int) -> dict[str, Any]:
     """The release's judge server settings for the vLLM engine: max_model_len, memory, generation config."""
-    import inspect
-
     from trace_tui.release import release_lock
-    from trace_tui.stages.backends.vllm_backend import VllmBackend
 
     serving = release_lock().judge.vllm
-    options: dict[str, Any] = {"tensor_parallel_size": max(1, gpus), "max_model_len": serving.max_model_len,
-                               "gpu_memory_utilization": serving.gpu_memory_utilization}
-    # vLLM's own sampling defaults, not the checkpoint's generation_config.json (where the backend takes it)
-    if "generation_config" in inspect.signature(VllmBackend.__init__).parameters:
-        options["generation_config"] = serving.generation_config
-    return options
+    # generation_config "vllm": vLLM's own sampling defaults, not the checkpoint's generation_config.json
+    return {"tensor_parallel_size": max(1, gpus), "max_model_len": serving.max_model_len,
+            "gpu_memory_utilization": serving.gpu_memory_utilization,
+            "generation_config": serving.generation_config}
 
 
 def judge_rows(judge: JudgeClient, pending: list[tuple[str | None, str]], budgets: list[int], prompt: Any) -> list[Any]:

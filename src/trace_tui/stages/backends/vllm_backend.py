@@ -63,7 +63,8 @@ class VllmBackend:
 
     def __init__(self, model_dir: str, *, dtype: str | None = None, max_model_len: int | None = None,
                  tensor_parallel_size: int = 1, gpu_memory_utilization: float | None = None,
-                 min_pixels: int | None = None, max_pixels: int | None = None, max_images: int = 1) -> None:
+                 min_pixels: int | None = None, max_pixels: int | None = None, max_images: int = 1,
+                 generation_config: str | None = None) -> None:
         try:
             from vllm import LLM
         except ImportError as exc:  # the infer image carries vLLM; anywhere else say what to use
@@ -94,6 +95,8 @@ class VllmBackend:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
+        if generation_config is not None:  # "vllm": vLLM's sampling defaults, not the checkpoint's file
+            kwargs["generation_config"] = generation_config
         if "vision_config" in config:  # the evaluated VL models; the judge is text only
             kwargs["limit_mm_per_prompt"] = {"image": max_images}
             if min_pixels is not None and max_pixels is not None:
