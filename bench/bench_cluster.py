@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _complete_campaign(path: Path, resolved, slices) -> None:
-    """A finished campaign of the `full` recipe over ``slices`` (no outputs: merge and status read the state)."""
+    """A finished campaign of the `full` recipe over ``slices``: its state and each job's receipt (no outputs:
+    merge and status read the state, and a job counts as done only while its receipt is there)."""
     from trace_tui.campaign_files.state import STEP_SLICE
     from trace_tui.engine.campaign import Campaign
 
@@ -37,6 +38,9 @@ def _complete_campaign(path: Path, resolved, slices) -> None:
                         "input_hash": f"h-{s.id}", "inputs": "{}", "state": "completed", "total": total,
                         "message": "", "now": now} for s in resolved.recipe.steps])
         for s in resolved.recipe.steps:
+            receipt = path / "receipts" / s.id / "_step.json"
+            receipt.parent.mkdir(parents=True, exist_ok=True)
+            receipt.write_text(json.dumps({"step": s.id, "slice": STEP_SLICE, "outputs": {}}) + "\n")
             c.update_job(s.id, STEP_SLICE, done=total, receipt=f"receipts/{s.id}/_step.json")
         rows = [{"step": s.id, "slice": x.id, "model": x.model, "seed": x.seed, "benchmark": x.benchmark,
                  "input_hash": f"h-{s.id}-{x.id}", "inputs": "{}", "total": resolved.rows_of(x.benchmark),
