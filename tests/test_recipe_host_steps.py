@@ -77,7 +77,10 @@ def test_a_campaign_resumes_on_the_runtime_it_ran_on(home_with_release, capsys):
                               offline=False, campaign=None, release_dir=None)
     backends = default_backends(args)
     assert backends.open_campaign(campaign).runtime == "local"
-    assert backends.runtime_name() == "local"
+    # A run into that campaign goes where it ran, and the screens say so; the campaign's runtime does not
+    # become every other recipe's (the app's own stays the machine's, Docker here).
+    assert backends.runtime_for(campaign) == backends.runtime_label(campaign) == "local"
+    assert backends.runtime_name() == "docker"
 
 
 def test_a_campaign_of_another_recipe_is_never_written_into(home_with_release, capsys):
