@@ -22,12 +22,21 @@ class Checklist(LiteralTable):
     wrap_column = (1, 4)
     wrap_weights = {1: 2, 4: 3}
     MIN_WRAP_WIDTH = 6
+    # from a 100-column terminal on (the table itself is a column or two narrower) the path keeps 40 columns
+    # (a release file such as rlvr/evaluation/trace_eval/results.json whole, not folded mid-name) and the
+    # detail the rest; below, the detail's larger share comes first
+    PATH_FLOOR_FROM, PATH_FLOOR = 96, 40
+    wide = False
+
+    def wrap_floors(self) -> dict[int, int]:
+        return {1: self.PATH_FLOOR} if self.size.width >= self.PATH_FLOOR_FROM and not self.wide else {}
 
     def show(self, checks: tuple[CheckRow, ...], wide: bool = False) -> None:
         """Short hashes; `wide`: full hashes, which then take the larger shares of the width (no terminal
         holds two 64-digit hashes and a sentence on one line: given what was left, they folded over 7 lines
         at 80 columns)."""
         self.clear(columns=True)
+        self.wide = wide
         self.rows_shown = checks
         self.details = lambda i: [("status", checks[i].status), ("item", checks[i].item),
                                   ("expected", checks[i].expected), ("actual", checks[i].actual),

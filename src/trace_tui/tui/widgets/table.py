@@ -271,12 +271,25 @@ class LiteralTable(DataTable):
             spare = left - sum(shares.values())
             for n, i in enumerate(sorted(todo)):
                 widths[i] = max(self.MIN_WRAP_WIDTH, shares[i] + (spare if n == 0 else 0))
+            # a column with a floor (wrap_floors) takes up to it from the others' shares, never below their minimum
+            for i, floor in self.wrap_floors().items():
+                need = min(floor, self._widest(i)) - widths.get(i, floor)
+                for j in sorted((j for j in todo if j != i), key=lambda j: -widths[j]):
+                    give = min(need, widths[j] - self.MIN_WRAP_WIDTH)
+                    if give > 0:
+                        widths[j] -= give
+                        widths[i] += give
+                        need -= give
         else:  # every one fits: the last takes the rest of the width
             widths[wrap[-1]] += max(0, left)
         for i, width in widths.items():
             columns[i].auto_width, columns[i].width = False, width
         self._wrap_width = self.size.width
         return widths
+
+    def wrap_floors(self) -> dict[int, int]:
+        """Wrap columns that should keep at least so many columns at the table's present width (none here)."""
+        return {}
 
     def scrollbar_room(self) -> int:
         """The columns kept for the vertical scrollbar when the wrap columns are fitted: kept even before it
