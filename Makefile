@@ -18,7 +18,7 @@ install: $(BIN)/trace-tui  ## a .venv with the package and its dev extras
 
 test: install  ## the import contract (pyproject.toml), then the whole suite
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 $(PYTEST_ARGS)
 
 bench: install  ## benchmarks, printing ratios against baselines measured in the same run
 	$(BIN)/python -m bench

@@ -25,7 +25,9 @@ import pytest
 
 from trace_tui import images
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# The first test also builds the three cpu images (the module fixture): on a fresh machine that is the
+# wheelhouse download and the vLLM stack's install, well over the suite's 10-minute default.
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2700)]
 ROOT = Path(__file__).resolve().parents[1]
 
 

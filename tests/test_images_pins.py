@@ -26,7 +26,9 @@ REQ = ROOT / "appliance" / "requirements"
 def test_dockerfile_takes_its_base_and_flavour_from_build_args(name):
     text = (ROOT / "containers" / name / "Dockerfile").read_text()
     froms = re.findall(r"^FROM\s+(\S+)", text, flags=re.M)
-    assert froms and all(f in ("${BASE_IMAGE}", "common", "build") for f in froms), froms
+    assert froms and all(f in ("${BASE_IMAGE}", "${WHEELHOUSE_IMAGE}", "common", "build") for f in froms), froms
+    # the wheels come only from the wheelhouse image, and only into the build stages
+    assert froms[0] == "${WHEELHOUSE_IMAGE}" and text.count("--from=wheels") == 1
     assert "--require-hashes" in text and "--no-index" in text
     # The final stage carries no wheelhouse and runs unprivileged.
     final = text[text.rindex("FROM ${BASE_IMAGE}"):]
@@ -150,12 +152,13 @@ def test_cpu_infer_and_score_run_vllm_0_10_2_cpu_on_their_own_trixie_base():
 def test_cpu_vllm_images_clear_ipex_executable_stack_and_take_their_layer_from_build_args():
     for name in ("infer", "score"):
         text = (ROOT / "containers" / name / "Dockerfile").read_text()
-        assert "COPY appliance/wheelhouse/${WHEELHOUSE}/ /wheelhouse/" in text
+        assert "COPY --from=wheels /wheelhouse/ /wheelhouse/" in text and "FROM ${WHEELHOUSE_IMAGE} AS wheels" in text
         assert "-r /locks/${COMMON_LOCK}.lock.txt" in text
         assert 'patchelf --clear-execstack "$ipex"' in text and "libintel-ext-pt-cpu.so" in text
 
 
-def test_build_context_carries_only_the_images_own_wheelhouse(tmp_path):
+def test_build_context_carries_no_wheelhouse(tmp_path):
+    """The wheels reach a build through the wheelhouse image (COPY --from), never the build context."""
     import io
     import tarfile
 
@@ -164,15 +167,29 @@ def test_build_context_carries_only_the_images_own_wheelhouse(tmp_path):
         (root / "containers" / name).mkdir(parents=True)
         (root / "containers" / name / "Dockerfile").write_text("FROM scratch\n")
     (root / "appliance" / "requirements").mkdir(parents=True)
+    (root / "appliance" / "requirements" / "infer-cpu.lock.txt").write_text("x==1\n")
     for house in ("cpu", "cpu-vllm"):
         (root / "appliance" / "wheelhouse" / house).mkdir(parents=True)
         (root / "appliance" / "wheelhouse" / house / f"{house}.whl").write_text("x")
     (root / "dist").mkdir()
     buf = io.BytesIO()
-    images.write_context(root, "infer", "cpu", tmp_path, buf, "cpu-vllm")
+    images.write_context(root, "infer", "cpu", tmp_path, buf)
     names = tarfile.open(fileobj=io.BytesIO(buf.getvalue())).getnames()
-    assert "appliance/wheelhouse/cpu-vllm/cpu-vllm.whl" in names
-    assert not any(n.startswith("appliance/wheelhouse/cpu/") or n == "appliance/wheelhouse/cpu" for n in names)
+    assert "appliance/requirements/infer-cpu.lock.txt" in names
+    assert not any("wheelhouse" in n for n in names), names
+
+
+def test_wheelhouse_key_changes_with_the_wheels_and_only_with_them(tmp_path):
+    house = tmp_path / "cpu"
+    house.mkdir()
+    (house / "a-1.whl").write_bytes(b"aaaa")
+    first = images.wheelhouse_key(house)
+    assert images.wheelhouse_key(house) == first
+    (house / "b-1.whl").write_bytes(b"b")
+    second = images.wheelhouse_key(house)
+    assert second != first
+    (house / "b-1.whl").write_bytes(b"bb")
+    assert images.wheelhouse_key(house) != second
 
 
 def test_images_lock_absent_is_a_status_not_an_error(tmp_path, monkeypatch):

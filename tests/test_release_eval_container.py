@@ -37,7 +37,8 @@ from trace_tui.runtime.docker import DockerRuntime, ensure_writable
 from trace_tui.stages.eval_prepare import work_root
 from trace_tui.stages.release_eval import launch_environment
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# The infer image fixture builds the cpu infer image where no earlier test did (the vLLM stack's install).
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2700)]
 LOCK = release_lock()
 REPO = Path(__file__).resolve().parents[1]
 TWO = ["qwen2.5-vl-3b-base", "trace-qwen2.5-vl-3b"]

@@ -9,6 +9,7 @@ runner and bundles compare against.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -207,6 +208,8 @@ def build_images(flavor: Flavor, *, names: tuple[str, ...] = IMAGE_NAMES, root: 
     rel = release_lock()
     locks_dir = root / "appliance" / "requirements"
     images: dict[str, LockedImage] = {}
+    houses = {h: wheelhouse_image(client, root / "appliance" / "wheelhouse" / h, say)
+              for h in sorted({image_stack(pins, flavor, n)[1] for n in names})}
     staging = Path(tempfile.mkdtemp(prefix="trace-tui-evaluator-"))
     try:
         sources = {}
@@ -218,7 +221,7 @@ def build_images(flavor: Flavor, *, names: tuple[str, ...] = IMAGE_NAMES, root: 
         for name in names:
             images[name] = _build_image(client, root, name, flavor, locks_dir, rel, staging,
                                         bases[image_pin(pins, flavor, name)["base_image"]],
-                                        image_stack(pins, flavor, name), say)
+                                        image_stack(pins, flavor, name), houses, say)
     finally:
         import shutil
 
@@ -231,7 +234,7 @@ EVALUATOR_IMAGES = ("infer", "score")
 
 
 def _build_image(client: Any, root: Path, name: str, flavor: str, locks_dir: Path, rel: Any, staging: Path,
-                 base: tuple[str, str, str | None], stack: tuple[str, str],
+                 base: tuple[str, str, str | None], stack: tuple[str, str], houses: dict[str, str],
                  say: Callable[[str], None]) -> LockedImage:
     base_ref, base_id, base_digest = base
     common_lock, house = stack
@@ -243,7 +246,7 @@ def _build_image(client: Any, root: Path, name: str, flavor: str, locks_dir: Pat
             raise RequirementsError(f"{f} is missing", hint=f"run `make lock FLAVOR={flavor}` on a connected machine")
     lock_sha = {f.name: sha256_file(f) for f in lock_files}
     args = {
-        "BASE_IMAGE": base_ref, "FLAVOR": flavor, "COMMON_LOCK": common_lock, "WHEELHOUSE": house,
+        "BASE_IMAGE": base_ref, "FLAVOR": flavor, "COMMON_LOCK": common_lock, "WHEELHOUSE_IMAGE": houses[house],
         "VERSION": __version__,
         "LOCK_SHA256": hashlib.sha256(json.dumps(lock_sha, sort_keys=True).encode()).hexdigest(),
         "TRACE_REPOSITORY": f"https://github.com/{rel.upstream.repository}.git",
@@ -255,7 +258,7 @@ def _build_image(client: Any, root: Path, name: str, flavor: str, locks_dir: Pat
     }
     tag = image_tag(name, flavor)
     say(f"building {tag}")
-    image = _build_one(client, root, name, flavor, staging, tag, args, house)
+    image = _build_one(client, root, name, flavor, staging, tag, args)
     say(f"built {tag} {image.id[:19]}")
     return LockedImage(
         name=name, tag=tag, id=image.id, repo_digests=image.attrs.get("RepoDigests") or [],
@@ -263,23 +266,68 @@ def _build_image(client: Any, root: Path, name: str, flavor: str, locks_dir: Pat
         requirement_locks=lock_sha, sources=_image_sources(client, image.id, flavor, name))
 
 
-def write_context(root: Path, name: str, flavor: str, evaluator: Path, out: Any, house: str | None = None) -> None:
-    """The build context of one image as a tar: its Dockerfile, its flavour's locks, its wheelhouse (HOUSE,
-    default the flavour's), the project wheel and (gpu infer/score) the verified evaluator sources; nothing
-    else of the checkout."""
+WHEELHOUSE_REPOSITORY = "trace-tui/wheelhouse"
+
+
+def _plain(info: Any) -> Any:
+    """A tar member without its owner: the same sources give the same context."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def wheelhouse_key(house: Path) -> str:
+    """What identifies a wheelhouse folder's content cheaply: each file's name, size and mtime. pip checks
+    every wheel against the lock's hashes when it installs, so a key that missed a change could only
+    fail a build, never let a different wheel in."""
+    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in house.iterdir() if p.is_file())
+    return hashlib.sha256(json.dumps(files).encode()).hexdigest()
+
+
+def wheelhouse_image(client: Any, house: Path, say: Callable[[str], None]) -> str:
+    """The wheelhouse HOUSE as an image of its own (FROM scratch, the wheels at /wheelhouse), tagged by its
+    key and built only when no image has that tag yet. The stage images copy their wheels from it (COPY
+    --from), so a build sends the wheels (3.4 GB for the cpu vLLM stack) to the daemon once, instead of
+    in every image's build context on every build; its older tags go, so one copy is kept per wheelhouse."""
+    import tarfile
+    import tempfile
+
+    from docker.errors import ImageNotFound
+
+    tag = f"{WHEELHOUSE_REPOSITORY}:{house.name}-{wheelhouse_key(house)[:16]}"
+    try:
+        client.images.get(tag)
+        return tag
+    except ImageNotFound:
+        pass
+    say(f"building {tag} (the wheelhouse {house.name} as an image)")
+    dockerfile = f"FROM scratch\nCOPY {house.name}/ /wheelhouse/\nLABEL {LABEL_PREFIX}.wheelhouse=\"{house.name}\"\n"
+    with tempfile.TemporaryFile() as context:
+        with tarfile.open(fileobj=context, mode="w") as tar:
+            info = tarfile.TarInfo("Dockerfile")
+            info.size = len(dockerfile.encode())
+            tar.addfile(info, fileobj=io.BytesIO(dockerfile.encode()))
+            tar.add(house, arcname=house.name, filter=_plain)
+        context.seek(0)
+        client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, timeout=3600)
+    stale = [t for old in client.images.list(name=WHEELHOUSE_REPOSITORY) for t in old.tags
+             if t.startswith(f"{WHEELHOUSE_REPOSITORY}:{house.name}-") and t != tag]
+    for old_tag in stale:
+        client.images.remove(old_tag)
+    return tag
+
+
+def write_context(root: Path, name: str, flavor: str, evaluator: Path, out: Any) -> None:
+    """The build context of one image as a tar: its Dockerfile, its flavour's locks, the project wheel and
+    (gpu infer/score) the verified evaluator sources; nothing else of the checkout (its wheelhouse comes
+    from the wheelhouse image, WHEELHOUSE_IMAGE)."""
     import tarfile
 
-    def plain(info: tarfile.TarInfo) -> tarfile.TarInfo:  # the same sources give the same context
-        info.uid = info.gid = 0
-        info.uname = info.gname = ""
-        return info
-
+    plain = _plain
     with tarfile.open(fileobj=out, mode="w") as tar:
         tar.add(root / "containers" / name / "Dockerfile", arcname=f"containers/{name}/Dockerfile", filter=plain)
         for f in sorted((root / "appliance" / "requirements").glob(f"*-{flavor}.lock.txt")):
             tar.add(f, arcname=f"appliance/requirements/{f.name}", filter=plain)
-        house = house or flavor
-        tar.add(root / "appliance" / "wheelhouse" / house, arcname=f"appliance/wheelhouse/{house}", filter=plain)
         for f in sorted((root / "dist").glob("trace_tui-*.whl")):
             tar.add(f, arcname=f"dist/{f.name}", filter=plain)
         if flavor == "gpu" and name in EVALUATOR_IMAGES:
@@ -291,13 +339,13 @@ def write_context(root: Path, name: str, flavor: str, evaluator: Path, out: Any,
 
 
 def _build_one(client: Any, root: Path, name: str, flavor: str, evaluator: Path, tag: str,
-               args: dict[str, str], house: str) -> Any:
+               args: dict[str, str]) -> Any:
     import tempfile
 
     from docker.errors import BuildError
 
     with tempfile.TemporaryFile() as context:
-        write_context(root, name, flavor, evaluator, context, house)
+        write_context(root, name, flavor, evaluator, context)
         context.seek(0)
         try:
             # An hour: the gpu environment's pip steps and the evaluator check can be silent for minutes.
