@@ -60,6 +60,8 @@ from trace_tui.stages.jobs import (
     writable_rows_dir,
     slice_fields,
 )
+from trace_tui.stages import model_view
+from trace_tui.stages.model_view import runtime_model
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens", "presence_penalty", "frequency_penalty",
                  "repetition_penalty")
@@ -194,6 +196,10 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
     rows = writable_rows_dir(out)  # never a folder linked out of the campaign
 
     model_files, model_set = dir_sha256set(model_dir)
+    model_spec = inputs.get("model")
+    pinned = model_spec.get("validation_sha256set") if isinstance(model_spec, dict) else None
+    store_model_dir = model_dir
+    model_dir, model_files, model_set = runtime_model(sl["model"], model_dir, model_files, model_set, pinned)
     dataset_sha256 = sha256_file(dataset)
     settings_sha256 = sha256_json(settings)
     content_inputs = {"model_sha256set": model_set, "dataset_sha256": dataset_sha256,
@@ -269,6 +275,8 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
 
     receipt = build_receipt(job, out, wanted, content_inputs, inputs_sha256, settings, model_dir, model_files,
                             model_set, dataset, dataset_sha256, backend_name, started)
+    if model_dir != store_model_dir:  # said only where it happened: every other receipt keeps its content
+        receipt["content"]["model"]["compatibility_view"] = model_view.VIEW_NAME
     path = out / "generate.receipt.json"
     atomic_write_json(path, receipt)
     protocol.artifact(path, campaign)

@@ -143,6 +143,10 @@ def generation_inputs(job: dict[str, Any]) -> dict[str, Any]:
         from trace_tui.store.names import dataset_entry, release_entry
 
         lock = release_lock()
+        pin = next((m for m in lock.models if (m.repo_id, m.revision) == (model.get("repo_id"), model.get("revision"))),
+                   None)
+        # the content the release's validation ran this model from (trace_tui.stages.model_view)
+        out["model"]["validation_sha256set"] = pin.published_revision_sets.get("trace_validation") if pin else None
         files = lock.dataset.file("validation")
         out["dataset"] = {"entry": dataset_entry(lock, "validation"),
                           "file": files[0].path.rsplit("/", 1)[-1] if len(files) == 1 else None,
