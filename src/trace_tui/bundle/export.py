@@ -95,17 +95,33 @@ def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Any, im
                          hint=f"run `trace-tui store fetch --recipe {recipe}` before exporting")
     existed = dest.exists()
     dest.mkdir(parents=True, exist_ok=True)
-    try:
-        return _export(dest, recipe, entries, store, images_lock, client, say, wheelhouse)
-    except OSError as exc:
-        if not out_of_space(exc):
-            raise
+    from docker.errors import APIError
+
+    def give_back() -> int:
         # A bundle without its manifest is refused on import anyway; what was written goes, so the
         # disk has its space back (the directory was empty or absent before).
         written = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
         shutil.rmtree(dest, ignore_errors=True)
         if existed:
             dest.mkdir(exist_ok=True)
+        return written
+
+    try:
+        return _export(dest, recipe, entries, store, images_lock, client, say, wheelhouse)
+    except APIError as exc:  # an OSError too (requests' HTTPError): first
+        # `docker save` stages each layer under the daemon's own data root before it streams the archive:
+        # that disk, not the bundle's, can be the one that fills.
+        if "no space left on device" not in str(exc.explanation or exc):
+            raise
+        written = give_back()
+        root = (client.info() or {}).get("DockerRootDir", "its data root")
+        raise CheckFailed(f"bundle export: the Docker daemon ran out of space under {root} saving the images "
+                          f"(after {written >> 20} MiB of the bundle; the partial bundle was removed)",
+                          hint=f"free space under {root} (e.g. `docker image prune`) and export again") from None
+    except OSError as exc:
+        if not out_of_space(exc):
+            raise
+        written = give_back()
         raise CheckFailed(f"bundle export: no space left on device writing {exc.filename or dest} "
                           f"(after {written >> 20} MiB of the bundle; the partial bundle was removed)",
                           hint=f"free space under {dest} or export to a larger disk") from None
