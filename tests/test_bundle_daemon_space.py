@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tarfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -43,15 +44,19 @@ def small_daemon(tmp_path):
     """A dockerd whose data root is a 64 MiB tmpfs, on a socket of its own; yields its client."""
     import docker
 
-    if shutil.which("dockerd") is None:
-        pytest.skip("no dockerd on this machine")
+    if shutil.which("dockerd") is None or shutil.which("unshare") is None:
+        pytest.skip("no dockerd or unshare on this machine")
     root = tmp_path / "root"
+    bridge = Path("/sys/class/net/docker0")
+    had_bridge = bridge.exists()
     with tmpfs(root, "size=64m") as mounted:
         if not mounted:
             pytest.skip("mounting a tmpfs is not permitted here")
         sock = tmp_path / "d.sock"
+        # In a network namespace of its own: a second dockerd (even with --bridge none) takes the host's
+        # docker0 away, and the host's daemon cannot start a container on the default network after it.
         proc = subprocess.Popen(
-            ["dockerd", "--data-root", str(root), "--exec-root", str(tmp_path / "exec"), "--host", f"unix://{sock}",
+            ["unshare", "--net", "dockerd", "--data-root", str(root), "--exec-root", str(tmp_path / "exec"), "--host", f"unix://{sock}",
              "--pidfile", str(tmp_path / "d.pid"), "--storage-driver", "vfs", "--bridge", "none",
              "--iptables=false", "--ip-masq=false"],
             stdout=subprocess.DEVNULL, stderr=open(tmp_path / "dockerd.log", "wb"))
@@ -75,6 +80,7 @@ def small_daemon(tmp_path):
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+    assert bridge.exists() or not had_bridge, "the second daemon took the host's docker0 away"
 
 
 def test_a_full_daemon_disk_stops_the_export_in_one_line_naming_it(small_daemon, tmp_path, filled_store):
