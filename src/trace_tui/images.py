@@ -162,11 +162,12 @@ def resolve_base(client: Any, flavor: str, pin: dict[str, Any], say: Callable[[s
     return ref, image.id, (digests[0].split("@", 1)[1] if digests else None)
 
 
-def build_wheel(root: Path) -> Path:
-    """The project's own wheel in dist/ (installed into every image, --no-deps)."""
+def build_wheel(root: Path, dist: Path | None = None) -> Path:
+    """The project's own wheel in DIST (default the checkout's dist/: installed into every image, --no-deps;
+    a bundle's wheelhouse also takes it from here)."""
     import sys
 
-    dist = root / "dist"
+    dist = dist or root / "dist"
     for old in dist.glob("trace_tui-*.whl"):
         old.unlink()
     # A fixed zip timestamp makes the wheel a function of the sources alone, so an

@@ -180,14 +180,16 @@ def _sha256(path: Path) -> str:
 
 
 def _make_wheelhouse(out: Path) -> list[Path]:
-    """trace-tui's wheel plus its host dependencies, installable with `pip install --no-index`."""
-    from trace_tui.images import repo_root
+    """trace-tui's wheel (built as the images build it: the same sources give the same wheel) plus its host
+    dependencies, installable with `pip install --no-index`."""
+    from trace_tui.images import build_wheel, repo_root
 
     out.mkdir(parents=True, exist_ok=True)
-    root = repo_root()
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(out), str(root)], check=True)
-    wheel = next(out.glob("trace_tui-*.whl"))
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(out),
-                    str(wheel)], check=True)
+    wheel = build_wheel(repo_root(), out)
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(out),
+                           str(wheel)], capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-2:])
+        raise CheckFailed(f"bundle export: collecting trace-tui's host dependencies into {out} failed: {tail}",
+                          hint="export on a machine that reaches the package index, or pass --no-wheelhouse")
     return sorted(out.iterdir())
