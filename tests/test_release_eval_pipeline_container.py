@@ -13,7 +13,13 @@ accept a local file of the right shape), on synthetic data in each benchmark's f
   then finalizes the prediction workbooks;
 - the score campaign's own phases (tests/release_pipeline/score_narrowed.py) score them:
   run_official_vlmevalkit_saved_score.py (TreeBench's and CountQA's pinned dataset.evaluate) and the score
-  queue run_external_benchmark_score_queue.py (EvoChart), then validate the score files.
+  queue run_external_benchmark_score_queue.py (EvoChart), then validate the score files into its per-seed
+  completion receipt;
+- our progress grid's reader (scan_campaign), the receipt check and `verify --campaign`'s per-slice re-read
+  (recompute_score) run on what it wrote.
+
+The other benchmarks' files are pinned by md5 in VLMEvalKit (MME-Reasoning by the release's
+build_vlmeval_dataset), so a synthetic file would be refused: these three are all there are.
 
 What does not run, and why: the launcher's driver. Its first step, setup_trace_eval_env.sh --verify-only,
 refuses this build (torch 2.8.0 and the distribution `vllm` are pinned; the image has vLLM's CPU build on
@@ -40,11 +46,12 @@ import release_synthetic_benchmarks as synthetic
 from test_release_eval_container import infer_image  # noqa: F401 - the fixture, shared
 
 from trace_tui import images
-from trace_tui.evaluator_layout import scan_campaign
+from trace_tui.common.digest import sha256_file
+from trace_tui.evaluator_layout import receipt_problems, scan_campaign
 from trace_tui.release import release_lock
 from trace_tui.runtime.docker import DockerRuntime, ensure_writable
 from trace_tui.stages.eval_prepare import work_root
-from trace_tui.stages.release_eval import launch_environment
+from trace_tui.stages.release_eval import SCORES_SCHEMA, launch_environment, recompute_score
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2700)]
 REPO = Path(__file__).resolve().parents[1]
@@ -187,3 +194,16 @@ def test_the_release_generates_through_its_vllm_pool_and_scores_three_benchmarks
         assert (s.rows_done, s.generation_complete, s.phase) == (synthetic.ROWS[s.benchmark], True, "scored")
         assert s.scores_sha256 == by_key[s.benchmark]["scores_sha256"]
         assert s.score == pytest.approx(by_key[s.benchmark]["score"])
+
+    # `verify --campaign`'s re-read of each slice (recompute_score): our scores.json as the worker writes it
+    # (release_eval.run, phase score) -> the evaluator's score file -> its per-seed completion receipt
+    assert receipt_problems(root, grid, [SEED]) == []
+    ours = campaign / "steps" / "score" / "scores.json"
+    ours.parent.mkdir(parents=True)
+    ours.write_text(json.dumps({"schema": SCORES_SCHEMA, "suite": "trace_eval_v1", "run_tag": RUN_TAG,
+                                "campaign_root": f"evaluator/{RUN_TAG}", "seeds": [SEED], "models": [],
+                                "slices": [dict(s.model_dump(), model=SLUG) for s in grid]}))
+    for s in grid:
+        content = {"step": "score", "model": SLUG, "seed": SEED, "benchmark": s.benchmark,
+                   "outputs": {"steps/score/scores.json": {"sha256": sha256_file(ours)}}}
+        assert recompute_score(campaign, content) == pytest.approx(s.score)

@@ -9,10 +9,11 @@ the route sets are cut to the given benchmarks, the per-benchmark max_tokens tab
 here calls a judge). Everything else is its own: the runtime preflight, workbook discovery and staging, the
 generation-input validation (rows, model, sampling, media contract, dataset snapshot, finish reasons), the
 official phase (run_official_vlmevalkit_saved_score.py: the pinned dataset.evaluate), the direct phase (the
-score queue, run_external_benchmark_score_queue.py) and the score-output validation, whose result is printed
-on the last line as `[score:validated] <json>`.
+score queue, run_external_benchmark_score_queue.py) and the score-output validation, whose result goes into
+main()'s per-seed completion receipt and is printed on the last line as `[score:validated] <json>`.
 """
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -69,6 +70,13 @@ def main(argv: list[str]) -> None:
                                    env=env, log_root=log_root, specs=specs, generation_inputs=inputs)
     done = campaign._validate_score_outputs(campaigns, campaign.ALL_SCORE_KEYS, benchmark_root=bench_root,
                                             specs=specs, generation_inputs=inputs)
+    # main()'s completion receipt, over the benchmarks scored here
+    receipt = (f"score_campaign_completion_seed_{args.seed}.json" if args.shared_seed_root
+               else "score_campaign_completion.json")
+    campaign._write_json(args.score_root / receipt, {
+        "completed_at": dt.datetime.now(dt.timezone.utc).isoformat(), "contract_sha256": contract_sha256,
+        "expected_slices": len(campaigns) * len(campaign.ALL_SCORE_KEYS), "completed_slices": len(done),
+        "slices": done})
     print(f"[score:validated] {json.dumps(done, default=str)}", flush=True)
 
 
