@@ -11,7 +11,9 @@
 # seed, 576 slices with the published scores) where the host venv has no vLLM and the launcher's
 # environment check (setup_trace_eval_env.sh --verify-only: torch 2.8.0, the `vllm` distribution) cannot
 # pass on the CPU build of vLLM the cpu images carry. The worker under the production container options
-# is tested in the image itself (test_release_eval_container).
+# is tested in the image itself (test_release_eval_container), and the release's own pool, generation
+# client and score campaign run for real below the launcher's driver in the cpu infer image
+# (test_release_eval_pipeline_container, on the three benchmarks whose files are not md5-pinned).
 set -euo pipefail
 for a in "$@"; do
   if [[ "$a" == "--print-config" ]]; then exec bash "$(dirname "$0")/run_trace_eval.real.sh" "$@"; fi
