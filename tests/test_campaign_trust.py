@@ -225,6 +225,47 @@ def test_a_score_of_another_slices_rows_fails_though_every_hash_is_redone(rows_c
     assert data["source"] == "outputs/extract/m-a/42/t1/rows"
 
 
+def test_verify_in_worker_processes_is_verify_in_one(rows_campaign: Path) -> None:
+    """A large campaign's jobs are checked in a process per core, runs of whole slices each (a generate job's rows
+    are tied to its extract job's, an extract job's read again by its score): the same checks in the same order,
+    with the same messages, intact and forged, as in one process."""
+    from trace_tui.verify.campaign import verify_campaign
+
+    def dump(workers: int) -> str:
+        return json.dumps(verify_campaign(rows_campaign, workers=workers).model_dump(), default=str)
+
+    intact = dump(1)
+    assert dump(2) == intact and dump(3) == intact
+    _edit_row(rows_campaign / EXT / "rows/000003.json", response_sha256="ab" * 32)
+    _edit_row(rows_campaign / "outputs/generate/m-b/43/t2/rows/000001.json", response="a better answer")
+    reseal(rows_campaign)
+    (rows_campaign / "outputs/extract/m-b/42/t1/rows/000005.json").write_text("{}")
+    (rows_campaign / "outputs/generate/m-a/43/t2/rows/000000.json").unlink()
+    forged = dump(1)
+    assert dump(2) == forged and dump(3) == forged
+    failed = {c["subject"].split(" ")[-1].split("/rows/")[0] for c in json.loads(forged)["checks"]
+              if c["status"] == "failed"}
+    assert {"m-a/42/t1", "outputs/generate/m-b/43/t2", "outputs/extract/m-b/42/t1", "outputs/generate/m-a/43/t2"} \
+        <= failed, failed
+
+
+def test_verify_parts_are_runs_of_whole_slices(rows_campaign: Path) -> None:
+    """What goes to each worker process: whole slices, in the order the checks are walked, all of them once."""
+    from trace_tui.campaign_files.state import read_snapshot
+    from trace_tui.verify import campaign as verify
+
+    _meta, _steps, jobs, _subs = read_snapshot(rows_campaign)
+    steps = [{"id": s, "run": [f"trace_tui.stages.{s}"], "per_slice": True} for s in ("generate", "extract", "score")]
+    walk = verify._JobWalk(rows_campaign, {s["id"]: s for s in steps}, steps, {}, 0, None, None)
+    ordered = sorted(jobs, key=lambda j: (j.slice, walk.position[j.step]))
+    parts = walk.parts(ordered, 2)
+    assert len(parts) > 1 and [j for part in parts for j in part] == ordered
+    assert not {j.slice for j in parts[0]} & {j.slice for part in parts[1:] for j in part}
+    assert walk.parts(ordered, 1) == [ordered]
+    steps[0]["per_slice"] = False  # generate rows of the whole step: tied to every slice's extract rows
+    assert walk.parts(ordered, 2) == [ordered]
+
+
 # --------------------------------------------------------------------------- 5. a score names rows outside
 
 

@@ -32,6 +32,8 @@ not recompute or a missing slice is a failure (exit 1).
 from __future__ import annotations
 
 import argparse
+import errno
+import hashlib
 import importlib
 import json
 import math
@@ -46,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from trace_tui.campaign_files.recipe_file import RECIPE_FILE, read_campaign_recipe
 from trace_tui.campaign_files.state import MIB, cut, file_kind, read_campaign_json, validation_problem
+from trace_tui.common.safe_read import NotRead
 from trace_tui.errors import CheckFailed, TraceTuiError, UsageError
 
 ScoreRecomputer = Callable[[Path, dict[str, Any]], float | None]
@@ -144,10 +147,10 @@ def unsafe_files(root: Path, limit: int = 5) -> tuple[list[tuple[str, str]], int
         with entries:
             for e in entries:
                 try:
+                    if e.is_file(follow_symlinks=False):  # first: nearly every entry is one
+                        continue
                     if e.is_dir(follow_symlinks=False):
                         stack.append(e.path)
-                        continue
-                    if e.is_file(follow_symlinks=False):
                         continue
                     if e.is_symlink():
                         try:
@@ -516,6 +519,8 @@ def recipe_against_state(resolved: Any, jobs: list[Any], subs: list[Any]) -> lis
 ROW_WORKERS: dict[str, str] = {"trace_tui.stages.generate": "generate", "trace_tui.stages.extract": "extract"}
 ROW_LIMIT = 1 << 20  # a row file larger than this is hashed but not parsed (no worker writes one)
 ROW_FAILURES_SHOWN = 10  # per job and kind of problem: the rest are counted in one more line
+PARALLEL_ROWS = 20_000  # from this many rows a campaign's jobs are checked in a process per core
+PARTS_PER_WORKER = 8  # runs of slices per process: one slow run does not leave the other processes idle
 
 
 def _row_worker(step: dict[str, Any]) -> str | None:
@@ -527,7 +532,7 @@ def _bad_relpath(rel: Any) -> str | None:
     """Why ``rel`` cannot name a file inside the campaign (checked before anything is opened), else None."""
     if not isinstance(rel, str) or not rel or "\x00" in rel:
         return "is not a path"
-    if rel.startswith("/") or ".." in rel.split("/"):
+    if rel.startswith("/") or (".." in rel and ".." in rel.split("/")):
         return "is outside the campaign; it was not read"
     return None
 
@@ -555,19 +560,17 @@ def _files_under(root: Path, rel: str) -> list[str]:
     return out
 
 
+_ROW_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def _read_row_file(path: str, keep: int) -> tuple[str, int, bytes | None] | None:
     """common.safe_read.Folder.sha256_size for a row file whose folder is known to lie inside the campaign, in
     four system calls (open without following a link, fstat, read, close): a full campaign has 1.6 million of
     them. None when absent; a link (ELOOP) raises _Link, for the careful reader to take; NotRead otherwise. Used
     only when the campaign holds no FIFO or device (unsafe_files walked it first): a FIFO's open with O_NONBLOCK
     returns at once anyway, and the fstat refuses it unread."""
-    import errno
-    import hashlib
-
-    from trace_tui.common.safe_read import NotRead
-
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, _ROW_OPEN)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -578,23 +581,39 @@ def _read_row_file(path: str, keep: int) -> tuple[str, int, bytes | None] | None
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise NotRead(f"not a regular file ({file_kind(st.st_mode)}); not read")
-        h = hashlib.sha256()
-        parts = []
-        size = 0
+        ask = max(st.st_size + 1, 1 << 16)
+        chunk = os.read(fd, ask)
+        size = len(chunk)
+        if size < ask:  # a regular file's short read is its end: no second read to learn it (every row file)
+            return hashlib.sha256(chunk).hexdigest(), size, chunk if size <= keep else None
+        h = hashlib.sha256(chunk)
+        parts = [chunk] if size <= keep else []
         while True:
-            ask = max(st.st_size + 1, 1 << 16) if not size else 1 << 20
-            chunk = os.read(fd, ask)
+            chunk = os.read(fd, 1 << 20)
             h.update(chunk)
             size += len(chunk)
             if size <= keep:
                 parts.append(chunk)
-            if len(chunk) < ask:  # a regular file's short read is its end: no second read to learn it
+            if len(chunk) < 1 << 20:
                 break
         return h.hexdigest(), size, b"".join(parts) if size <= keep else None
     except OSError as exc:
         raise NotRead(f"cannot be read ({exc.strerror or exc})") from None
     finally:
         os.close(fd)
+
+
+_scan_json = json.JSONDecoder().scan_once
+
+
+def _json_value(text: str) -> Any:
+    """json.loads(text): a row file as the workers write it (nothing around its object) straight from the JSON
+    scanner, without json.loads's steps around it (a sixth of the time per row); anything else by json.loads."""
+    try:
+        value, end = _scan_json(text, 0)
+    except StopIteration:
+        return json.loads(text)  # not a value where it starts (space before it): json.loads says why
+    return value if end == len(text) else json.loads(text)
 
 
 class _Link(Exception):
@@ -631,8 +650,6 @@ class _OutputChecks:
             self.add(Check(id="output", status="failed", subject=subject, message=message, **extra))
 
     def check(self, listed: dict[str, Any]) -> None:
-        from trace_tui.common.safe_read import NotRead
-
         rows_at = f"{self.out_rel}/rows/"
         # Row files the quick way only in a campaign without FIFOs or devices, and whose rows folder has no link on
         # its way (its real path is where it is): then a file there is inside the campaign unless it is a link.
@@ -689,10 +706,8 @@ class _OutputChecks:
                                    "receipt does not list"))
 
     def _row(self, rel: str, name: str, data: bytes, digest: str) -> None:
-        from trace_tui.common.digest import sha256_text
-
         try:
-            row = json.loads(data.decode("utf-8"))
+            row = _json_value(data.decode("utf-8"))
         except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             row = None
         said = row.get("response_sha256") if isinstance(row, dict) else None
@@ -702,9 +717,10 @@ class _OutputChecks:
             return
         if self.worker == "generate":
             response = row.get("response")
-            if not isinstance(response, str) or sha256_text(response) != said:
+            again = hashlib.sha256(response.encode("utf-8")).hexdigest() if isinstance(response, str) else None
+            if again != said:
                 self.fail("row", rel, "row's response_sha256 is not the sha256 of its response",
-                          expected=said, actual=sha256_text(response) if isinstance(response, str) else None)
+                          expected=said, actual=again)
                 self.unproven.add(name)
                 return
         assert self.rows is not None
@@ -752,88 +768,80 @@ def row_ties(job: Any, step: dict[str, Any], steps: list[dict[str, Any]], outs: 
 # --------------------------------------------------------------------------- a campaign
 
 
-def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
-                    published: dict[tuple[str, int | None, str], tuple[float, float]] | None = None,
-                    published_source: str | None = None) -> CampaignVerification:
-    from trace_tui.common.digest import sha256_file_size, sha256_json
-    from trace_tui.campaign_files.shard_files import is_sharded
-    from trace_tui.campaign_files.state import STEP_SLICE, read_snapshot
+class _JobWalk:
+    """Each job's checks (completeness, receipt, outputs, score, pinned inputs) in the order verify_campaign walks
+    them. What it holds from one job to the next is one slice's (the rows a row job read, for the job after it), so
+    runs of whole slices can be checked apart, in worker processes, and their checks put back in order."""
 
-    root = Path(campaign_dir).resolve()
-    if not root.is_dir():
-        raise UsageError(f"--campaign {campaign_dir}: no such directory")
-    if is_sharded(root) and not os.path.lexists(root / "state.sqlite"):
-        return verify_sharded(root, lock=lock, published=published, published_source=published_source)
-    meta, steps, jobs, subs = read_snapshot(root)
-    res = CampaignVerification(campaign=str(root), recipe=meta.get("recipe"), run_tag=meta.get("run_tag"),
-                               published_source=published_source)
-    add = res.checks.append
-    add(_identity_check(root))
-    data = _resolved_recipe(root, add)
-    if data is None:
-        return res
-    typed, checks = recipe_checks(data, meta)
-    res.checks.extend(checks)
-    if typed is None:
-        return res
-    res.checks.extend(recipe_against_state(typed, jobs, subs))
-    resolved = typed.model_dump(mode="json")
-    recipe_steps = {s["id"]: s for s in resolved.get("recipe", {}).get("steps", [])}
-    # Before a score recomputer opens per-row files (which its receipt need not list): nothing in the campaign
-    # may block a read (a FIFO) or never end one (a device).
-    unsafe, unsafe_count = unsafe_files(root)
-    for rel, what in unsafe:
-        add(Check(id="output", status="failed", subject=rel,
-                  message=f"{what}, not a file (trace-tui writes none into a campaign); no score was recomputed"))
-    if unsafe_count > len(unsafe):
-        add(Check(id="output", status="failed", subject=f"{unsafe_count - len(unsafe)} more",
-                  message="FIFOs, devices or links to one in the campaign"))
+    def __init__(self, root: Path, recipe_steps: dict[str, Any], recipe_order: list[dict[str, Any]],
+                 by_step_kind: dict[str, str], unsafe_count: int, published: Any, lock: Any) -> None:
+        from trace_tui.common.safe_read import Folder
 
-    # 1. completeness: the database's expected jobs cover the resolved recipe, and each is complete
-    have = {(j.step, j.slice) for j in jobs}
-    slices = [f"{s['model']}/{s['seed']}/{s['benchmark']}" for s in resolved.get("slices", [])]
-    for sid, step in recipe_steps.items():
-        for name in (slices if step.get("per_slice") else [STEP_SLICE]):
-            if (sid, name) not in have:
-                add(Check(id="complete", status="failed", subject=f"{sid} {name}",
-                          message="expected by the recipe but never planned in this campaign"))
-    have_subs = {(x.step, x.slice) for x in subs}
-    for sid, step in recipe_steps.items():
-        if not step.get("per_slice") and step.get("stage") in ("infer", "score") and slices:
-            missing = [n for n in slices if (sid, n) not in have_subs]
-            for name in missing:
-                add(Check(id="complete", status="failed", subject=f"{sid} {name}",
-                          message="slice expected by the recipe but never planned in this campaign"))
-    for x in subs:
-        if x.state != "completed":
-            add(Check(id="complete", status="failed", subject=f"{x.step} {x.slice}",
-                      message=f"slice not complete ({x.state}, {x.done}/{x.total} rows)"))
-    by_step_kind = {s["step"]: s["kind"] for s in steps}
-    from trace_tui.common.safe_read import Folder
+        self.root, self.recipe_steps, self.recipe_order = root, recipe_steps, recipe_order
+        self.by_step_kind, self.unsafe_count, self.published, self.lock = by_step_kind, unsafe_count, published, lock
+        self.folder = Folder(root, name="the campaign")
+        self.position = {s["id"]: i for i, s in enumerate(recipe_order)}
 
-    folder = Folder(root, name="the campaign")
-    recipe_order = list(resolved.get("recipe", {}).get("steps", []))
-    row_records: dict[tuple[str, str], _OutputChecks] = {}  # a row worker's job -> its rows, until the next step's
-    last_parsed: dict[str, dict[str, tuple[str, Any]]] = {}  # slice -> the rows its last row job wrote, parsed
-    position = {s["id"]: i for i, s in enumerate(recipe_order)}
-    # Slice by slice, each slice's steps in order: a generate job's rows are held only until its extract job's.
-    for j in sorted(jobs, key=lambda j: (j.slice, position.get(j.step, len(position)))):
+    def workers(self, ordered: list[Any], asked: int | None) -> int:
+        """The processes to check ``ordered`` in (``asked`` None: the machine's cores when the rows are many enough
+        to be worth starting them)."""
+        if asked is not None:
+            return max(1, asked)
+        rows = sum(j.done or 0 for j in ordered if _row_worker(self.recipe_steps.get(j.step, {})))
+        return (os.cpu_count() or 1) if rows >= PARALLEL_ROWS else 1
+
+    def parts(self, ordered: list[Any], workers: int) -> list[list[Any]]:
+        """``ordered`` cut into runs of whole slices, about even in rows, for ``workers`` processes. One run when a
+        row step covers the whole step: its rows are tied to the next step's across slices."""
+        whole_row_step = any(_row_worker(s) and not s.get("per_slice") for s in self.recipe_steps.values())
+        if workers <= 1 or whole_row_step or not ordered:
+            return [ordered]
+        target = max(1, sum((j.done or 0) + 1 for j in ordered) // (workers * PARTS_PER_WORKER))
+        out: list[list[Any]] = [[]]
+        weight = 0
+        for j in ordered:
+            if weight >= target and out[-1][-1].slice != j.slice:
+                out.append([])
+                weight = 0
+            out[-1].append(j)
+            weight += (j.done or 0) + 1
+        return out
+
+    def run(self, jobs: list[Any]) -> tuple[list[Check], list[Comparison]]:
+        """The checks of ``jobs`` (whole slices, in order) and their comparisons with published values."""
+        checks: list[Check] = []
+        comparisons: list[Comparison] = []
+        row_records: dict[tuple[str, str], _OutputChecks] = {}  # a row worker's job -> its rows, until the next step's
+        last_parsed: dict[str, dict[str, tuple[str, Any]]] = {}  # slice -> the rows its last row job wrote, parsed
+        for j in jobs:
+            self._job(j, checks.append, comparisons, row_records, last_parsed)
+        return checks, comparisons
+
+    def _job(self, j: Any, add: Callable[[Check], None], comparisons: list[Comparison],
+             row_records: dict[tuple[str, str], _OutputChecks],
+             last_parsed: dict[str, dict[str, tuple[str, Any]]]) -> None:
+        from trace_tui.common.digest import sha256_json
+
+        root, recipe_steps, recipe_order = self.root, self.recipe_steps, self.recipe_order
+        by_step_kind, unsafe_count, published, lock = self.by_step_kind, self.unsafe_count, self.published, self.lock
+        unsafe = unsafe_count > 0
+        folder = self.folder
         subject = f"{j.step} {j.slice}"
         step = recipe_steps.get(j.step, {})
         if _is_self_verify(step.get("run", [])):
-            continue
+            return
         receipt_path, why = locate(root, j.receipt) if j.receipt else (None, "")
         if j.receipt and receipt_path is None:
             add(Check(id="receipt", status="failed", subject=subject,
                       message=f"receipt path {cut(j.receipt)} {why}"))
-            continue
+            return
         if j.state != "completed" or receipt_path is None:
             add(Check(id="complete", status="failed", subject=subject,
                       message=f"not complete ({j.state}, {j.done}/{j.total} rows)"))
-            continue
+            return
         if not os.path.lexists(receipt_path):
             add(Check(id="complete", status="failed", subject=subject, message=f"receipt {j.receipt} is missing"))
-            continue
+            return
         add(Check(id="complete", status="passed", subject=subject, message=f"complete ({j.done} rows)"))
 
         # 2. receipts: the receipt's own hash, then every output
@@ -846,10 +854,10 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                 raise ValueError("its content is not an object with outputs")
         except CheckFailed as exc:
             add(Check(id="receipt", status="failed", subject=j.receipt, message=f"unreadable receipt: {exc.message}"))
-            continue
+            return
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             add(Check(id="receipt", status="failed", subject=j.receipt, message=f"unreadable receipt: {exc}"))
-            continue
+            return
         if sha256_json(content) != receipt.get("content_sha256"):
             add(Check(id="receipt", status="failed", subject=j.receipt, message="receipt content was altered",
                       expected=receipt.get("content_sha256"), actual=sha256_json(content)))
@@ -903,7 +911,7 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
             if published and j.model is not None and j.benchmark is not None:
                 cmp_ = compare(j.step, j.model, j.seed, j.benchmark, float(recorded), published)
                 if cmp_ is not None:
-                    res.comparisons.append(cmp_)
+                    comparisons.append(cmp_)
 
         for name, sub in sub_scores.items():
             kind = content.get("kind") or by_step_kind.get(j.step, "")
@@ -913,11 +921,81 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
             if published and sub.get("model") is not None:
                 cmp_ = compare(j.step, sub["model"], sub.get("seed"), sub["benchmark"], float(sub["score"]), published)
                 if cmp_ is not None:
-                    res.comparisons.append(cmp_)
+                    comparisons.append(cmp_)
 
         # 4. pinned inputs against the release lock
         for check in _pin_checks(subject, j.inputs, lock):
             add(check)
+
+
+def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
+                    published: dict[tuple[str, int | None, str], tuple[float, float]] | None = None,
+                    published_source: str | None = None, workers: int | None = None) -> CampaignVerification:
+    """The campaign's checks; its jobs' in ``workers`` processes (None: the machine's cores for a campaign of many
+    rows), with the same result as in one."""
+    from trace_tui.campaign_files.shard_files import is_sharded
+    from trace_tui.campaign_files.state import STEP_SLICE, read_snapshot
+    from trace_tui.verify.workers import ordered_map
+
+    root = Path(campaign_dir).resolve()
+    if not root.is_dir():
+        raise UsageError(f"--campaign {campaign_dir}: no such directory")
+    if is_sharded(root) and not os.path.lexists(root / "state.sqlite"):
+        return verify_sharded(root, lock=lock, published=published, published_source=published_source,
+                              workers=workers)
+    meta, steps, jobs, subs = read_snapshot(root)
+    res = CampaignVerification(campaign=str(root), recipe=meta.get("recipe"), run_tag=meta.get("run_tag"),
+                               published_source=published_source)
+    add = res.checks.append
+    add(_identity_check(root))
+    data = _resolved_recipe(root, add)
+    if data is None:
+        return res
+    typed, checks = recipe_checks(data, meta)
+    res.checks.extend(checks)
+    if typed is None:
+        return res
+    res.checks.extend(recipe_against_state(typed, jobs, subs))
+    resolved = typed.model_dump(mode="json")
+    recipe_steps = {s["id"]: s for s in resolved.get("recipe", {}).get("steps", [])}
+    # Before a score recomputer opens per-row files (which its receipt need not list): nothing in the campaign
+    # may block a read (a FIFO) or never end one (a device).
+    unsafe, unsafe_count = unsafe_files(root)
+    for rel, what in unsafe:
+        add(Check(id="output", status="failed", subject=rel,
+                  message=f"{what}, not a file (trace-tui writes none into a campaign); no score was recomputed"))
+    if unsafe_count > len(unsafe):
+        add(Check(id="output", status="failed", subject=f"{unsafe_count - len(unsafe)} more",
+                  message="FIFOs, devices or links to one in the campaign"))
+
+    # 1. completeness: the database's expected jobs cover the resolved recipe, and each is complete
+    have = {(j.step, j.slice) for j in jobs}
+    slices = [f"{s['model']}/{s['seed']}/{s['benchmark']}" for s in resolved.get("slices", [])]
+    for sid, step in recipe_steps.items():
+        for name in (slices if step.get("per_slice") else [STEP_SLICE]):
+            if (sid, name) not in have:
+                add(Check(id="complete", status="failed", subject=f"{sid} {name}",
+                          message="expected by the recipe but never planned in this campaign"))
+    have_subs = {(x.step, x.slice) for x in subs}
+    for sid, step in recipe_steps.items():
+        if not step.get("per_slice") and step.get("stage") in ("infer", "score") and slices:
+            missing = [n for n in slices if (sid, n) not in have_subs]
+            for name in missing:
+                add(Check(id="complete", status="failed", subject=f"{sid} {name}",
+                          message="slice expected by the recipe but never planned in this campaign"))
+    for x in subs:
+        if x.state != "completed":
+            add(Check(id="complete", status="failed", subject=f"{x.step} {x.slice}",
+                      message=f"slice not complete ({x.state}, {x.done}/{x.total} rows)"))
+    by_step_kind = {s["step"]: s["kind"] for s in steps}
+    recipe_order = list(resolved.get("recipe", {}).get("steps", []))
+    walk = _JobWalk(root, recipe_steps, recipe_order, by_step_kind, unsafe_count, published, lock)
+    # Slice by slice, each slice's steps in order: a generate job's rows are held only until its extract job's.
+    ordered = sorted(jobs, key=lambda j: (j.slice, walk.position.get(j.step, len(walk.position))))
+    workers = walk.workers(ordered, workers)
+    for checks, comparisons in ordered_map(walk.run, walk.parts(ordered, workers), workers):
+        res.checks.extend(checks)
+        res.comparisons.extend(comparisons)
     _settings_checks(resolved, lock, add)
     _image_checks(jobs, recipe_steps, add)
     return res
@@ -925,7 +1003,7 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
 
 def verify_sharded(root: Path, *, lock: Any = None,
                    published: dict[tuple[str, int | None, str], tuple[float, float]] | None = None,
-                   published_source: str | None = None) -> CampaignVerification:
+                   published_source: str | None = None, workers: int | None = None) -> CampaignVerification:
     """A Slurm campaign: merged, its shards covering the recipe's slices once each, and every shard
     verified with the same checks as a single-node campaign (subjects name the shard). Only a shard's
     own folder inside the parent is read: a shard id that is not a plain name, or a shard folder that is
@@ -968,7 +1046,8 @@ def verify_sharded(root: Path, *, lock: Any = None,
             add(Check(id="complete", status="failed", subject=shard.dir, message="shard never ran"))
             continue
         try:
-            sub = verify_campaign(where, lock=lock, published=published, published_source=published_source)
+            sub = verify_campaign(where, lock=lock, published=published, published_source=published_source,
+                                  workers=workers)
         except TraceTuiError as exc:  # its state unreadable: this shard's failure, the others still verified
             add(Check(id="complete", status="failed", subject=shard.dir, message=exc.line()))
             continue
