@@ -207,7 +207,7 @@ def test_a_slurm_flag_before_a_subcommand_is_refused(tmp_path: Path) -> None:
 
 
 def test_home_and_log_file_before_the_subcommand_apply(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+                                                       monkeypatch: pytest.MonkeyPatch, trace_release_dir: Path) -> None:
     """`trace-tui --home X preview ...` used $TRACE_TUI_HOME, and `--log-file F verify ...` wrote no F."""
     from trace_tui.cli import main
 
@@ -224,8 +224,7 @@ def test_home_and_log_file_before_the_subcommand_apply(tmp_path: Path, capsys: p
     assert main(["--home", str(a_file), "recipes"]) == 2
     assert str(a_file) in capsys.readouterr().err
     log = tmp_path / "top.log"
-    code = main(["--log-file", str(log), "--log-format", "json", "verify", "--release-dir",
-                 str(Path(__file__).resolve().parents[2] / "shared" / "trace-release")])
+    code = main(["--log-file", str(log), "--log-format", "json", "verify", "--release-dir", str(trace_release_dir)])
     assert code in (0, 1) and log.is_file() and log.stat().st_size > 0
 
 
