@@ -249,6 +249,20 @@ def test_verify_in_worker_processes_is_verify_in_one(rows_campaign: Path) -> Non
         <= failed, failed
 
 
+@pytest.mark.parametrize("text", ['{"a": 1}', '{"a": 1}\n', ' {"a": 1}', '{"a": 1}\r\n\t ', '{"a": 1} x',
+                                  '{"a": 1}\x0b', '{"a": 1}{}', "", "[1,", "1", "NaN", "\ufeff{}", '{"a": "\\ud800"}'])
+def test_a_row_is_parsed_as_json_loads_parses_it(text: str) -> None:
+    """verify parses a row file past json.loads's own steps: the same value, or a ValueError where it raises one."""
+    from trace_tui.verify.campaign import _json_value
+
+    def parsed(fn: Any) -> Any:
+        try:
+            return fn(text)
+        except ValueError:
+            return ValueError
+    assert repr(parsed(_json_value)) == repr(parsed(json.loads))
+
+
 def test_verify_parts_are_runs_of_whole_slices(rows_campaign: Path) -> None:
     """What goes to each worker process: whole slices, in the order the checks are walked, all of them once."""
     from trace_tui.campaign_files.state import read_snapshot
