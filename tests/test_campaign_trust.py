@@ -401,3 +401,22 @@ def test_the_benchs_paths_on_a_small_campaign(rows_campaign: Path, tmp_path: Pat
     capsys.readouterr()
     assert main(["verify", "--campaign", str(rows_campaign)]) == 1
     assert f"FAILED output   {GEN}/rows/000004.json: output missing" in capsys.readouterr().out
+
+
+def test_a_generate_row_whose_response_has_no_utf8_form_fails_instead_of_stopping_verify(rows_campaign: Path) -> None:
+    """A JSON escape of a lone surrogate (\\ud800) decodes to a string that has no UTF-8 form: hashing it raised
+    UnicodeEncodeError out of verify, and out of the generate and extract workers reading such a row."""
+    from trace_tui.stages.extract import check_generated_row
+    from trace_tui.stages.generate import row_proves_itself
+    from trace_tui.stages.jobs import JobError
+
+    path = rows_campaign / GEN / "rows/000002.json"
+    path.write_text(path.read_text().replace('"response": "', '"response": "\\ud800', 1))
+    reseal(rows_campaign)
+    failed = failed_checks(rows_campaign)
+    assert any(f"{GEN}/rows/000002.json" in x and "not the sha256 of its response" in x for x in failed), failed
+    row = json.loads(path.read_text())
+    assert row["response"].startswith("\ud800")
+    assert not row_proves_itself(row, path, {row["inputs_sha256"]})
+    with pytest.raises(JobError, match="does not match its response_sha256"):
+        check_generated_row(row, path)

@@ -59,6 +59,18 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def response_sha256(value: object) -> str | None:
+    """sha256_text of a row's response as read back from its file; None when it is not a string, or not one a
+    model could have written (a lone surrogate, which a JSON escape like \\ud800 can put in a forged row, has
+    no UTF-8 form): a row holding one proves nothing, and must not stop the reader with a traceback."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return sha256_text(value)
+    except UnicodeEncodeError:
+        return None
+
+
 def canonical_json(obj: Any) -> str:
     """Sorted keys, compact separators, UTF-8 (no ASCII escapes); values JSON cannot hold become ``str``."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)

@@ -203,10 +203,10 @@ def with_judgement(row: dict[str, Any], result: Any) -> dict[str, Any]:
 def check_generated_row(rec: Any, path: Path) -> None:
     """A generate row this step reads: its response's sha256 must be its own ``response_sha256`` (JobError otherwise:
     an edited response is not extracted, and so not scored, under the hash the generate receipt lists)."""
-    from trace_tui.common.digest import sha256_text
+    from trace_tui.common.digest import response_sha256
 
-    response = rec.get("response") if isinstance(rec, dict) else None
-    if not isinstance(response, str) or rec.get("response_sha256") != sha256_text(response):
+    said = rec.get("response_sha256") if isinstance(rec, dict) else None
+    if not isinstance(said, str) or said != response_sha256(rec.get("response")):
         raise JobError(f"{path}: its response does not match its response_sha256 (the row was edited)",
                        "move the row aside and run the same command again: the generate step makes it again")
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_tui.common.atomic import atomic_write_json
-from trace_tui.common.digest import sha256_file, sha256_json, sha256_text
+from trace_tui.common.digest import response_sha256, sha256_file, sha256_json, sha256_text
 from trace_tui.stages import protocol
 from trace_tui.stages.backends import BACKENDS, Request, Sampling, build_backend
 from trace_tui.stages.jobs import (
@@ -134,10 +134,8 @@ def row_proves_itself(rec: Any, path: Path, keys: set[str], *, seed: int | None 
         return False
     if seed is not None and rec.get("seed") != seed:
         return False
-    response = rec.get("response")
-    if not isinstance(response, str) or rec.get("response_sha256") != sha256_text(response):
-        return False
-    return True
+    said = rec.get("response_sha256")
+    return isinstance(said, str) and said == response_sha256(rec.get("response"))
 
 
 def proven_rows(rows: Path, keys: set[str], *, seed: int | None = None) -> dict[int, dict[str, Any]]:
