@@ -561,7 +561,9 @@ async def test_a_check_that_says_more_lists_the_rest_in_the_preview(tmp_path: Pa
     checks = hardware.check_recipe(recipes.resolve_recipe(recipes.load_recipe("full")), backends.hardware_probe(),
                                    runtime="docker")
     generate = next(c for c in checks if c.step == "generate")
-    assert generate.reason.endswith("(+1 more)")
+    # the further findings: Docker's, and the disk's where this machine has less free than the step needs
+    more = [note for note in generate.notes[1:] if not note.startswith("pass: ")]
+    assert more and generate.reason.endswith(f"(+{len(more)} more)"), generate
     app = TraceTuiApp(backends)
     async with app.run_test(size=size) as pilot:
         await hardware_ready(pilot, app)
@@ -570,7 +572,5 @@ async def test_a_check_that_says_more_lists_the_rest_in_the_preview(tmp_path: Pa
                        what="the preview")
         await pilot.pause()
         body = " ".join(text_of(app, "#preview-text").split())
-        more = [note for note in generate.notes[1:] if not note.startswith("pass: ")]
-        assert len(more) == 1
         for note in more:
             assert " ".join(note.split()) in body, note
