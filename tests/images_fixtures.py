@@ -89,3 +89,14 @@ http:
     yield f"127.0.0.1:{port}/site"
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture()
+def filled_store(tmp_path, trace_sample_dir):
+    """A store holding one local entry (the TRACE sample), for the bundle tests: (store, [its entry])."""
+    from trace_tui.store import Store, local_entry
+
+    store = Store(tmp_path / "home" / "store")
+    name = local_entry("dataset", "trace-sample")
+    store.import_local(name, trace_sample_dir / "trace-sample.parquet")
+    return store, [name]

@@ -24,6 +24,8 @@ from trace_tui import bundle
 from trace_tui.errors import CheckFailed
 from trace_tui.images import ImagesLock, LockedImage
 
+from tests.images_fixtures import filled_store  # noqa: F401 - the fixture
+
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
@@ -100,15 +102,4 @@ def test_a_full_daemon_disk_stops_the_export_in_one_line_naming_it(small_daemon,
     assert f"the Docker daemon ran out of space under {root}" in line and "\n" not in line, line
     assert "docker image prune" in line
     assert not dest.exists()
-
-
-@pytest.fixture()
-def filled_store(tmp_path, trace_sample_dir):
-    from trace_tui.store.names import local_entry
-    from trace_tui.store.store import Store
-
-    store = Store(tmp_path / "home" / "store")
-    name = local_entry("dataset", "trace-sample")
-    store.import_local(name, trace_sample_dir / "trace-sample.parquet")
-    return store, [name]
 

@@ -15,19 +15,11 @@ import pytest
 
 from trace_tui import bundle, images
 from trace_tui.errors import CheckFailed
-from trace_tui.store import Store, local_entry
+from trace_tui.store import Store
 
-from tests.images_fixtures import docker_client, tiny_lock  # noqa: F401 - fixtures
+from tests.images_fixtures import docker_client, filled_store, tiny_lock  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.docker
-
-
-@pytest.fixture()
-def filled_store(tmp_path, trace_sample_dir):
-    store = Store(tmp_path / "home" / "store")
-    name = local_entry("dataset", "trace-sample")
-    store.import_local(name, trace_sample_dir / "trace-sample.parquet")
-    return store, [name]
 
 
 @pytest.fixture()
