@@ -324,15 +324,14 @@ def write_context(root: Path, name: str, flavor: str, evaluator: Path, out: Any)
     from the wheelhouse image, WHEELHOUSE_IMAGE)."""
     import tarfile
 
-    plain = _plain
     with tarfile.open(fileobj=out, mode="w") as tar:
-        tar.add(root / "containers" / name / "Dockerfile", arcname=f"containers/{name}/Dockerfile", filter=plain)
+        tar.add(root / "containers" / name / "Dockerfile", arcname=f"containers/{name}/Dockerfile", filter=_plain)
         for f in sorted((root / "appliance" / "requirements").glob(f"*-{flavor}.lock.txt")):
-            tar.add(f, arcname=f"appliance/requirements/{f.name}", filter=plain)
+            tar.add(f, arcname=f"appliance/requirements/{f.name}", filter=_plain)
         for f in sorted((root / "dist").glob("trace_tui-*.whl")):
-            tar.add(f, arcname=f"dist/{f.name}", filter=plain)
+            tar.add(f, arcname=f"dist/{f.name}", filter=_plain)
         if flavor == "gpu" and name in EVALUATOR_IMAGES:
-            tar.add(evaluator, arcname="evaluator", filter=plain)
+            tar.add(evaluator, arcname="evaluator", filter=_plain)
         else:
             info = tarfile.TarInfo("evaluator")
             info.type, info.mode = tarfile.DIRTYPE, 0o755

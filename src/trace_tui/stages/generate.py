@@ -60,8 +60,7 @@ from trace_tui.stages.jobs import (
     writable_rows_dir,
     slice_fields,
 )
-from trace_tui.stages import model_view
-from trace_tui.stages.model_view import runtime_model
+from trace_tui.stages.model_view import VIEW_NAME, runtime_model
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens", "presence_penalty", "frequency_penalty",
                  "repetition_penalty")
@@ -274,7 +273,7 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
     receipt = build_receipt(job, out, wanted, content_inputs, inputs_sha256, settings, model_dir, model_files,
                             model_set, dataset, dataset_sha256, backend_name, started)
     if model_dir != store_model_dir:  # said only where it happened: every other receipt keeps its content
-        receipt["content"]["model"]["compatibility_view"] = model_view.VIEW_NAME
+        receipt["content"]["model"]["compatibility_view"] = VIEW_NAME
     path = out / "generate.receipt.json"
     atomic_write_json(path, receipt)
     protocol.artifact(path, campaign)
