@@ -116,6 +116,17 @@ def test_atomic_write_fsyncs_file_and_directory_and_leaves_nothing_on_failure(tm
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["x.json"]
 
 
+def test_atomic_write_batch_fsyncs_each_file_and_the_folder_once_with_atomic_write_jsons_bytes(tmp_path, monkeypatch):
+    """A generate batch's rows: each file as atomic_write_json writes it, the folder fsync'd once after."""
+    seen = _record_dir_fsyncs(monkeypatch)
+    rows = [(tmp_path / "rows" / f"{i:06d}.json", {"index": i, "response": "é" * i}) for i in range(3)]
+    atomic.atomic_write_batch([(path, atomic.json_bytes(obj)) for path, obj in rows])
+    assert seen == ["file", "file", "file", "dir"]
+    atomic.atomic_write_json(tmp_path / "one.json", rows[2][1])
+    assert (tmp_path / "rows/000002.json").read_bytes() == (tmp_path / "one.json").read_bytes()
+    assert sorted(p.name for p in (tmp_path / "rows").iterdir()) == [p.name for p, _ in rows]
+
+
 def test_verify_report_is_written_with_the_directory_fsync(tmp_path, monkeypatch):
     """`verify --report-dir` had its own atomic write without the directory fsync."""
     from types import SimpleNamespace

@@ -26,7 +26,7 @@ class TraceRow:
     domain: str
     task: str
     prompt: str  # the prompt column's text, "<image>" placeholders included
-    images: list[Any]  # PIL images, as stored (not yet resized)
+    images: list[Any]  # PIL images, as stored: opened, decoded on first use (not yet resized)
     answer_type: str
     answer_gt: Any  # the typed reference value (answer_gt.value)
 
@@ -57,13 +57,17 @@ class TraceDataset:
             _fail(self.path, f"missing column(s) {', '.join(missing)}",
                   "use a TRACE parquet export (the release's columns)")
         self.prompt_key, self.image_key = prompt_key, image_key
+        # Rows come out with their images' bytes, opened lazily: the pixels are decoded where they are
+        # first used (the worker fits them on a thread pool; PIL decodes without the GIL), not one by one
+        # here.
+        self._undecoded = self.ds.cast_column(image_key, _without_decoding(self.ds.features[image_key]))
 
     def __len__(self) -> int:
         return len(self.ds)
 
     def rows(self, indices: list[int] | None = None) -> list[TraceRow]:
         positions = list(range(len(self.ds))) if indices is None else list(indices)
-        sub = self.ds.select(positions)
+        sub = self._undecoded.select(positions)
         out = []
         for pos, rec in zip(positions, sub, strict=True):
             answer_type, answer_gt = self._answer(pos, rec["answer_gt"])
@@ -109,15 +113,28 @@ def count_rows(path: str | Path) -> int:
     return pq.ParquetFile(str(path)).metadata.num_rows
 
 
+def _without_decoding(feature: Any) -> Any:
+    """The image column's feature (an Image, or a list of them) with decoding off."""
+    import copy
+
+    feature = copy.deepcopy(feature)
+    image = getattr(feature, "feature", feature)
+    if hasattr(image, "decode"):
+        image.decode = False
+    return feature
+
+
 def _as_pil(image: Any) -> Any:
     from PIL import Image
 
     if isinstance(image, Image.Image):
         return image
-    if isinstance(image, dict) and image.get("bytes") is not None:  # a parquet without the Image feature
+    if isinstance(image, dict) and image.get("bytes") is not None:  # undecoded, or no Image feature
         import io
 
         return Image.open(io.BytesIO(image["bytes"]))
+    if isinstance(image, dict) and image.get("path"):  # an Image feature stored by path
+        return Image.open(image["path"])
     raise ValueError(f"unsupported image value {type(image).__name__}")
 
 

@@ -42,8 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trace_tui.common.atomic import atomic_write_json
-from trace_tui.common.digest import response_sha256, sha256_file, sha256_json, sha256_text
+from trace_tui.common.atomic import atomic_write_batch, atomic_write_json, json_bytes
+from trace_tui.common.digest import response_sha256, sha256_bytes, sha256_file, sha256_json, sha256_text
 from trace_tui.stages import protocol
 from trace_tui.stages.backends import BACKENDS, Request, Sampling, build_backend
 from trace_tui.stages.jobs import (
@@ -237,17 +237,28 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
     # vLLM schedules a large batch itself; the transformers backend runs rows one by one anyway.
     batch = max(1, int(job.get("batch_size") or (256 if backend_name == "vllm" else 8)))
     count = len(done)
-    # Rows are written (tmp + fsync + rename) on one writer thread while the next batch
-    # generates; progress counts only rows whose file has landed.
+    # A batch's rows are written (tmp + fsync + rename each, the folder fsync'd once) on one writer thread
+    # while the next batch generates; progress counts only rows whose file has landed. What was written
+    # is remembered (the file's and the response's sha256), so the receipt does not read it back.
     from concurrent.futures import ThreadPoolExecutor
 
-    def write(r: Any, text: str) -> None:
-        atomic_write_json(row_file(rows, r.index), {
-            "index": r.index, "instance_id": r.instance_id, "domain": r.domain, "task": r.task,
-            "answer_type": r.answer_type, "answer_gt": r.answer_gt, "seed": seed,
-            "response": text, "response_sha256": sha256_text(text), "inputs_sha256": inputs_sha256})
+    written: dict[int, tuple[str, str]] = {}
 
-    pending: list[Any] = []
+    def write(batch_rows: list[Any], texts: list[str]) -> int:
+        files, shas = [], {}
+        for r, text in zip(batch_rows, texts, strict=True):
+            text_sha256 = sha256_text(text)
+            data = json_bytes({
+                "index": r.index, "instance_id": r.instance_id, "domain": r.domain, "task": r.task,
+                "answer_type": r.answer_type, "answer_gt": r.answer_gt, "seed": seed,
+                "response": text, "response_sha256": text_sha256, "inputs_sha256": inputs_sha256})
+            files.append((row_file(rows, r.index), data))
+            shas[r.index] = (sha256_bytes(data), text_sha256)
+        atomic_write_batch(files)
+        written.update(shas)
+        return len(files)
+
+    pending = None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="row-writer") as writer:
         for start in range(0, len(todo), batch):
             chunk = todo[start:start + batch]
@@ -258,20 +269,17 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
             if len(responses) != len(requests):
                 raise JobError(f"backend returned {len(responses)} responses for {len(requests)} requests",
                                "a backend must answer every request")
-            for f in pending:  # the previous batch: landed by now, or wait for it
-                f.result()
-            if pending:
-                count += len(pending)
+            if pending is not None:  # the previous batch: landed by now, or wait for it
+                count += pending.result()
                 protocol.progress(phase="generate", done=count, total=total, **where)
-            pending = [writer.submit(write, r, text) for r, text in zip(loaded, responses, strict=True)]
-        for f in pending:
-            f.result()
-        count += len(pending)
+            pending = writer.submit(write, loaded, responses)
+        if pending is not None:
+            count += pending.result()
     if todo:
         protocol.progress(phase="generate", done=count, total=total, **where)
 
     receipt = build_receipt(job, out, wanted, content_inputs, inputs_sha256, settings, model_dir, model_files,
-                            model_set, dataset, dataset_sha256, backend_name, started)
+                            model_set, dataset, dataset_sha256, backend_name, started, written)
     if model_dir != store_model_dir:  # said only where it happened: every other receipt keeps its content
         receipt["content"]["model"]["compatibility_view"] = VIEW_NAME
     path = out / "generate.receipt.json"
@@ -283,13 +291,19 @@ def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
 def build_receipt(job: dict[str, Any], out: Path, wanted: list[int], content_inputs: dict[str, Any],
                   inputs_sha256: str, settings: dict[str, Any], model_dir: Path, model_files: dict[str, str],
                   model_set: str, dataset: Path, dataset_sha256: str, backend_name: str,
-                  started: float) -> dict[str, Any]:
+                  started: float, written: dict[int, tuple[str, str]] | None = None) -> dict[str, Any]:
+    """The slice's receipt. Rows in ``written`` (index -> the sha256 of the file and of the response, as
+    this run wrote them) are taken from there; every other wanted row is read back and checked."""
     campaign = campaign_dir()
     rows = rows_dir(out)
     outputs: dict[str, str] = {}
     responses: dict[str, str] = {}
+    written = written or {}
     for i in wanted:
         f = row_file(rows, i)
+        if i in written:
+            outputs[f.relative_to(campaign).as_posix()], responses[str(i)] = written[i]
+            continue
         rec = read_json(f)
         if rec.get("inputs_sha256") != inputs_sha256:
             raise JobError(f"{f}: written under other inputs", "rerun the step")
