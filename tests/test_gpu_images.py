@@ -211,3 +211,55 @@ def test_the_evaluators_dataset_script_reads_our_hub_dataset_snapshots(gpu_lock,
         assert data["datasets"][key]["error"] == \
             f"RuntimeError: {key} row-count mismatch: downloaded 3, expected {rows[key]}", data["datasets"][key]
         assert (tmp_path / "LMUData" / f"{alias}.tsv").is_file()  # the adapter's own TSV, from our rows
+
+
+# --------------------------------------------------------------------------- the release_eval worker, as in production
+
+def test_the_release_eval_worker_gets_to_the_endpoint_pool_under_the_production_options(
+        gpu_lock, tmp_path, trace_release_dir, release_evaluator):
+    """Issue 28, stops 1, 2 and 3 in the gpu infer image: the release_eval worker through the real
+    DockerRuntime (read-only root, a tmpfs /tmp, an unprivileged uid, no capabilities, network none), the
+    image's own launcher at /opt/trace, unchanged. Before the fixes it stopped at the link into the
+    read-only `.work` (1) and at the launcher's mkdir of TMPDIR under it (2), and the endpoint pool's
+    readiness wait had no curl (3): "curl: command not found" on every try until its 900 s ran out.
+
+    Here the launcher's environment check passes (torch 2.8.0, vLLM 0.10.2), the dataset manifest and the
+    models verify, and the release's start_vllm_endpoint_pool.sh starts vLLM's server: the first place a
+    GPU is needed. Without one the server never answers, and the readiness wait (curl, given 10 s through
+    the step's environment) gives up with the pool's own error."""
+    from test_external_prepare import fill_store, prepared_dataset_view
+
+    from trace_tui.engine.events import parse_stage_line
+    from trace_tui.runtime.base import Launch
+    from trace_tui.runtime.docker import DockerRuntime, ensure_writable
+
+    lock = release_lock()
+    two = ["qwen2.5-vl-3b-base", "trace-qwen2.5-vl-3b"]
+    store = fill_store(tmp_path / "store", trace_release_dir)
+    campaign = tmp_path / "campaign"
+    campaign.mkdir()
+    prepared_dataset_view(release_evaluator, campaign)
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "job.json").write_text(json.dumps({
+        "step": "generate", "recipe": "full", "run_tag": "full-test", "output_dir": "steps/generate",
+        "slices": [{"model": m, "seed": 42, "benchmark": b.key} for m in two for b in lock.trace_eval.benchmarks]}))
+    runtime = DockerRuntime(images={"infer": gpu_lock.images["infer"].id}, flavour="gpu")
+    ensure_writable(campaign, *runtime.user)
+    launch = Launch(step="generate", slice="_step", module="trace_tui.stages.release_eval",
+                    args=["--phase", "generate"], job_dir=tmp_path / "job", campaign=campaign, store=store.root,
+                    log_path=campaign / "logs" / "generate.log", image="infer",
+                    output_dir=campaign / "steps" / "generate", env={"READY_TIMEOUT_SEC": "10"})
+    handle = runtime.start(launch)
+    events = [e for e in (parse_stage_line(line) for line in handle.lines()) if e is not None]
+    info = handle.wait()
+    said = " | ".join(e.message for e in events if e.type in ("log", "status")) + " | " + " | ".join(info.tail)
+    assert "Read-only file system" not in said and "OSError" not in said, said[-3000:]
+    assert "[trace-eval-env:ok]" in said, said[-3000:]  # the launcher's environment check passed
+    assert "[start] port=" in said and "[started] pid_file=" in said, said[-3000:]  # the release's pool started
+    assert "command not found" not in said, said[-3000:]
+    assert "did not become ready within 10s" in said, said[-3000:]  # curl asked, the server (no GPU) never answered
+    work = campaign / "evaluator"
+    for made in ("full-test/scoring", "logs/full-test", "results", "tmp"):
+        assert (work / made).is_dir(), made
+    status = [e for e in events if e.type == "status"][-1]
+    assert info.exit_code == 1 and status.state == "failed", status.message
