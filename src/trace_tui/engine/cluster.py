@@ -44,6 +44,7 @@ from trace_tui.engine.cluster_status import (
     shard_progress,
     slurm_states,
 )
+from trace_tui.engine.campaign_folder import campaign_folder
 from trace_tui.errors import CheckFailed, ExitCode, UsageError
 from trace_tui.runtime import slurm
 
@@ -290,8 +291,6 @@ def prepare_submission(args: Any, resolved: Any) -> Prepared:
 
     The command line and the TUI's run screen both submit through this and :func:`submit_prepared`.
     """
-    from trace_tui.engine.headless import campaign_path
-
     check_slurm_options(args)
     plan = plan_shards(resolved, getattr(args, "shard_by", None),
                        narrowed_benchmarks=bool(getattr(args, "benchmarks", None)))
@@ -299,7 +298,8 @@ def prepare_submission(args: Any, resolved: Any) -> Prepared:
         raise UsageError(f"run tag {cut(plan.run_tag)} cannot name a Slurm job")
     if not getattr(args, "dry_run", False):
         slurm.require_sbatch()
-    parent = campaign_path(args, resolved)
+    parent = campaign_folder(getattr(args, "campaign", None), resolved.recipe.name, resolved.run_tag,
+                             getattr(args, "home", None))
     _script_safe_path(parent, "--campaign")
     gpus = args.gpus_per_node if getattr(args, "gpus_per_node", None) is not None else _default_gpus(resolved)
     opts = slurm.BatchOptions(partition=getattr(args, "partition", None), account=getattr(args, "account", None),

@@ -8,25 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trace_tui.engine.campaign_folder import campaign_folder
 from trace_tui.errors import ExitCode, RequirementsError
-
-
-def campaign_path(args: argparse.Namespace, resolved: Any) -> Path:
-    from trace_tui import paths
-
-    if getattr(args, "campaign", None):
-        from trace_tui.campaign_files.recipe_file import campaign_recipe_name
-        from trace_tui.errors import UsageError
-
-        given = Path(args.campaign).expanduser().resolve()
-        held = campaign_recipe_name(given) if given.is_dir() else None
-        if held is not None and held != resolved.recipe.name:
-            # its recipe.json, state and outputs are that run's: another recipe would write over them
-            raise UsageError(f"--campaign {given} holds a campaign of recipe {held}, not {resolved.recipe.name}",
-                             hint=f"resume it with `trace-tui --campaign {given}`, or give {resolved.recipe.name} "
-                                  "its own folder (leave out --campaign)")
-        return given
-    return paths.campaigns_dir(paths.home(getattr(args, "home", None))) / resolved.run_tag
 
 
 def probe_hardware(home: Path, campaign: Path | None = None) -> Any:
@@ -91,7 +74,8 @@ def run_headless(args: argparse.Namespace, resolved: Any) -> int:
 
     home = paths.home(getattr(args, "home", None))
     flavour = resolved.recipe.image_flavor
-    path = campaign_path(args, resolved)
+    path = campaign_folder(getattr(args, "campaign", None), resolved.recipe.name, resolved.run_tag,
+                           getattr(args, "home", None))
     # without --runtime, a campaign resumes where it ran
     runtime = make_runtime(getattr(args, "runtime", None) or recorded_runtime(path), flavour=flavour)
     report = probe_hardware(home, path)
