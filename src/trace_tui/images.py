@@ -143,6 +143,14 @@ def resolve_base(client: Any, flavor: str, pin: dict[str, Any], say: Callable[[s
     local = pin.get("local_base")
     try:
         image = client.images.get(ref)
+        if ref == local and pin.get("local_base_packages"):  # made here earlier: has it every package pinned now?
+            script = repo_root() / "appliance" / "make-base-image.sh"
+            made = subprocess.run([str(script), local, ",".join(pin["local_base_packages"])], check=True,
+                                  stdout=subprocess.PIPE, text=True)
+            for line in made.stdout.splitlines():
+                if not line.startswith("base image ") or "building it again" in line:
+                    say(line)
+            image = client.images.get(local)
     except ImageNotFound:
         try:
             if ref == local:  # a base made only with debootstrap (the gpu flavour's, everywhere)
