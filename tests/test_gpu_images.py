@@ -215,18 +215,18 @@ def test_the_evaluators_dataset_script_reads_our_hub_dataset_snapshots(gpu_lock,
 
 # --------------------------------------------------------------------------- the release_eval worker, as in production
 
-def test_the_release_eval_worker_gets_to_the_endpoint_pool_under_the_production_options(
+def test_the_release_eval_worker_gets_past_the_launchers_environment_check_under_the_production_options(
         gpu_lock, tmp_path, trace_release_dir, release_evaluator):
-    """Issue 28, stops 1, 2 and 3 in the gpu infer image: the release_eval worker through the real
-    DockerRuntime (read-only root, a tmpfs /tmp, an unprivileged uid, no capabilities, network none), the
-    image's own launcher at /opt/trace, unchanged. Before the fixes it stopped at the link into the
-    read-only `.work` (1) and at the launcher's mkdir of TMPDIR under it (2), and the endpoint pool's
-    readiness wait had no curl (3): "curl: command not found" on every try until its 900 s ran out.
+    """Issue 28, stops 1 and 2 in the gpu infer image: the release_eval worker through the real DockerRuntime
+    (read-only root, a tmpfs /tmp, an unprivileged uid, no capabilities, network none), the image's own
+    launcher at /opt/trace, unchanged. Before the fixes it stopped at the link into the read-only `.work` (1)
+    and at the launcher's mkdir of TMPDIR under it (2).
 
-    Here the launcher's environment check passes (torch 2.8.0, vLLM 0.10.2), the dataset manifest and the
-    models verify, and the release's start_vllm_endpoint_pool.sh starts vLLM's server: the first place a
-    GPU is needed. Without one the server never answers, and the readiness wait (curl, given 10 s through
-    the step's environment) gives up with the pool's own error."""
+    Here the launcher makes its folders in the campaign, its environment check passes (torch 2.8.0, vLLM
+    0.10.2: what the cpu images cannot pass), the models verify, and it goes on to its dataset check,
+    prepare_trace_eval_manifest.py --verify-only, which re-hashes the published benchmark files: the test's
+    manifest has none of them (they are not here), so the launcher stops there, with the script's own
+    summary, and the worker fails the step saying which slices are short."""
     from test_external_prepare import fill_store, prepared_dataset_view
 
     from trace_tui.engine.events import parse_stage_line
@@ -248,18 +248,51 @@ def test_the_release_eval_worker_gets_to_the_endpoint_pool_under_the_production_
     launch = Launch(step="generate", slice="_step", module="trace_tui.stages.release_eval",
                     args=["--phase", "generate"], job_dir=tmp_path / "job", campaign=campaign, store=store.root,
                     log_path=campaign / "logs" / "generate.log", image="infer",
-                    output_dir=campaign / "steps" / "generate", env={"READY_TIMEOUT_SEC": "10"})
+                    output_dir=campaign / "steps" / "generate")
     handle = runtime.start(launch)
     events = [e for e in (parse_stage_line(line) for line in handle.lines()) if e is not None]
     info = handle.wait()
     said = " | ".join(e.message for e in events if e.type in ("log", "status")) + " | " + " | ".join(info.tail)
     assert "Read-only file system" not in said and "OSError" not in said, said[-3000:]
-    assert "[trace-eval-env:ok]" in said, said[-3000:]  # the launcher's environment check passed
-    assert "[start] port=" in said and "[started] pid_file=" in said, said[-3000:]  # the release's pool started
-    assert "command not found" not in said, said[-3000:]
-    assert "did not become ready within 10s" in said, said[-3000:]  # curl asked, the server (no GPU) never answered
     work = campaign / "evaluator"
     for made in ("full-test/scoring", "logs/full-test", "results", "tmp"):
         assert (work / made).is_dir(), made
+    assert "[trace-eval-env:ok]" in said, said[-3000:]  # the launcher's environment check passed
+    assert "[trace-eval-dataset:summary] ready=0/24" in said, said[-3000:]  # and its dataset check ran
     status = [e for e in events if e.type == "status"][-1]
     assert info.exit_code == 1 and status.state == "failed", status.message
+    assert "run_trace_eval.sh exited 1" in status.message and "48 of 48 slices short" in status.message
+
+
+def test_the_release_pools_readiness_wait_runs_in_the_gpu_image(gpu_lock, tmp_path, tiny_qwen25vl_dir):
+    """Issue 28, stop 3 in the gpu infer image: the release's start_vllm_endpoint_pool.sh, unchanged, under the
+    production options, waits for its server with curl, which the gpu images lacked ("curl: command not
+    found" on every try until its 900 s ran out). vLLM's server needs a GPU there, so it never answers
+    here: the wait (given 10 s) asks curl and gives up with the pool's own error. On the cpu image the same
+    script's wait sees a real server ready (test_release_eval_container)."""
+    campaign = tmp_path / "campaign"
+    (campaign / "logs").mkdir(parents=True)
+    pool = ("cd /opt/trace && MODEL_PATH=/model SERVED_MODEL_NAME=tiny HOST=127.0.0.1 PORT_START=18000 GPU_GROUPS=0 "
+            "GPU_MEMORY_UTILIZATION=0.90 MAX_MODEL_LEN=4096 MAX_NUM_SEQS=8 MAX_NUM_BATCHED_TOKENS=8192 "
+            "PYTHON_BIN=python3 LOG_DIR=/campaign/logs PID_FILE=/campaign/logs/pids.txt READY_TIMEOUT_SEC=10 "
+            "bash rlvr/evaluation/scripts/start_vllm_endpoint_pool.sh; echo \"pool exit $?\"; command -v curl; "
+            "PID_FILE=/campaign/logs/pids.txt STOP_GRACE_SEC=2 bash rlvr/evaluation/scripts/stop_vllm_endpoint_pool.sh")
+    uid, gid = os.getuid(), os.getgid()
+    for p in (tmp_path, Path(tiny_qwen25vl_dir), *Path(tiny_qwen25vl_dir).iterdir()):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    campaign.chmod(0o777)
+    (campaign / "logs").chmod(0o777)
+    container = images.docker_client().containers.run(
+        gpu_lock.images["infer"].id, ["bash", "-c", pool], detach=True, user=f"{uid}:{gid}",
+        volumes={str(campaign): {"bind": "/campaign", "mode": "rw"}, str(tiny_qwen25vl_dir): {"bind": "/model", "mode": "ro"}},
+        network_mode="none", read_only=True, tmpfs={"/tmp": "rw,nosuid,nodev,mode=1777"}, cap_drop=["ALL"],
+        security_opt=["no-new-privileges"], environment={"HOME": "/tmp"})
+    try:
+        container.wait(timeout=600)
+        out = container.logs().decode(errors="replace")
+    finally:
+        container.remove(force=True)
+    assert "[start] port=18000" in out, out[-2000:]
+    assert "command not found" not in out, out[-2000:]
+    assert "did not become ready within 10s" in out and "pool exit 1" in out, out[-2000:]
+    assert "/usr/bin/curl" in out, out[-2000:]

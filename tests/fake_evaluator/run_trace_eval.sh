@@ -10,8 +10,10 @@
 # run the whole suite (the launcher takes no benchmark filter: 24 benchmarks x 32,805 rows per model and
 # seed, 576 slices with the published scores) where the host venv has no vLLM and the launcher's
 # environment check (setup_trace_eval_env.sh --verify-only: torch 2.8.0, the `vllm` distribution) cannot
-# pass on the CPU build of vLLM the cpu images carry. The worker under the production container options
-# is tested in the image itself (test_release_eval_container), and the release's own pool, generation
+# pass on the CPU build of vLLM the cpu images carry. In the gpu infer image (`make test-gpu-images`) the
+# real launcher passes that check and stops at the next, its dataset check, which re-hashes the published
+# benchmark files (not here); a generation there needs a GPU. The worker under the production container
+# options is tested in the image itself (test_release_eval_container), and the release's own pool, generation
 # client and score campaign run for real below the launcher's driver in the cpu infer image
 # (test_release_eval_pipeline_container, on the three benchmarks whose files are not md5-pinned).
 set -euo pipefail
