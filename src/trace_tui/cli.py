@@ -14,7 +14,9 @@ import os
 import sys
 
 from trace_tui import __version__
-from trace_tui.errors import ExitCode, TraceTuiError
+from trace_tui.commands import launch
+from trace_tui.errors import ExitCode, TraceTuiError, UsageError, os_error_line, printable
+from trace_tui.logs import redact_text
 
 TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
@@ -178,8 +180,6 @@ NARROWS_ONLY_A_RECIPE = ("hw",)
 
 def refuse_idle_flags(args: argparse.Namespace) -> None:
     """A flag that would be silently ignored is a usage error naming it (exit 2)."""
-    from trace_tui.errors import UsageError
-
     command = getattr(args, "command", None)
     max_parallel = getattr(args, "max_parallel", None)
     if max_parallel is not None and not 1 <= max_parallel <= MAX_PARALLEL:
@@ -283,7 +283,6 @@ class _LazyCommands(argparse._SubParsersAction):
 def _dispatch(args: argparse.Namespace) -> int:
     if getattr(args, "_module", None) is not None:
         return int(args._module.run(args))
-    from trace_tui.commands import launch
 
     return int(launch.run(args))
 
@@ -291,9 +290,6 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _say_error(line: str) -> None:
     """One error line on stderr, as a terminal shows it: a newline or an escape sequence in a path it names is
     written escaped (it would otherwise break the one line, or drive the terminal), and no credential in a URL."""
-    from trace_tui.errors import printable
-    from trace_tui.logs import redact_text
-
     try:
         print(f"trace-tui: {printable(redact_text(line))}", file=sys.stderr)
     except (OSError, ValueError, AttributeError):  # stderr closed or full too: the exit code says it
@@ -338,8 +334,6 @@ def _stdout_broken(exc: OSError | None = None) -> OSError | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from trace_tui.errors import os_error_line
-
     parser = build_parser()
     args = parser.parse_args(argv)
     apply_global_options(args)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trace_tui.errors import UsageError
+
 # Base model sizes (from their config.json at the pinned revisions): parameter
 # count, and the text decoder's layers x key/value heads x head dim for the
 # rollout KV cache.
@@ -34,8 +36,6 @@ def smoke_requirement(scale: str, *, prompts_per_step: int = 16, num_generations
     ``fp32_gpu_memory_gib`` what it needs to keep fp32 master weights as
     upstream did (16 bytes per parameter) — the worker takes fp32 when it fits.
     """
-    from trace_tui.errors import UsageError
-
     if scale not in BASE_MODELS:
         raise UsageError(f"model scale {scale!r}", hint=f"one of {', '.join(BASE_MODELS)}")
     m = BASE_MODELS[scale]

@@ -19,8 +19,12 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trace_tui import __version__
+from trace_tui.common.atomic import atomic_write_bytes
 from trace_tui.common.digest import sha256_file
 from trace_tui.errors import CheckFailed, RequirementsError, UsageError
+from trace_tui.evaluator_source import stage_evaluator
+from trace_tui.paths import home as trace_home
+from trace_tui.release import release_lock
 
 IMAGE_NAMES: tuple[str, ...] = ("train", "infer", "score")
 Flavor = Literal["cpu", "gpu"]
@@ -42,7 +46,6 @@ def images_lock_path(home: Path | None = None) -> Path:
     appliance = repo_root() / "appliance"
     if appliance.is_dir():
         return appliance / "images.lock.json"
-    from trace_tui.paths import home as trace_home
 
     return (home or trace_home()) / "images.lock.json"
 
@@ -82,8 +85,6 @@ def read_images_lock(path: Path | None = None) -> ImagesLock | None:
 
 
 def write_images_lock(lock: ImagesLock, path: Path | None = None) -> Path:
-    from trace_tui.common.atomic import atomic_write_bytes
-
     path = path or images_lock_path()
     atomic_write_bytes(path, (lock.model_dump_json(indent=2) + "\n").encode())
     return path
@@ -196,9 +197,6 @@ def build_images(flavor: Flavor, *, names: tuple[str, ...] = IMAGE_NAMES, root: 
     EVALUATOR_SOURCE (a local bundle or checkout), or from the network at the pinned commits when None;
     either is verified against the release lock before and during the build."""
     import tempfile
-
-    from trace_tui.evaluator_source import stage_evaluator
-    from trace_tui.release import release_lock
 
     root = root or repo_root()
     client = client or docker_client()

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from trace_tui.errors import UsageError
+
 # Keys whose values are never written, and environment values scrubbed from any text.
 # A key names a secret when its last word does (hf_token, client_secret, api-key, Authorization),
 # not when a word merely contains one: max_tokens, token_count and prompt_tokens are data.
@@ -73,8 +75,6 @@ def configure(fmt: str = "console", *, log_file: Path | None = None, stream: Tex
     json_renderer = structlog.processors.JSONRenderer(sort_keys=True)
     log_handle: TextIO | None = None
     if log_file is not None:
-        from trace_tui.errors import UsageError
-
         try:
             log_file.parent.mkdir(parents=True, exist_ok=True)
             # never a FIFO: opening one waits for a reader that may never come (/dev/null and the like are fine)

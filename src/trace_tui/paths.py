@@ -7,13 +7,13 @@ import os
 import stat
 from pathlib import Path
 
+from trace_tui.errors import UsageError
+
 
 def home(override: str | os.PathLike[str] | None = None) -> Path:
     """TRACE_TUI_HOME: --home, then $TRACE_TUI_HOME, then $XDG_DATA_HOME/trace-tui (a directory, or none yet)."""
     path = _home(override)
     if path.exists() and not path.is_dir():
-        from trace_tui.errors import UsageError
-
         raise UsageError(f"trace-tui home {path} is not a directory (from --home, $TRACE_TUI_HOME or $XDG_DATA_HOME)",
                          hint="name a directory; it is created when missing")
     return path
@@ -48,8 +48,6 @@ _UNUSABLE = {
 
 
 def _unusable(shown: str, exc: OSError) -> Exception:
-    from trace_tui.errors import UsageError
-
     what, fix = _UNUSABLE.get(exc.errno or 0, (exc.strerror or str(exc), "give a path that can be used"))
     return UsageError(f"{shown}: {what}", hint=fix)
 
@@ -70,8 +68,6 @@ def campaign_dir_arg(value: str | os.PathLike[str], *, option: str = "--campaign
     """The campaign directory a command was given, or a UsageError (exit 2) saying in one line what is wrong with
     it: a file, a name too long, a link loop, a folder this user may not read. NEW_OK: a run may name a
     directory that does not exist yet (it is created); status and verify need one that does."""
-    from trace_tui.errors import UsageError
-
     path = Path(value).expanduser()
     shown = f"{option} {value}"
     try:

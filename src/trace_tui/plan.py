@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from trace_tui.hardware import REQUIREMENTS, meets, required_tp
+from trace_tui.hardware import REQUIREMENTS, check_step, kv_bytes_per_token, meets, required_tp, step_scales
 from trace_tui.recipe_schema import SliceKey
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -140,8 +140,6 @@ def judge_kv_gib(tp: int, gpu_gib: float) -> float:
 
 
 def judge_fits(tp: int, gpu_gib: float) -> bool:
-    from trace_tui.hardware import kv_bytes_per_token
-
     return judge_kv_gib(tp, gpu_gib) * 1024**3 >= JUDGE_MIN_KV_TOKENS * kv_bytes_per_token("judge")
 
 
@@ -240,8 +238,6 @@ def run_plan(resolved: "ResolvedRecipe", report: "HardwareReport") -> RunPlan:
     """Every step's GPU groups on this machine: generation from :func:`gpu_plan`, the judge from
     :func:`judge_groups`, a trainer on its first eligible GPU. A step this machine cannot host gets a
     refusal (the hardware check's reason), never a guess."""
-    from trace_tui.hardware import check_step, step_scales
-
     generation = gpu_plan(resolved, report)
     steps: list[StepGpus] = []
     for step in resolved.recipe.steps:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trace_tui.hardware import HardwareReport, StepCheck, check_recipe
+from trace_tui import paths
+from trace_tui.hardware import HardwareReport, StepCheck, check_recipe, hardware_report
 from trace_tui.plan import StepGpus, gpu_groups_env, run_plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,13 +125,9 @@ def _store_checker(home: Path) -> tuple[Callable[[list[str]], dict[str, bool]] |
 def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = None, *, home: Path | None = None,
                   campaign_dir: Path | None = None, runtime: str = "docker") -> Preview:
     """Everything a run of ``resolved`` would use. Reads only; starts and writes nothing."""
-    from trace_tui import paths
-
     home = Path(home) if home else paths.home()
     campaign = Path(campaign_dir) if campaign_dir else paths.campaigns_dir(home) / resolved.run_tag
     if report is None:
-        from trace_tui.hardware import hardware_report
-
         report = hardware_report(home, campaign=campaign)
     checks = {c.step: c for c in check_recipe(resolved, report, runtime="local" if runtime == "local" else "docker")}
 

@@ -217,11 +217,6 @@ class Recipe(_Strict):
             raise ValueError("suite 'demo' uses 'local_models', not release 'models'")
         return self
 
-    @property
-    def generates(self) -> bool:
-        """Whether a step generates responses (an infer step). Slices exist whenever a suite is selected."""
-        return any(s.stage == "infer" for s in self.steps)
-
 
 class SliceKey(BaseModel):
     """One model x seed x benchmark: the unit of generation, scoring and resume."""
@@ -281,13 +276,6 @@ class ResolvedRecipe(BaseModel):
 
     def all_store_entries(self) -> list[str]:
         return list(dict.fromkeys(e for entries in self.store_entries.values() for e in entries))
-
-    def to_data(self) -> dict[str, Any]:
-        """The resolved configuration as plain JSON data (what config_sha256 hashes, plus the hash)."""
-        return {**config_data(self.recipe, self.suite, self.suite_sha256, self.models, self.seeds,
-                               self.benchmarks, self.settings, self.training, self.store_entries),
-                "slices": len(self.slices), "rows_total": self.rows_total,
-                "config_sha256": self.config_sha256, "run_tag": self.run_tag}
 
 
 def config_data(recipe: Recipe, suite: str | None, suite_sha256: str | None, models: list[Any], seeds: list[int],

@@ -21,10 +21,34 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from trace_tui.common.digest import sha256_json
-from trace_tui.errors import UsageError
-from trace_tui.recipe_schema import BenchmarkRef, DemoTask, LocalModel, Recipe, ResolvedRecipe, SYMBOLIC_NEEDS, Selection, SliceKey, Step, StepNeeds, TrainingTarget, VALIDATION_BENCHMARK, config_data
-from trace_tui.recipe_yaml import (describe_validation_error, duplicate_key, node_line, one_line, short_value,
-                                  too_long_integer)
+from trace_tui.errors import CheckFailed, UsageError
+from trace_tui.recipe_schema import (
+    SYMBOLIC_NEEDS,
+    VALIDATION_BENCHMARK,
+    BenchmarkRef,
+    DemoTask,
+    LocalModel,
+    Recipe,
+    ResolvedRecipe,
+    Selection,
+    SliceKey,
+    Step,
+    StepNeeds,
+    TrainingTarget,
+    config_data,
+)
+from trace_tui.recipe_yaml import (
+    describe_validation_error,
+    duplicate_key,
+    node_line,
+    one_line,
+    short_value,
+    too_long_integer,
+)
+from trace_tui.release import release_lock
+from trace_tui.resources import recipes_dir as _dir
+from trace_tui.stages.demo_tasks import GROUPS
+from trace_tui.store.names import expand_needs
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
@@ -34,8 +58,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def recipes_dir() -> Path:
-    from trace_tui.resources import recipes_dir as _dir
-
     return _dir()
 
 
@@ -224,8 +246,6 @@ def _check_selection(recipe: Recipe, root: Any, source: str) -> None:
         raise UsageError(f"{source}:{node_line(root, ('demo_tasks',))}: demo_tasks: key {dupes[0]!r} "
                          f"is used twice", hint="each task group has its own key")
     if keys and any(step.run[0] == "trace_tui.stages.demo_prepare" for step in recipe.steps):
-        from trace_tui.stages.demo_tasks import GROUPS
-
         # demo_prepare writes rows for its own groups only: another key would be a benchmark with no rows
         # (a recipe with steps of its own may name its tasks as it likes)
         known = [g[0] for g in GROUPS]
@@ -240,8 +260,6 @@ def _subset(values: list[Any], allowed: list[Any], source: str, line: int, field
 
 
 def _lock() -> "ReleaseLock":
-    from trace_tui.release import release_lock
-
     return release_lock()
 
 
@@ -303,8 +321,6 @@ def _narrow(kind: str, recipe: Recipe, available: list[Any], wanted: list[Any] |
 def _store_entries(recipe: Recipe, models: list[Any], benchmarks: list[BenchmarkRef],
                    lock: "ReleaseLock") -> dict[str, list[str]]:
     """Expand each step's store needs into full entry names (derived from the lock, never retyped)."""
-    from trace_tui.store.names import expand_needs
-
     model_names = [m.store_entry if isinstance(m, LocalModel) else m.id for m in models]
     # Only trace_eval benchmarks are store entries; validation and demo rows live in their datasets.
     bench_keys = [b.key for b in benchmarks] if recipe.selection.suite == "trace_eval" else []
@@ -438,8 +454,6 @@ def recorded_recipe(data: dict[str, Any], *, source: str) -> ResolvedRecipe:
     """A resolved recipe as a campaign recorded it (recipe.json's content), validated: a field that is not
     one a recipe may hold (a step whose run is not trace-tui's own, ...) is one CheckFailed line naming
     ``source`` and the field. What it says is shown, never run: a run takes trusted_resolved's recipe."""
-    from trace_tui.errors import CheckFailed
-
     try:
         return ResolvedRecipe.model_validate(data)
     except ValidationError as exc:

@@ -13,6 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trace_tui.errors import UsageError
+from trace_tui.resources import release_lock_path
+
 Sha256 = str  # 64 lower-case hex digits
 
 
@@ -201,7 +204,6 @@ class ReleaseLock(_Frozen):
             if m.id == model_id:
                 return m
         known = ", ".join(m.id for m in self.models)
-        from trace_tui.errors import UsageError
 
         raise UsageError(f"unknown model {model_id!r}", hint=f"known models: {known}")
 
@@ -216,6 +218,4 @@ def load_release_lock(path: Path) -> ReleaseLock:
 @lru_cache(maxsize=1)
 def release_lock() -> ReleaseLock:
     """The lock shipped with the package."""
-    from trace_tui.resources import release_lock_path
-
     return load_release_lock(release_lock_path())

@@ -18,9 +18,20 @@ from typing import Any, Iterable, Iterator
 from pydantic import ValidationError
 
 from trace_tui.bundle.export import _Progress
-from trace_tui.bundle.files import (CHUNK, LOCK_FILE, MANIFEST, RECORD_LIMIT, REEXPORT, BundleManifest, Say,
-                                    _first_error, _read_bundle_file, shown)
+from trace_tui.bundle.files import (
+    CHUNK,
+    LOCK_FILE,
+    MANIFEST,
+    RECORD_LIMIT,
+    REEXPORT,
+    BundleManifest,
+    Say,
+    _first_error,
+    _read_bundle_file,
+    shown,
+)
 from trace_tui.errors import CheckFailed
+from trace_tui.images import IMAGE_NAMES, ImagesLock
 
 INDEX_LIMIT = 16 << 20  # an archive's manifest.json, repositories, index.json, or one image config
 IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")  # used with fullmatch: `$` would let a newline through
@@ -54,8 +65,6 @@ def is_stage_tag(tag: str, stage: str, version: str, flavor: str) -> bool:
 
 
 def _read_bundle_lock(src: Path, manifest: BundleManifest) -> Any:
-    from trace_tui.images import ImagesLock
-
     path = src / LOCK_FILE
     if LOCK_FILE not in manifest.files:
         raise CheckFailed(f"{path}: the bundle has no image lock", hint=REEXPORT)
@@ -69,8 +78,6 @@ def _read_bundle_lock(src: Path, manifest: BundleManifest) -> Any:
 
 
 def _check_lock(lock: Any, path: Path) -> None:
-    from trace_tui.images import IMAGE_NAMES
-
     if sorted(lock.images) != sorted(IMAGE_NAMES):
         raise CheckFailed(f"{path}: images {', '.join(shown(n) for n in sorted(lock.images)) or '(none)'}; a bundle's "
                           f"image lock holds one image for each stage, {', '.join(IMAGE_NAMES)}", hint=REEXPORT)

@@ -13,8 +13,9 @@ from typing import Any, Iterable
 
 from trace_tui import __version__
 from trace_tui.bundle.files import CHUNK, MANIFEST, BundleFile, BundleManifest, Say
-from trace_tui.common.digest import sha256_text
+from trace_tui.common.digest import sha256_file, sha256_text
 from trace_tui.errors import CheckFailed, UsageError, out_of_space
+from trace_tui.images import build_wheel, repo_root
 
 IMAGES_TAR = "images/stages.tar"
 UNSIZED_STEP = 512 << 20
@@ -174,16 +175,12 @@ def _save_images(client: Any, names: list[str]) -> Iterable[bytes]:
 
 
 def _sha256(path: Path) -> str:
-    from trace_tui.common.digest import sha256_file
-
     return sha256_file(path)
 
 
 def _make_wheelhouse(out: Path) -> list[Path]:
     """trace-tui's wheel (built as the images build it: the same sources give the same wheel) plus its host
     dependencies, installable with `pip install --no-index`."""
-    from trace_tui.images import build_wheel, repo_root
-
     out.mkdir(parents=True, exist_ok=True)
     wheel = build_wheel(repo_root(), out)
     done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(out),

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trace_tui.errors import CheckFailed, UsageError
 from trace_tui.recipe_schema import Recipe
+from trace_tui.store.hashing import sha256_files
 
 MANIFEST = "manifest.json"
 CHUNK = 8 << 20
@@ -156,8 +157,6 @@ def _size(path: Path) -> int:
 def check_bundle(src: Path, manifest: BundleManifest, say: Say = print, on_disk: set[str] | None = None) -> list[str]:
     """Every problem with the bundle's files, one line each, naming the file. Empty: intact.
     ON_DISK: the bundle's files as `bundle_files` found them (listed here when not given)."""
-    from trace_tui.store.hashing import sha256_files
-
     found = (bundle_files(src) if on_disk is None else on_disk) - {MANIFEST}
     listed = set(manifest.files)
     problems = [f"{shown(rel)}: missing from the bundle" for rel in sorted(listed - found)]

@@ -11,9 +11,21 @@ from pathlib import Path
 from typing import Any
 
 from trace_tui.bundle.archives import _check_archives, _read_bundle_lock, load_untagged, read_archive_index
-from trace_tui.bundle.files import (MANIFEST, RECORD_LIMIT, REEXPORT, BundleManifest, Say, _read_bundle_file,
-                                    bundle_files, check_bundle, read_manifest, shown)
+from trace_tui.bundle.files import (
+    MANIFEST,
+    RECORD_LIMIT,
+    REEXPORT,
+    BundleManifest,
+    Say,
+    _read_bundle_file,
+    bundle_files,
+    check_bundle,
+    read_manifest,
+    shown,
+)
 from trace_tui.errors import CheckFailed, TraceTuiError, UsageError
+from trace_tui.images import write_images_lock
+from trace_tui.store.importer import import_entry_dir
 
 # ---------------------------------------------------------------------------------------------
 # import, part 1: what can be checked without changing the host
@@ -120,8 +132,6 @@ def import_bundle(src: Path, *, store: Any, client: Any, images_lock_path: Path,
 
 
 def _write_lock(lock: Any, path: Path) -> None:
-    from trace_tui.images import write_images_lock
-
     write_images_lock(lock, path)  # atomic: the site's lock is either the old one or this one
 
 
@@ -258,8 +268,6 @@ class HostChanges:
 
 def _import_entry(store: Any, entry: str, src: Path, say: Say) -> None:
     """Fill the store through its verifying staging, from the bundled copy of the entry."""
-    from trace_tui.store.importer import import_entry_dir
-
     folder = _entry_folder(store, entry, src)
     _check_entry_record(src, folder, entry)
     say(f"importing store entry {entry}")

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from trace_tui.common.safe_read import Folder, NotRead
 from trace_tui.errors import CheckFailed, UsageError
-
 
 STEP_SLICE = "_step"  # the slice name of a job that covers a whole step
 
@@ -156,8 +156,6 @@ def read_campaign_file(path: Path, *, limit: int) -> bytes:
     same folder), at most ``limit`` bytes (trace_tui.common.safe_read: a FIFO would block the reader
     forever, /dev/zero would grow it without bound). Raises FileNotFoundError when absent and UnsafeFile,
     one line naming the file, otherwise."""
-    from trace_tui.common.safe_read import Folder, NotRead
-
     path = Path(path)
     try:
         data = Folder(path.parent, name=str(path.parent)).read(path.name, limit)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from trace_tui.cli import add_recipe_selection, non_empty
+from trace_tui.errors import UsageError
+from trace_tui.paths import home, store_dir
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from trace_tui.cli import add_recipe_selection, non_empty
-
     sub = p.add_subparsers(dest="bundle_command", metavar="ACTION", required=True)
     e = sub.add_parser("export", help="write everything a recipe needs to run offline into DIR")
     e.add_argument("dir", metavar="DIR")
@@ -29,8 +31,6 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from trace_tui import bundle, images
-    from trace_tui.errors import UsageError
-    from trace_tui.paths import home, store_dir
     from trace_tui.store import Store
 
     store = Store(store_dir(home(args.home)))

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from trace_tui.cli import add_recipe_selection
+from trace_tui.errors import ExitCode, TraceTuiError
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from trace_tui.cli import add_recipe_selection
-
     p.add_argument("--json", action="store_true", help="the same content as JSON")
     p.add_argument("--recipe", metavar="NAME", help="check only this recipe (exit 3 when a step fails)")
     p.add_argument("--runtime", choices=("docker", "local"), default="docker",
@@ -19,7 +20,6 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from trace_tui import hardware, paths, recipes
-    from trace_tui.errors import ExitCode, TraceTuiError
 
     home = paths.home(args.home)
     report = hardware.hardware_report(home)

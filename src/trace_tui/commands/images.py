@@ -6,6 +6,9 @@ import argparse
 import json
 import sys
 
+from trace_tui.common.atomic import atomic_write_bytes
+from trace_tui.errors import UsageError
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="images_command", metavar="ACTION", required=True)
@@ -32,7 +35,6 @@ def _say(msg: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from trace_tui import images
-    from trace_tui.errors import UsageError
 
     action = args.images_command
     if action == "build":
@@ -81,7 +83,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _pin(images, lock) -> int:  # type: ignore[no-untyped-def]
-    from trace_tui.common.atomic import atomic_write_bytes
 
     pins = images.load_pins()
     flavor = pins["flavors"][lock.flavor]

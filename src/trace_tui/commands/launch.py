@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from trace_tui.engine.headless import run_headless
 from trace_tui.errors import UsageError
+from trace_tui.local_models import import_local_models
+from trace_tui.paths import campaign_dir_arg, home, store_dir
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,15 +27,11 @@ def run_recipe(args: argparse.Namespace) -> int:
     from trace_tui.recipes import load_recipe, resolve_recipe
 
     if getattr(args, "campaign", None):  # before anything is resolved or created
-        from trace_tui.paths import campaign_dir_arg
 
         campaign_dir_arg(args.campaign, new_ok=True)
     recipe = load_recipe(args.recipe)
     own = None
     if getattr(args, "local_model", None):
-        from trace_tui.local_models import import_local_models
-        from trace_tui.paths import home, store_dir
-
         own = import_local_models(args.local_model, store_dir(home(args.home)))
     resolved = resolve_recipe(recipe, models=args.models, seeds=args.seeds, benchmarks=args.benchmarks,
                               local_models=own)
@@ -49,6 +48,5 @@ def run_recipe(args: argparse.Namespace) -> int:
         from trace_tui.engine.cluster import submit_campaign
 
         return submit_campaign(args, resolved)
-    from trace_tui.engine.headless import run_headless
 
     return run_headless(args, resolved)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 
+from trace_tui.cli import non_empty
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from trace_tui.cli import non_empty
-
     p.add_argument("--campaign", required=True, type=non_empty, metavar="DIR",
                    help="the parent campaign directory (has shards.json)")
 

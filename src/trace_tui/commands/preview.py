@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 
+from trace_tui.cli import add_recipe_selection
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from trace_tui.cli import add_recipe_selection
-
     p.add_argument("--recipe", metavar="NAME", required=True, help="the recipe to preview (name or YAML file)")
     add_recipe_selection(p)
     p.add_argument("--campaign", metavar="DIR", help="campaign directory a run would use (default: HOME/campaigns/RUN_TAG)")

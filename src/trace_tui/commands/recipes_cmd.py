@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from trace_tui.errors import TraceTuiError
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="the same content as JSON")
@@ -26,7 +28,6 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from trace_tui import hardware, paths, recipes
-    from trace_tui.errors import TraceTuiError
 
     report = hardware.hardware_report(paths.home(args.home))
     rows = []

@@ -15,10 +15,11 @@ import argparse
 import json
 import sys
 
+from trace_tui.cli import non_empty
+from trace_tui.verify.release import checked_release_tables, release_dir_arg
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from trace_tui.cli import non_empty
-
     p.add_argument("--release-dir", metavar="DIR", required=False, type=non_empty,
                    help="a release directory laid out like the upstream repository (rlvr/...)")
     p.add_argument("--format", choices=("markdown", "json"), default="markdown", help="output format")
@@ -27,8 +28,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trace_tui.verify.release import checked_release_tables, release_dir_arg
-
     if getattr(args, "campaign", None):
         from trace_tui.external.summary import run_report
 

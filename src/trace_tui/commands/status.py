@@ -8,6 +8,9 @@ import math
 import sys
 import time
 
+from trace_tui.cli import non_empty, short
+from trace_tui.paths import campaign_dir_arg
+
 # --watch: below this a reader polls the database in a busy loop; above it, "watch" is not watching.
 WATCH_MIN_S = 0.2
 WATCH_MAX_S = 86_400.0
@@ -15,8 +18,6 @@ WATCH_MAX_S = 86_400.0
 
 def watch_seconds(text: str) -> float:
     """An argparse type: --watch's seconds, a finite number from WATCH_MIN_S to WATCH_MAX_S."""
-    from trace_tui.cli import short
-
     try:
         value = float(text)
     except ValueError:
@@ -27,8 +28,6 @@ def watch_seconds(text: str) -> float:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from trace_tui.cli import non_empty
-
     p.add_argument("--campaign", required=True, type=non_empty, metavar="DIR", help="the campaign directory")
     p.add_argument("--json", action="store_true", help="one JSON object (with --watch: one per line)")
     p.add_argument("--watch", type=watch_seconds, metavar="N",
@@ -40,7 +39,6 @@ def run(args: argparse.Namespace) -> int:
     from trace_tui.campaign_files.shard_files import is_sharded
     from trace_tui.engine.cluster_status import cluster_status, render_cluster_status
     from trace_tui.engine.status import campaign_status, render_status
-    from trace_tui.paths import campaign_dir_arg
 
     campaign_dir_arg(args.campaign)  # a file, a link loop, a folder this user may not read: one line first
     # a Slurm campaign: its shards plus squeue/sacct

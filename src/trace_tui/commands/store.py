@@ -15,13 +15,17 @@ import sys
 import time
 from typing import Any
 
+from trace_tui import paths
+from trace_tui.cli import add_recipe_selection, non_empty
+from trace_tui.errors import CheckFailed, ExitCode, UsageError, out_of_space
+from trace_tui.stages import protocol
+from trace_tui.stages.protocol import stop_on_sigterm
+
 DEFAULT_RECIPE = "full"
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
     """--home/--log-format/--log-file after the action too; SUPPRESS keeps values given before it."""
-    from trace_tui.cli import non_empty
-
     p.add_argument("--home", metavar="DIR", default=argparse.SUPPRESS, type=non_empty,
                    help="trace-tui home for this command")
     p.add_argument("--log-format", choices=("console", "json"), default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -29,8 +33,6 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from trace_tui.cli import add_recipe_selection
-
     sub = p.add_subparsers(dest="store_command", metavar="ACTION", required=True)
     f = sub.add_parser("fetch", help="download what a recipe needs that the store lacks, verified")
     add_common(f)
@@ -60,8 +62,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _store(args: argparse.Namespace) -> Any:
-    from trace_tui import paths
-    from trace_tui.errors import UsageError
     from trace_tui.store import Store
 
     store = Store(paths.store_dir(paths.home(args.home)))
@@ -119,8 +119,6 @@ class _Printer:
             return
         self.last[key] = now
         if self.jsonl:
-            from trace_tui.stages import protocol
-
             protocol.progress(phase=f"fetch {p.file}", done=p.done, total=p.total or 0, model=p.entry)
             return
         if p.phase == "download":
@@ -132,8 +130,6 @@ class _Printer:
 
     def log(self, message: str) -> None:
         if self.jsonl:
-            from trace_tui.stages import protocol
-
             protocol.log(message)
         else:
             print(message, flush=True)
@@ -163,7 +159,6 @@ def _fetch(args: argparse.Namespace) -> int:
         printer.log(f"stored {rec.name} ({len(rec.files)} files, {_size(rec.bytes)}, {rec.sha256set})")
     printer.log(f"{len(result.fetched)} fetched, {len(result.present)} already in the store ({store.root})"
                 + (f", {len(result.failed)} failed" if result.failed else ""))
-    from trace_tui.errors import CheckFailed, ExitCode
 
     for name, exc in result.failed:
         print(f"trace-tui: error: {exc.line()}", file=sys.stderr)
@@ -181,7 +176,6 @@ def _fetch(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from trace_tui.errors import UsageError
     from trace_tui.release import release_lock
     from trace_tui.store import local_entry
     from trace_tui.store.importer import import_dir
@@ -269,9 +263,6 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trace_tui.errors import CheckFailed, out_of_space
-    from trace_tui.stages.protocol import stop_on_sigterm
-
     # A stopped fetch or import (kill, a scheduler's timeout) removes its staging folder on the way
     # out, as Ctrl-C does, instead of leaving GBs for the next import to clear.
     stop_on_sigterm()

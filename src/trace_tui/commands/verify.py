@@ -14,6 +14,14 @@ import os
 import sys
 from pathlib import Path
 
+from trace_tui import logs
+from trace_tui.cli import non_empty, skip_teardown
+from trace_tui.common.atomic import atomic_write_text
+from trace_tui.errors import CheckFailed, UsageError, out_of_space
+from trace_tui.paths import campaign_dir_arg
+from trace_tui.verify.release import release_dir_arg, verify_release
+from trace_tui.verify.yaml_docs import parse_configs_ahead
+
 TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any
@@ -22,8 +30,6 @@ STATUS_WORD = {"passed": "PASS", "failed": "FAIL", "absent": "ABSENT"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from trace_tui.cli import non_empty
-
     p.add_argument("--release-dir", metavar="DIR",
                    help="a release directory laid out like the upstream repository (rlvr/..., paper.pdf)")
     p.add_argument("--campaign", metavar="DIR", type=non_empty, help="a campaign directory to verify offline")
@@ -36,19 +42,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trace_tui.errors import UsageError
-
     campaign_dir = getattr(args, "campaign", None)
     if not args.release_dir and not campaign_dir:
         raise UsageError("nothing to verify", hint="give --release-dir DIR and/or --campaign DIR")
     if not campaign_dir:
         code = _verify_release(args)
         if not getattr(args, "log_file", None):  # no log handler to flush; a report's files are closed
-            from trace_tui.cli import skip_teardown
 
             skip_teardown()
         return code
-    from trace_tui.paths import campaign_dir_arg
 
     campaign_dir_arg(campaign_dir)  # a file, a link loop, a folder this user may not read: one line first
     campaign = _campaign_module()
@@ -73,8 +75,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _campaign_module():
-    from trace_tui.errors import UsageError
-
     try:
         from trace_tui.verify import campaign
     except ModuleNotFoundError as exc:
@@ -91,8 +91,6 @@ def _campaign_module():
 def _verify_release(args: argparse.Namespace) -> int:
     import gc
 
-    from trace_tui.verify.yaml_docs import parse_configs_ahead
-
     # A short-lived command that builds tens of thousands of acyclic objects (the parsed documents):
     # the cyclic collector would walk them again and again while they are built and find nothing
     # (and, in the forked YAML parser's parent, copy every page it walks). Reference counting frees
@@ -101,7 +99,6 @@ def _verify_release(args: argparse.Namespace) -> int:
 
     # Before the verifier's own imports: the YAML parse then runs beside them, not after.
     yaml_ahead = parse_configs_ahead(Path(args.release_dir or "."))
-    from trace_tui.verify.release import release_dir_arg, verify_release
 
     root = release_dir_arg(args.release_dir)
     result = verify_release(root, yaml_ahead=yaml_ahead)
@@ -121,9 +118,6 @@ def _verify_release(args: argparse.Namespace) -> int:
 
 def _log(result: Any, args: argparse.Namespace, code: int) -> None:
     """With --log-file only (a command that only looks writes nothing by default): the outcome as log events."""
-    from trace_tui import logs
-    from trace_tui.errors import CheckFailed, UsageError, out_of_space
-
     # The terminal already gets the checklist; log lines go to the file (and stderr only for json).
     logs.configure(args.log_format, log_file=Path(args.log_file),
                    stream=sys.stderr if args.log_format == "json" else open(os.devnull, "w"))  # noqa: SIM115
@@ -264,9 +258,6 @@ def render_markdown(result: Any, *, strict: bool, tables_md: str | None) -> str:
 
 
 def write_report(result: Any, out_dir: Path, *, strict: bool, root: Path) -> None:
-    from trace_tui.common.atomic import atomic_write_text
-    from trace_tui.errors import UsageError
-
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import sqlite3
 import threading
 import time
@@ -36,15 +35,31 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trace_tui.campaign_files.state import (JOB_COLUMNS, JobRecord, STEP_SLICE, SliceRecord, _SCHEMA, _drop_torn_tail, check_integrity, has_receipts, read_jobs, read_meta, read_slices, slice_path, unreadable_state)
+from trace_tui.campaign_files.state import (
+    _SCHEMA,
+    JOB_COLUMNS,
+    STEP_SLICE,
+    JobRecord,
+    SliceRecord,
+    _drop_torn_tail,
+    check_integrity,
+    has_receipts,
+    read_jobs,
+    read_meta,
+    read_slices,
+    slice_path,
+    unreadable_state,
+)
+from trace_tui.common.atomic import atomic_write_json
+from trace_tui.common.safe_write import directory_inside, open_append, open_nofollow
+from trace_tui.engine.recovery import check_campaign_dir, receipt_rows
 from trace_tui.errors import TraceTuiError, UsageError
+
 
 class Campaign:
     """The writer's view of a campaign directory. Thread-safe (one lock around the connection)."""
 
     def __init__(self, path: Path, *, lock: bool = True) -> None:
-        from trace_tui.engine.recovery import check_campaign_dir
-
         self.path = Path(path).resolve()
         self._mutex = threading.RLock()
         self._lock_fd: int | None = None
@@ -67,7 +82,6 @@ class Campaign:
         self.id = self._identity()
         if state_lost:
             self.rebuilt = self.rebuild_from_receipts()
-        from trace_tui.common.safe_write import directory_inside, open_append
 
         for sub in ("jobs", "outputs", "logs", "receipts"):
             directory_inside(self.path, sub)  # checked by check_campaign_dir above; made here
@@ -107,8 +121,6 @@ class Campaign:
 
     def rebuild_from_receipts(self, receipts: list[Path] | None = None) -> int:
         """Job and slice rows from the intact receipts (all of them, or the ones given)."""
-        from trace_tui.engine.recovery import receipt_rows
-
         jobs, slices = receipt_rows(self.path, receipts)
         with self._mutex:
             self.db.execute("BEGIN")
@@ -139,8 +151,6 @@ class Campaign:
 
     # -- identity and locking -------------------------------------------------
     def _acquire_lock(self) -> None:
-        from trace_tui.common.safe_write import open_nofollow
-
         # never through a link: a resume would rewrite the file it points to
         fd = open_nofollow(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -158,7 +168,6 @@ class Campaign:
         ident = self.path / "campaign.json"
         if ident.is_file():
             return str(json.loads(ident.read_text(encoding="utf-8"))["id"])
-        from trace_tui.common.atomic import atomic_write_json
 
         cid = uuid.uuid4().hex[:16]
         atomic_write_json(ident, {"id": cid, "created_at": time.time(), "schema": "trace-tui-campaign-v1"})
@@ -304,13 +313,6 @@ class Campaign:
         cols = ", ".join(f"{k}=?" for k in fields)
         with self._mutex:
             self.db.execute(f"UPDATE jobs SET {cols} WHERE step=? AND slice=?", (*fields.values(), step, slice_))
-
-    def remove_outputs(self, step: str, slice_: str) -> None:
-        """Invalidated job: its outputs and receipt go, so the worker starts it from row 0."""
-        out = self.path / self.output_rel(step, slice_)
-        if out.exists():
-            shutil.rmtree(out)
-        self.receipt_path(step, slice_).unlink(missing_ok=True)
 
     # -- events ---------------------------------------------------------------
     def append_event(self, line: str) -> None:

@@ -28,12 +28,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trace_tui.common.atomic import atomic_write_json, atomic_write_text
-from trace_tui.common.safe_write import NotWritten, directory_inside
 from trace_tui.campaign_files.recipe_file import RECIPE_FILE, read_campaign_recipe
 from trace_tui.campaign_files.shard_files import MERGED_FILE, is_sharded, merged_problem, read_plan, shard_dir
-from trace_tui.campaign_files.state import cut
 from trace_tui.campaign_files.shards import PLAN_FILE, Shard, ShardPlan, coverage_problems, plan_shards, shard_arguments
+from trace_tui.campaign_files.state import cut, read_snapshot
+from trace_tui.common.atomic import atomic_write_json, atomic_write_text
+from trace_tui.common.safe_write import NotWritten, directory_inside
+from trace_tui.engine.campaign_folder import campaign_folder
 from trace_tui.engine.cluster_status import (
     ACTIVE,
     SLURM_DIR,
@@ -44,7 +45,7 @@ from trace_tui.engine.cluster_status import (
     shard_progress,
     slurm_states,
 )
-from trace_tui.engine.campaign_folder import campaign_folder
+from trace_tui.engine.planner import needs_gpus
 from trace_tui.errors import CheckFailed, ExitCode, UsageError
 from trace_tui.runtime import slurm
 
@@ -61,8 +62,6 @@ def _write_json(path: Path, data: Any) -> None:
 
 def merge_campaign(parent: Path | str) -> dict[str, Any]:
     """Check that every shard is complete and covers its slices, then write the parent's merged view."""
-    from trace_tui.campaign_files.state import read_snapshot
-
     parent = Path(parent).resolve()
     plan = read_plan(parent)
     problems = coverage_problems(plan)
@@ -370,8 +369,6 @@ def submit_campaign(args: Any, resolved: Any) -> int:
 
 def _default_gpus(resolved: Any) -> int:
     """GPUs a node needs for a shard: the most any step of the recipe asks for (0 for CPU recipes)."""
-    from trace_tui.engine.planner import needs_gpus
-
     need = [int(getattr(s.needs, "gpus", 0) or 0) for s in resolved.recipe.steps if needs_gpus(s)]
     return max(need, default=0)
 

@@ -17,6 +17,8 @@ from typing import Any
 from trace_tui.campaign_files.shard_files import merged_problem, read_plan, shard_dir
 from trace_tui.campaign_files.shards import Shard
 from trace_tui.campaign_files.state import MIB, cut, read_campaign_json
+from trace_tui.engine.printer import fmt_duration
+from trace_tui.engine.status import campaign_status
 from trace_tui.errors import CheckFailed, ExitCode, UsageError
 from trace_tui.runtime import slurm
 
@@ -84,8 +86,6 @@ def _no_progress(state: str) -> dict[str, Any]:
 
 def shard_progress(parent: Path, shard: Shard, *, now: float | None = None) -> dict[str, Any]:
     """A shard campaign's own state: not started, incomplete or complete; rows, rate and ETA."""
-    from trace_tui.engine.status import campaign_status
-
     where = shard_dir(parent, shard)
     if where is None or not (where / "state.sqlite").exists():
         return _no_progress("not started")
@@ -220,8 +220,6 @@ def cluster_status(parent: Path | str, *, now: float | None = None, query: bool 
 
 
 def render_cluster_status(st: dict[str, Any]) -> str:
-    from trace_tui.engine.printer import fmt_duration
-
     lines = [f"campaign {st['campaign']}",
              f"recipe {st['recipe']}  run tag {st['run_tag']}  Slurm, {st['shards_total']} shards by {st['shard_by']}"
              f"  {'COMPLETE' if st['complete'] else 'incomplete'}  shards {st['shards_completed']}/"

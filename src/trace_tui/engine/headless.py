@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trace_tui import logs, paths
 from trace_tui.engine.campaign_folder import campaign_folder
+from trace_tui.engine.recovery import check_campaign_dir
 from trace_tui.errors import ExitCode, RequirementsError
+from trace_tui.runtime import make_runtime
 
 
 def probe_hardware(home: Path, campaign: Path | None = None) -> Any:
@@ -64,13 +67,10 @@ def run_gpu_plan(resolved: Any, report: Any) -> Any:
 
 
 def run_headless(args: argparse.Namespace, resolved: Any) -> int:
-    from trace_tui import logs, paths
+    from trace_tui.campaign_files.state import recorded_runtime
     from trace_tui.engine.campaign import Campaign
     from trace_tui.engine.printer import HeadlessPrinter
     from trace_tui.engine.runner import Runner
-    from trace_tui.runtime import make_runtime
-
-    from trace_tui.campaign_files.state import recorded_runtime
 
     home = paths.home(getattr(args, "home", None))
     flavour = resolved.recipe.image_flavor
@@ -83,7 +83,6 @@ def run_headless(args: argparse.Namespace, resolved: Any) -> int:
     if problems:
         raise RequirementsError(f"recipe {resolved.recipe.name} cannot run here: " + "; ".join(problems))
     from trace_tui.engine.cluster import check_not_sharded
-    from trace_tui.engine.recovery import check_campaign_dir
 
     check_not_sharded(path)
     check_campaign_dir(path)  # before anything (the log file) is written into it

@@ -8,7 +8,7 @@ spec each job's worker is given. Nothing here starts a container or writes a fil
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -238,11 +238,6 @@ def plan_rows(plan: Plan, now: float) -> tuple[list[dict[str, Any]], list[dict[s
              "message": x.reason if x.action == "invalidate" else "", "now": now}
             for j in plan.jobs for x in j.subs]
     return jobs, subs
-
-
-def iter_plan_lines(plan: Plan) -> Iterable[str]:
-    for j in plan.jobs:
-        yield f"{j.step.id} {j.slice}: {j.action} ({j.reason})"
 
 
 # -- GPUs: which groups a step runs on, and the deal of its jobs over them -------------------

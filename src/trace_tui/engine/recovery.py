@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_tui.common.digest import sha256_file_size, sha256_json
+from trace_tui.common.safe_write import NotWritten, check_not_link, directory_inside, open_append
 from trace_tui.errors import UsageError
 
 SUPERSEDED = "superseded"
@@ -53,8 +54,6 @@ CAMPAIGN_FOLDERS = ("jobs", "outputs", "logs", "receipts", SUPERSEDED)
 def check_no_planted_links(path: Path) -> None:
     """UsageError naming the first of the campaign's own files or folders that is a link or not what it must
     be: the runner writes into a campaign only in place."""
-    from trace_tui.common.safe_write import NotWritten, check_not_link, directory_inside
-
     try:
         for name in CAMPAIGN_FILES:
             check_not_link(path / name)
@@ -108,8 +107,6 @@ def receipt_rows(root: Path, receipts: list[Path] | None = None) -> tuple[list[d
 def supersede(root: Path, stamp: str, step: str, slice_rel: str, output_rel: str, receipt: Path,
               changes: list[str]) -> list[str]:
     """Move a job's outputs and receipt to superseded/STAMP/ (same layout) and list them in the index."""
-    from trace_tui.common.safe_write import directory_inside, open_append
-
     moved: list[str] = []
     base = root / SUPERSEDED / stamp
     for src in (root / output_rel, receipt):

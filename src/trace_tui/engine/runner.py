@@ -26,10 +26,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trace_tui.common.atomic import atomic_write_json
 from trace_tui.campaign_files.presence import damaged_jobs, read_presence
 from trace_tui.campaign_files.recipe_file import RECIPE_FILE
 from trace_tui.campaign_files.state import slice_path
+from trace_tui.common.atomic import atomic_write_json
 from trace_tui.engine.batch import run_batch
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.cancellation import Cancellation
@@ -50,8 +50,10 @@ from trace_tui.engine.planner import (
     step_groups,
 )
 from trace_tui.engine.scheduling import run_batches, run_on_groups
-from trace_tui.errors import CheckFailed, ExitCode, RequirementsError, UsageError
+from trace_tui.errors import CheckFailed, ExitCode, RequirementsError, UsageError, out_of_space
+from trace_tui.recipe_schema import entry_point_problem
 from trace_tui.runtime.base import Runtime
+from trace_tui.runtime.local import LocalRuntime
 
 if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
     from trace_tui.plan import RunPlan, StepGpus
@@ -88,8 +90,6 @@ class Runner:
         self.campaign = campaign
         self.runtime = runtime
         if host_runtime is None:
-            from trace_tui.runtime.local import LocalRuntime
-
             host_runtime = runtime if runtime.name == "local" else LocalRuntime()
         self.host_runtime = host_runtime
         self.offline = offline
@@ -135,8 +135,6 @@ class Runner:
 
     def preflight(self) -> None:
         """Everything that must hold before the first container starts (exit 3 otherwise)."""
-        from trace_tui.recipe_schema import entry_point_problem
-
         for step in self.recipe.steps:  # the schema's check, again on what is about to run (exit 2)
             problem = entry_point_problem(list(step.run))
             if problem is not None:
@@ -356,8 +354,6 @@ class Runner:
 
 def disk_full_path(exc: BaseException, campaign: Path) -> str | None:
     """Where a write failed for want of space (ENOSPC, EDQUOT, SQLite's "disk is full"), else None."""
-    from trace_tui.errors import out_of_space
-
     if isinstance(exc, sqlite3.OperationalError):
         return str(campaign / "state.sqlite") if "disk is full" in str(exc) else None
     if out_of_space(exc):

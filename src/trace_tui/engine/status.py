@@ -8,7 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trace_tui.campaign_files.state import STEP_SLICE, read_snapshot
+from trace_tui.campaign_files.presence import damaged_jobs, read_presence
+from trace_tui.campaign_files.recipe_file import RECIPE_FILE, campaign_recipe_name
+from trace_tui.campaign_files.state import STEP_SLICE, connect_readonly, read_snapshot
+from trace_tui.engine.recovery import superseded
+from trace_tui.errors import TraceTuiError
 
 STALE_S = 30.0  # a running job whose record has not moved for this long shows no rate/ETA
 
@@ -79,9 +83,6 @@ def campaign_status(path: Path | str, *, now: float | None = None) -> dict[str, 
 
 def output_damage(path: Path, jobs: list[Any]) -> dict[tuple[str, str], str]:
     """{(step, slice): why} for the completed jobs whose receipt or outputs are missing or changed in size."""
-    from trace_tui.campaign_files.presence import damaged_jobs, read_presence
-    from trace_tui.campaign_files.state import connect_readonly
-
     conn = connect_readonly(path)
     try:
         noted = read_presence(conn)
@@ -96,9 +97,6 @@ def recipe_damage(path: Path) -> str | None:
     Read as the TUI and a resume find which recipe a campaign holds (recipe_file.campaign_recipe_name),
     so that status, the campaign list and opening the campaign agree on what is damaged.
     """
-    from trace_tui.campaign_files.recipe_file import RECIPE_FILE, campaign_recipe_name
-    from trace_tui.errors import TraceTuiError
-
     try:
         if campaign_recipe_name(path) is None:
             return f"{Path(path) / RECIPE_FILE}: missing (a run writes it when it starts)"
@@ -109,8 +107,6 @@ def recipe_damage(path: Path) -> str | None:
 
 def _superseded(path: Path) -> list[dict[str, Any]]:
     """Outputs moved aside when their inputs changed (kept under superseded/STAMP, restorable)."""
-    from trace_tui.engine.recovery import superseded
-
     return [{"stamp": e["stamp"], "step": e["step"], "slice": e["slice"], "changes": e.get("changes", [])}
             for e in superseded(path)]
 

@@ -26,7 +26,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from trace_tui.campaign_files.recipe_file import read_campaign_recipe
+from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
+from trace_tui.common.digest import sha256_file
 from trace_tui.errors import CheckFailed, UsageError
+from trace_tui.evaluator_layout import EvalSlice, receipt_problems, score_of
+from trace_tui.release import release_lock
+from trace_tui.stages import protocol
+from trace_tui.verify.release import release_dir_arg
 
 SCORE_STEP_RUN = ["trace_tui.stages.release_eval", "--phase", "score"]
 
@@ -122,9 +128,6 @@ def recorded_scores(campaign: Path) -> tuple[dict[str, Any], dict[str, Any], str
 
 def _slices(campaign: Path, data: dict[str, Any], rel: str) -> tuple[list[Any], list[str]]:
     """The recorded slices, each score file re-read and checked against the record and the receipts."""
-    from trace_tui.evaluator_layout import EvalSlice, receipt_problems, score_of
-    from trace_tui.common.digest import sha256_file
-
     root = campaign / str(data.get("campaign_root", ""))
     slices, problems = [], []
     fields = set(EvalSlice.model_fields)
@@ -178,8 +181,6 @@ def _sharded_slices(campaign: Path) -> tuple[dict[str, Any], list[Any], list[str
 def release_dir_for(release_dir: str | Path | None, home: str | None = None) -> Path | None:
     """--release-dir when given, else the release files in the store (eval-setup fetches them), else None."""
     if release_dir:
-        from trace_tui.verify.release import release_dir_arg
-
         return release_dir_arg(str(release_dir))
     try:
         from trace_tui import paths
@@ -203,8 +204,6 @@ def campaign_report(campaign_dir: str | Path, release_dir: Path | None, *, lock:
     from trace_tui.external.compare import reproduction
 
     if lock is None:
-        from trace_tui.release import release_lock
-
         lock = release_lock()
     campaign = Path(campaign_dir).expanduser()
     if not campaign.is_dir():
@@ -233,8 +232,6 @@ def _as_step_output(report: CampaignReport) -> None:
     job_path, camp = os.environ.get("TRACE_TUI_JOB"), os.environ.get("TRACE_TUI_CAMPAIGN")
     if not job_path or not camp or Path(camp).resolve() != Path(report.campaign).resolve():
         return
-    from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
-    from trace_tui.stages import protocol
 
     try:
         job = protocol.load_job(job_path)

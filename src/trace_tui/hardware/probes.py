@@ -9,20 +9,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-
 from trace_tui.common.images_lock import read_image_lock
-
-
 from trace_tui.hardware.report import (
+    FIX_IMAGES,
+    IMAGE_NAMES,
     DiskStatus,
     DockerStatus,
-    FIX_IMAGES,
     GpuInfo,
     GpuStatus,
     HardwareReport,
-    IMAGE_NAMES,
     ImageStatus,
 )
+from trace_tui.images import images_lock_path
+from trace_tui.paths import home as default_home
 
 # --------------------------------------------------------------------------- GPU probe (NVML)
 
@@ -143,8 +142,6 @@ def _default_nvml() -> Any:
 
 def image_lock_path(home: Path | None = None) -> Path:
     """The generated image lock: $TRACE_TUI_IMAGES_LOCK, the checkout's appliance/, or HOME/appliance/ (bundles)."""
-    from trace_tui.images import images_lock_path
-
     return images_lock_path(home)
 
 
@@ -293,8 +290,6 @@ def hardware_report(home: Path | None = None, *, nvml: Any = None, docker_client
                     image_lock: Path | None = None, campaign: Path | None = None) -> HardwareReport:
     """The machine as a run sees it; CAMPAIGN: the folder a run writes (--campaign), whose filesystem's free space
     the steps' disk needs are checked against (the home's, when it is there)."""
-    from trace_tui.paths import home as default_home
-
     home = home or default_home()
     return HardwareReport(home=str(home), gpu=probe_gpus(nvml),
                           docker=probe_docker(docker_client_factory, lock_path=image_lock, home=home),

@@ -39,10 +39,6 @@ class GpuInfo(_Model):
     def memory_total_gib(self) -> float:
         return self.memory_total_bytes / GIB
 
-    @property
-    def memory_free_gib(self) -> float:
-        return self.memory_free_bytes / GIB
-
 
 GpuStatusName = Literal["ok", "no_driver", "driver_mismatch", "no_devices", "no_library", "error"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-
-from trace_tui.hardware.report import GIB, GpuInfo, MEMORY_SLACK, _Model
+from trace_tui.gpu_needs import smoke_requirement
+from trace_tui.hardware.report import GIB, MEMORY_SLACK, GpuInfo, _Model
 
 # --------------------------------------------------------------------------- requirements
 
@@ -41,7 +41,6 @@ REQUIREMENTS: dict[str, dict[str, ProfileRequirement]] = {
 def _train_requirements() -> dict[str, ProfileRequirement]:
     # The smoke step is one process on one GPU (no FSDP): its own estimate is the requirement,
     # so the check and the worker's own refusal can never disagree.
-    from trace_tui.gpu_needs import smoke_requirement
 
     return {scale: ProfileRequirement(what=f"{scale} GRPO trainer", options=[
                 EndpointOption(tp=1, min_gib=smoke_requirement(scale)["min_gpu_memory_gib"])])

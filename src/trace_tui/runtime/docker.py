@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from trace_tui.common.images_lock import image_refs
+from trace_tui.common.safe_write import open_append
 from trace_tui.errors import RequirementsError
 from trace_tui.runtime.base import (
     CAMPAIGN_MOUNT,
@@ -27,10 +29,10 @@ from trace_tui.runtime.base import (
     LABEL_STEP,
     STORE_MOUNT,
     ExitInfo,
-    step_env,
     Launch,
     Tail,
     split_lines,
+    step_env,
 )
 
 UNPRIVILEGED = (65534, 65534)  # nobody:nogroup, for runs invoked as root
@@ -79,7 +81,6 @@ def _short(exc: BaseException) -> str:
 
 def _images_lock() -> dict[str, str]:
     """Image names from appliance/images.lock.json (written by `make appliance`), if there is one."""
-    from trace_tui.common.images_lock import image_refs
     from trace_tui.images import images_lock_path
 
     return image_refs(images_lock_path())
@@ -143,7 +144,6 @@ class DockerHandle:
         self.launch = launch
         self._stopped = threading.Event()
         self._tail = Tail()
-        from trace_tui.common.safe_write import open_append
 
         self._log = open_append(launch.log_path)  # never through a link planted in its place; closed in wait()
 

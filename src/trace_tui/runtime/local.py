@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from trace_tui import __version__
 from trace_tui.common.safe_write import open_append
 from trace_tui.runtime.base import ExitInfo, Launch, Tail, step_env
 
@@ -125,7 +126,6 @@ class LocalRuntime:
 
     def image_id(self, kind: str | None) -> str:
         # No image: the identity of what runs is this interpreter and this package version.
-        from trace_tui import __version__
 
         return f"local:python{sys.version_info[0]}.{sys.version_info[1]}:trace-tui-{__version__}"
 

@@ -228,18 +228,6 @@ def _string(raw: Any) -> tuple[bool, Any, Any, str | None]:
     return (True, s, s, None)
 
 
-def coerce_numeric(raw: Any, *, integer: bool) -> Coerced:
-    return Coerced(*_numeric(raw, integer))
-
-
-def coerce_option(raw: Any) -> Coerced:
-    return Coerced(*_option(raw))
-
-
-def coerce_string(raw: Any) -> Coerced:
-    return Coerced(*_string(raw))
-
-
 def is_option(text: str) -> bool:
     return _OPTION.fullmatch(text.strip()) is not None
 

@@ -19,6 +19,8 @@ from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 from trace_tui.common.digest import sha256_text
+from trace_tui.scoring.extraction import FOUND, extract_answer
+from trace_tui.scoring.match import answers_match
 
 from .coercion import normalize_answer_type
 
@@ -285,9 +287,6 @@ def score_validation_row(
 
     A row the judge cannot resolve, or that has no judge, scores 0 and stays in the denominator.
     """
-    from .extraction import FOUND, extract_answer
-    from .match import answers_match
-
     if not isinstance(answer_gt, dict) or "value" not in answer_gt or "type" not in answer_gt:
         raise ValueError(
             f"answer_gt must be a mapping with 'type' and 'value', like {{'type': 'integer', 'value': 7}}; "

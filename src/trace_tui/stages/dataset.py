@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trace_tui.errors import UsageError
+
 IMAGE_PLACEHOLDER = "<image>"
 REQUIRED_COLUMNS = ("instance_id", "domain", "task", "answer_gt")
 
@@ -32,8 +34,6 @@ class TraceRow:
 
 
 def _fail(path: Path, message: str, fix: str) -> None:
-    from trace_tui.errors import UsageError
-
     raise UsageError(f"{path}: {message}", hint=fix)
 
 

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
-from trace_tui.stages import protocol
+from trace_tui.common.digest import sha256_text
+from trace_tui.stages import demo_tasks, protocol
 from trace_tui.stages.jobs import (
     DEMO_SYSTEM_PROMPT_FILE,
     DEMO_TASKS_ENTRY,
@@ -35,6 +36,7 @@ from trace_tui.stages.jobs import (
     run_worker,
     store_dir,
 )
+from trace_tui.stages.tiny_model import build_tiny_qwen25vl, supervised_warm_up
 
 TINY_MODEL_SEED = 0
 TASKS_SEED = 0
@@ -56,8 +58,6 @@ def warm_up_examples(groups: list[str], seed: int = TASKS_SEED) -> list[dict[str
 
     from PIL import Image
 
-    from trace_tui.stages import demo_tasks
-
     examples = []
     for group in groups:
         for row in demo_tasks.build_rows(group, seed=seed)[:WARM_UP_ROWS_PER_GROUP]:
@@ -75,8 +75,6 @@ def build_demo_model(out_dir: Path, groups: list[str]) -> Path:
     """The tiny random Qwen2.5-VL after its warm-up (deterministic: fixed seeds, one thread)."""
     import torch
 
-    from trace_tui.stages.tiny_model import build_tiny_qwen25vl, supervised_warm_up
-
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices: one thread is fastest on shared cores, and reproducible
     try:
@@ -91,8 +89,6 @@ def build_demo_model(out_dir: Path, groups: list[str]) -> Path:
 
 def check_groups(benchmarks: list[dict[str, Any]]) -> list[str]:
     """The requested task groups must be the demo's own, with the rows it makes."""
-    from trace_tui.stages import demo_tasks
-
     known = {k: demo_tasks.ROWS_PER_GROUP for k, _d, _t in demo_tasks.GROUPS}
     keys = []
     for b in benchmarks:
@@ -108,9 +104,7 @@ def check_groups(benchmarks: list[dict[str, Any]]) -> list[str]:
 
 
 def prepare(job: dict[str, Any]) -> dict[str, Any]:
-    from trace_tui.common.digest import sha256_text
     from trace_tui.release import release_lock
-    from trace_tui.stages import demo_tasks
     from trace_tui.store.store import Store
 
     store = Store(store_dir())

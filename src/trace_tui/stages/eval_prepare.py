@@ -46,7 +46,10 @@ from typing import Any
 
 from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
 from trace_tui.common.digest import sha256_file
+from trace_tui.errors import CheckFailed, RequirementsError, TraceTuiError
 from trace_tui.stages import protocol
+from trace_tui.stages.hub_dataset_cache import cache_hub_dataset
+from trace_tui.stages.jobs import described_models
 
 MANIFEST_SCRIPT = "rlvr/evaluation/scripts/prepare_trace_eval_manifest.py"
 MODELS_SCRIPT = "rlvr/evaluation/scripts/prepare_trace_eval_models.py"
@@ -109,7 +112,6 @@ def marker_bytes(marker: dict) -> bytes:
 
 def models_to_prepare(job: dict[str, Any], lock: Any, campaign: Path | None) -> list[dict[str, str]]:
     """slug, store entry, immutable revision, source, label for every model the evaluator will read, judge last."""
-    from trace_tui.stages.jobs import described_models
     from trace_tui.store import model_entry
 
     pins = {m.id: m for m in lock.models}
@@ -179,7 +181,6 @@ def hf_home(work: Path) -> Path:
 def link_dataset_view(lmu: Path, store: Any, sources: dict[str, Any], lock: Any, step: Any = None) -> list[dict]:
     """Each benchmark's store entry linked into LMU under dataset_link_name, and a Hub dataset snapshot also
     prepared as the ``datasets`` cache under ``LMU/.hf-cache``; the record of each."""
-    from trace_tui.stages.hub_dataset_cache import cache_hub_dataset
     from trace_tui.store import benchmark_entry
 
     datasets = []
@@ -245,16 +246,12 @@ def manifest_problems(data: Any, lock: Any) -> list[str]:
 
 
 def _fail(what: str, ran: subprocess.CompletedProcess[str]) -> None:
-    from trace_tui.errors import CheckFailed
-
     raise CheckFailed(f"{what} exited {ran.returncode}: "
                       + " | ".join((ran.stdout + ran.stderr).strip().splitlines()[-3:]))
 
 
 def _fail_manifest(manifest: Path, ran: subprocess.CompletedProcess[str]) -> None:
     """The manifest script's refusal, naming the benchmarks it could not prepare and why (its receipts say)."""
-    from trace_tui.errors import CheckFailed
-
     try:
         data = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -284,7 +281,6 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
     release_eval steps call this at their start, so a campaign is prepared once, in the campaign).
     Raises CheckFailed / RequirementsError with one line naming the cause.
     """
-    from trace_tui.errors import CheckFailed, RequirementsError
     from trace_tui.evaluator_launcher import local_source
     from trace_tui.release import release_lock
     from trace_tui.store import Store, benchmark_entry, fix_command
@@ -397,7 +393,6 @@ def main(argv: list[str] | None = None) -> int:
         protocol.status("failed", f"no release evaluator at {evaluator} (the GPU flavour of the score image "
                         "carries it; build it with `make appliance FLAVOR=gpu`)", exit_code=3)
         return 3
-    from trace_tui.errors import TraceTuiError
 
     try:
         return run(job, campaign, store, evaluator)

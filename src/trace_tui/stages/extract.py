@@ -38,8 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from trace_tui.common.atomic import atomic_write_json
-from trace_tui.common.digest import sha256_file
+from trace_tui.common.digest import response_sha256, sha256_file
 from trace_tui.stages import protocol
+from trace_tui.stages.backends import Request, Sampling, build_backend
+from trace_tui.stages.generate import choose_backend, engine_versions
 from trace_tui.stages.jobs import (
     RECEIPT_SCHEMA,
     JobError,
@@ -51,10 +53,11 @@ from trace_tui.stages.jobs import (
     read_json,
     run_slices,
     run_worker,
-    writable_rows_dir,
     slice_fields,
     upstream_rows_dir,
+    writable_rows_dir,
 )
+from trace_tui.stages.judge_prompt import judge_prompt
 
 FINAL_FOUND = "found"  # the deterministic extraction found the answer
 FINAL_JUDGED = "judged"  # the judge stated an answer (status ok)
@@ -116,8 +119,6 @@ class JudgeClient:
 
     def many(self, conversations: list[list[dict[str, str]]], max_tokens: int) -> list[str]:
         """One judge output per conversation, in one backend call (vLLM batches them on the GPU)."""
-        from trace_tui.stages.backends import Request, Sampling, build_backend
-
         if not conversations:
             return []
         if self.backend is None:
@@ -203,8 +204,6 @@ def with_judgement(row: dict[str, Any], result: Any) -> dict[str, Any]:
 def check_generated_row(rec: Any, path: Path) -> None:
     """A generate row this step reads: its response's sha256 must be its own ``response_sha256`` (JobError otherwise:
     an edited response is not extracted, and so not scored, under the hash the generate receipt lists)."""
-    from trace_tui.common.digest import response_sha256
-
     said = rec.get("response_sha256") if isinstance(rec, dict) else None
     if not isinstance(said, str) or said != response_sha256(rec.get("response")):
         raise JobError(f"{path}: its response does not match its response_sha256 (the row was edited)",
@@ -277,8 +276,6 @@ def judged_identity(name: str | None, folder: Path | None) -> str | None:
 
 def shared_prompt(shared: dict[str, Any] | None, judge_name: str) -> Any:
     """The judge's system prompt, read once per worker (trace_tui.stages.judge_prompt)."""
-    from trace_tui.stages.judge_prompt import judge_prompt
-
     key = f"judge-prompt:{judge_name == judge_entry()}"
     if shared is not None and key in shared:
         return shared[key]
@@ -306,7 +303,6 @@ def run(job: dict[str, Any], *, judge_backend: Any = None, shared: dict[str, Any
     """Extract every row of the slice not yet extracted; return the receipt. ``judge_backend`` replaces the
     built one; ``shared`` (a batch worker's) keeps the judge across the slices it serves."""
     from trace_tui.scoring import EXTRACTION_CONTRACT_ID
-    from trace_tui.stages.generate import choose_backend, engine_versions
 
     campaign = campaign_dir()
     sl = slice_fields(job)

@@ -46,6 +46,7 @@ from trace_tui.common.atomic import atomic_write_batch, atomic_write_json, json_
 from trace_tui.common.digest import response_sha256, sha256_bytes, sha256_file, sha256_json, sha256_text
 from trace_tui.stages import protocol
 from trace_tui.stages.backends import BACKENDS, Request, Sampling, build_backend
+from trace_tui.stages.dataset import TraceDataset, build_messages, fit_pixels
 from trace_tui.stages.jobs import (
     RECEIPT_SCHEMA,
     JobError,
@@ -57,8 +58,8 @@ from trace_tui.stages.jobs import (
     read_json,
     rows_dir,
     run_worker,
-    writable_rows_dir,
     slice_fields,
+    writable_rows_dir,
 )
 from trace_tui.stages.model_view import VIEW_NAME, runtime_model
 
@@ -164,16 +165,12 @@ def copies_the_dataset(rec: dict[str, Any], facts: dict[str, Any]) -> bool:
 
 
 def make_request(row: Any, system_prompt: str, sampling: Sampling, seed: int, min_px: int, max_px: int) -> Request:
-    from trace_tui.stages.dataset import build_messages, fit_pixels
-
     return Request(messages=build_messages(system_prompt, row.prompt, len(row.images)),
                    images=[fit_pixels(im, min_px, max_px) for im in row.images], sampling=sampling, seed=seed)
 
 
 def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
     """Generate every missing row of the job's slice; return the receipt. ``backend`` replaces the built one."""
-    from trace_tui.stages.dataset import TraceDataset
-
     campaign = campaign_dir()
     sl = slice_fields(job)
     seed = int(sl["seed"])

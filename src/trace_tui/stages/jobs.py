@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from trace_tui.campaign_files.recipe_file import read_campaign_recipe
 from trace_tui.common.digest import sha256_file, sha256set
-from trace_tui.errors import TraceTuiError, UsageError
+from trace_tui.common.safe_write import NotWritten, directory_inside
+from trace_tui.errors import CheckFailed, TraceTuiError, UsageError
 from trace_tui.stages import protocol
 
 RECEIPT_SCHEMA = "trace-tui-stage-receipt-v1"
@@ -68,8 +69,6 @@ def output_dir(job: dict[str, Any]) -> Path:
 def folder_inside_campaign(rel: str | Path) -> Path:
     """CAMPAIGN/REL, made where missing, for writing: no name on the way a link (a folder linked out of the
     campaign would take what the worker writes, and the receipt would list none of it). JobError otherwise."""
-    from trace_tui.common.safe_write import NotWritten, directory_inside
-
     try:
         return directory_inside(campaign_dir(), rel)
     except NotWritten as exc:
@@ -285,8 +284,6 @@ def run_slices(fn: Callable[[dict[str, Any], dict[str, Any]], Any], job: dict[st
             raise
         protocol.status("completed", **where)
     if failed:
-        from trace_tui.errors import CheckFailed
-
         raise CheckFailed(f"{len(failed)} of {len(subs)} slices failed; first: {failed[0]}")
 
 

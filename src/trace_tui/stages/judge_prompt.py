@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_tui.common.digest import sha256_text
+from trace_tui.errors import CheckFailed, RequirementsError
 from trace_tui.scoring import OWN_JUDGE_PROMPT, JudgePrompt
 
 DEFAULT_EVALUATOR = "/opt/trace"
@@ -49,8 +50,6 @@ def module_string(source: str, name: str) -> str | None:
 
 def release_judge_prompt(root: Path, pin: Any) -> JudgePrompt:
     """The release's prompt from ROOT (a checkout holding rlvr/), checked against PIN (file, name, sha256)."""
-    from trace_tui.errors import CheckFailed
-
     path = root / pin.file
     try:
         text = module_string(path.read_text(encoding="utf-8"), pin.name)
@@ -68,7 +67,6 @@ def release_judge_prompt(root: Path, pin: Any) -> JudgePrompt:
 
 def judge_prompt(judge_is_release: bool, root: Path | None = None) -> JudgePrompt:
     """The prompt a judge runs with (see the module docstring); raises one line where it cannot be had."""
-    from trace_tui.errors import RequirementsError
     from trace_tui.release import release_lock
 
     pin = release_lock().judge.system_prompt

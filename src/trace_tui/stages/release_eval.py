@@ -36,7 +36,16 @@ from typing import Any
 
 from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
 from trace_tui.common.digest import sha256_file
-from trace_tui.stages import protocol
+from trace_tui.errors import RequirementsError, TraceTuiError
+from trace_tui.stages import eval_prepare, protocol
+from trace_tui.stages.eval_prepare import (
+    EVAL_DEPS,
+    hf_home,
+    make_work_dirs,
+    marker_revision,
+    prepared_model_path,
+    work_root,
+)
 from trace_tui.stages.jobs import described_models
 
 POLL_S = 2.0
@@ -51,7 +60,6 @@ def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path
     evaluator's revision marker, trace_tui.stages.eval_prepare), that directory is the path.
     """
     from trace_tui.evaluator_launcher import EvaluatorModel, local_source
-    from trace_tui.stages.eval_prepare import marker_revision, prepared_model_path, work_root
     from trace_tui.store import Store, model_entry
 
     st = Store(store)
@@ -77,7 +85,6 @@ def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path
             raise SystemExit(f"model {model_id!r} is neither a release model nor a local store entry")
         record = st.record(entry)
         if record is None:
-            from trace_tui.errors import RequirementsError
             from trace_tui.store import fix_command
 
             raise RequirementsError(f"model {model_id}: the store has no entry {entry}", hint=fix_command(entry))
@@ -106,8 +113,6 @@ def gpu_groups(gpus: list[int], tensor_parallel: int = 1) -> list[list[int]]:
 
 def campaign_root(campaign: Path, run_tag: str) -> Path:
     """The launcher's CAMPAIGN_ROOT (`${TMP_ROOT}/<run tag>`): the campaign's `evaluator/<run tag>`, made here."""
-    from trace_tui.stages.eval_prepare import make_work_dirs, work_root
-
     work = work_root(campaign)
     make_work_dirs(work)
     (work / run_tag).mkdir(parents=True, exist_ok=True)
@@ -160,8 +165,6 @@ def launch_environment(environ: dict[str, str], evaluator: Path, work: Path, run
     checkout. An inherited value of any of these would win in the launcher (`${X:-default}`), so each
     is set. HF_HOME is the dataset view's cache: the score image sets one (/tmp/hf, empty), where the
     Hub-dataset adapters would find nothing, and the scorer refuses a missing one."""
-    from trace_tui.stages.eval_prepare import EVAL_DEPS, hf_home
-
     where = {"TMP_ROOT": str(work), "CAMPAIGN_ROOT": str(work / run_tag),
              "SCORE_ROOT": str(work / run_tag / "scoring"), "LOG_ROOT": str(work / "logs" / run_tag),
              "RESULTS_ROOT": str(work / "results"), "MODEL_ROOT": str(work / "models"),
@@ -172,8 +175,14 @@ def launch_environment(environ: dict[str, str], evaluator: Path, work: Path, run
 
 
 def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator: Path) -> int:
-    from trace_tui.evaluator_launcher import (config_mismatches, deltas_for, launcher_argv, launcher_env,
-                                              parse_print_config, verifier_argv)
+    from trace_tui.evaluator_launcher import (
+        config_mismatches,
+        deltas_for,
+        launcher_argv,
+        launcher_env,
+        parse_print_config,
+        verifier_argv,
+    )
     from trace_tui.evaluator_layout import receipt_problems, scan_campaign
     from trace_tui.release import release_lock
 
@@ -185,7 +194,6 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
                         "run `full` without --benchmarks", exit_code=2)
         return 2
     # The dataset view and model markers in this campaign (made once; eval-setup checked them already).
-    from trace_tui.stages import eval_prepare
 
     eval_prepare.prepare(job, campaign, store, evaluator, only_missing=True, report=False)
     models = evaluator_models(job, lock, store, campaign)
@@ -393,7 +401,6 @@ def main(argv: list[str] | None = None) -> int:
         protocol.status("failed", f"no release evaluator at {evaluator} (the GPU flavour of the infer and score "
                         "images carries it; build it with `make appliance FLAVOR=gpu`)", exit_code=3)
         return 3
-    from trace_tui.errors import TraceTuiError
 
     try:
         return run(args.phase, job, campaign, store, evaluator)

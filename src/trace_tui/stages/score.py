@@ -21,6 +21,7 @@ from typing import Any
 
 from trace_tui.common.atomic import atomic_write_json
 from trace_tui.common.digest import sha256_file
+from trace_tui.common.safe_read import Folder, NotRead
 from trace_tui.stages import protocol
 from trace_tui.stages.jobs import (
     RECEIPT_SCHEMA,
@@ -194,8 +195,6 @@ def _read_rows(campaign: Path, source: str, read: dict[str, tuple[str, Any]] | N
     ``read``: rows the caller read and hashed in this same check (path -> (sha256, row)), taken as they are."""
     import json
 
-    from trace_tui.common.safe_read import Folder, NotRead
-
     try:
         with os.scandir(campaign / source) as entries:
             names = sorted(e.name for e in entries if e.name.endswith(".json") and not e.name.startswith("."))
@@ -232,8 +231,6 @@ def recompute(campaign: Path, score_path: Path, read: dict[str, tuple[str, Any]]
     the campaign are read (its "source" is data: a path out of it is refused unread).
     """
     import json
-
-    from trace_tui.common.safe_read import Folder, NotRead
 
     campaign = Path(campaign)
     rel = _inside(campaign, Path(score_path).relative_to(campaign).as_posix(), "score file")

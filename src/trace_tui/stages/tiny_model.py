@@ -29,6 +29,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trace_tui.errors import UsageError
+
 # The Qwen2/Qwen2.5-VL special tokens, in the order the real vocabulary lists them.
 QWEN_SPECIAL_TOKENS: tuple[str, ...] = (
     "<|endoftext|>",
@@ -277,7 +279,6 @@ def _load_image_processor(path: Path, kwargs: dict[str, int]):
                 cfg["size"] = dict(cfg["size"])
             cfg.update(kwargs)
             return cls(**cfg)
-    from trace_tui.errors import UsageError
 
     raise UsageError(f"{path}: no preprocessor_config.json or processor_config.json",
                      hint="point at a Qwen2.5-VL checkpoint directory")

@@ -10,8 +10,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from trace_tui.common.digest import sha256_file, sha256set
+from trace_tui.errors import RequirementsError, UsageError
+from trace_tui.stages.jobs import DEMO_SYSTEM_PROMPT_FILE, DEMO_TASKS_ENTRY
 from trace_tui.stages.train_job import InputSpec, TrainJob
-
+from trace_tui.stages.train_profile import load_profile
 
 IMAGE_PLACEHOLDER = "<image>"
 # What identifies a checkpoint: its weights and its config, never trainer state
@@ -52,8 +54,6 @@ def split_prompt(text: str, n_images: int) -> list[dict[str, Any]]:
 def pick_rows(total: int, k: int, *, shuffle: bool, seed: int) -> list[int]:
     """The step's rows: a seeded draw without replacement (profile: shuffle with data.seed), else the first k."""
     if k > total:
-        from trace_tui.errors import UsageError
-
         raise UsageError(f"train data: {total} row(s) for {k} prompts per step",
                          hint="name more train files or lower settings.prompts_per_step")
     return sorted(random.Random(seed).sample(range(total), k)) if shuffle else list(range(k))
@@ -89,7 +89,6 @@ def spec_label(spec: InputSpec) -> str:
 
 
 def _entry_path(entry: str, store: Path) -> Path:
-    from trace_tui.errors import RequirementsError
     from trace_tui.store.store import Store
 
     st = Store(store)
@@ -100,8 +99,6 @@ def _entry_path(entry: str, store: Path) -> Path:
 
 
 def _resolve(spec: InputSpec, store: Path, campaign: Path) -> Path:
-    from trace_tui.errors import UsageError
-
     if isinstance(spec, str):
         p = Path(spec)
         return p if p.is_absolute() else store / p
@@ -151,9 +148,6 @@ def resolve_inputs(job: TrainJob, store: Path, campaign: Path) -> Inputs:
     pinned train shards; any other model (the demo's local one) with the
     built-in demo profile, the demo tasks and the prompt beside them.
     """
-    from trace_tui.errors import UsageError
-    from trace_tui.stages.jobs import DEMO_SYSTEM_PROMPT_FILE, DEMO_TASKS_ENTRY
-
     inp = job.inputs
     model_dir = _must_exist(_resolve(inp.model, store, campaign), "model checkpoint directory", is_dir=True)
     entry = inp.model.get("entry") if isinstance(inp.model, dict) else None
@@ -182,8 +176,6 @@ def resolve_inputs(job: TrainJob, store: Path, campaign: Path) -> Inputs:
     if inp.system_prompt is not None:
         prompt_path, prompt_label = _resolve(inp.system_prompt, store, campaign), spec_label(inp.system_prompt)
     elif scale is not None:
-        from trace_tui.stages.train_profile import load_profile
-
         rel = ((load_profile(profile_path).get("release") or {}).get("prompt") or {}).get("path")
         if not rel:
             raise UsageError(f"{profile_path}: field 'release.prompt.path' missing",
@@ -223,8 +215,6 @@ def resolve_inputs(job: TrainJob, store: Path, campaign: Path) -> Inputs:
 
 
 def _must_exist(path: Path, what: str, is_dir: bool = False) -> Path:
-    from trace_tui.errors import RequirementsError
-
     ok = path.is_dir() if is_dir else path.is_file()
     if not ok:
         raise RequirementsError(f"{what} not found: {path}", hint="run eval-setup (or import a bundle) first")
@@ -257,8 +247,6 @@ def read_rows(files: list[Path], indices: list[int], columns: list[str]) -> list
 
 def parquet_rows(files: list[Path], columns: list[str]) -> int:
     import pyarrow.parquet as pq
-
-    from trace_tui.errors import UsageError
 
     total = 0
     for f in files:

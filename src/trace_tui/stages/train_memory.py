@@ -7,15 +7,13 @@ import platform
 from pathlib import Path
 from typing import Any
 
-
-from trace_tui.stages.train_profile import Hardware, ResolvedTraining
+from trace_tui.errors import RequirementsError
 from trace_tui.stages.train_job import TrainSettings
+from trace_tui.stages.train_profile import Hardware, ResolvedTraining
 
 
 def device_hardware(settings: TrainSettings) -> Hardware:
     import torch
-
-    from trace_tui.errors import RequirementsError
 
     want = settings.device
     if want == "cuda" and not torch.cuda.is_available():
@@ -41,7 +39,6 @@ def plan_gpu_memory(model_dir: Path, hardware: Hardware, resolved: ResolvedTrain
     ``auto`` takes bf16 and the receipt says so. Neither fitting is a
     requirements failure naming the sizes.
     """
-    from trace_tui.errors import RequirementsError
     from trace_tui.gpu_needs import ACTIVATION_GIB
 
     if hardware.device != "cuda":

@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from trace_tui.errors import UsageError
+
 # ---------------------------------------------------------------------------
 # The mapping table
 # ---------------------------------------------------------------------------
@@ -312,8 +314,6 @@ def load_profile(path: str | Path) -> dict[str, Any]:
     """The profile YAML as a dict; a bad file is one clear UsageError line."""
     import yaml
 
-    from trace_tui.errors import UsageError
-
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -406,8 +406,6 @@ CPU_PROMPTS_PER_STEP = 2
 
 
 def _get(flat: dict[str, Any], key: str) -> Any:
-    from trace_tui.errors import UsageError
-
     if key not in flat:
         raise UsageError(f"training profile: field 'easyr1.{key}' missing",
                          hint="use the release's training profile unchanged")
@@ -416,8 +414,6 @@ def _get(flat: dict[str, Any], key: str) -> Any:
 
 def resolve_training(profile: dict[str, Any], hardware: Hardware, overrides: Overrides | None = None,
                      *, smoke_steps: int = 1) -> ResolvedTraining:
-    from trace_tui.errors import UsageError
-
     overrides = overrides or Overrides()
     flat = flatten(profile["easyr1"])
     unknown = sorted(set(flat) - set(PROFILE_MAP))

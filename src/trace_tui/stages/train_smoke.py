@@ -58,12 +58,20 @@ from pydantic import ValidationError
 
 from trace_tui.common.atomic import atomic_write_json
 from trace_tui.common.digest import dir_sha256s, sha256_bytes, sha256_file, sha256_json, sha256set
+from trace_tui.errors import ExitCode, TraceTuiError, UsageError
 from trace_tui.stages import protocol
-from trace_tui.stages.train_inputs import (checkpoint_sha256set, parquet_rows, pick_rows, read_rows, resolve_inputs,
-                                           reward_stats, split_prompt)
+from trace_tui.stages.train_inputs import (
+    checkpoint_sha256set,
+    parquet_rows,
+    pick_rows,
+    read_rows,
+    resolve_inputs,
+    reward_stats,
+    split_prompt,
+)
 from trace_tui.stages.train_job import SliceSpec, TrainJob
 from trace_tui.stages.train_memory import device_hardware, plan_gpu_memory
-from trace_tui.stages.train_profile import Hardware, ResolvedTraining
+from trace_tui.stages.train_profile import Hardware, ResolvedTraining, demo_profile, load_profile, resolve_training
 from trace_tui.stages.train_trl import fit_to_trl, library_versions, make_reward_func, trl_processor
 
 RECEIPT_SCHEMA = "trace-tui-train-smoke-receipt-v1"
@@ -76,8 +84,6 @@ class _Run:
         self.store = store
         rel = job.output_dir or job.output or job.step
         if Path(rel).is_absolute() or ".." in Path(rel).parts:
-            from trace_tui.errors import UsageError
-
             raise UsageError(f"job field 'output_dir' {rel!r} must be relative to the campaign, without '..'")
         self.out = campaign / rel
         self.receipt_path = self.out / "run_receipt.json"
@@ -116,12 +122,6 @@ class _Run:
 
     def run(self) -> None:
         job, store = self.job, self.store
-        from trace_tui.errors import UsageError
-        from trace_tui.stages.train_profile import (
-            demo_profile,
-            load_profile,
-            resolve_training,
-        )
 
         self.out.mkdir(parents=True, exist_ok=True)
         self.write_receipt()  # status: launching
@@ -201,8 +201,6 @@ class _Run:
         import torch
         from transformers import Qwen2_5_VLForConditionalGeneration, TrainerCallback
         from trl import GRPOConfig, GRPOTrainer
-
-        from trace_tui.errors import UsageError
 
         st = resolved.stage
         if hardware.device == "cpu" and self.job.settings.cpu_threads:
@@ -354,8 +352,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main() -> int:
-    from trace_tui.errors import ExitCode, TraceTuiError, UsageError
-
     campaign = Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
     store = Path(os.environ.get("TRACE_TUI_STORE", "/store"))
     job_path = os.environ.get("TRACE_TUI_JOB", "/job/job.json")

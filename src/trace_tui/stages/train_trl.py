@@ -7,6 +7,9 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from trace_tui.errors import RequirementsError
+from trace_tui.stages.tiny_model import load_processor
+
 
 def library_versions() -> dict[str, str]:
     import datasets
@@ -27,8 +30,6 @@ def trl_processor(model_dir: Path, *, min_pixels: int, max_pixels: int):
     of different lengths misplaces its image tokens in the multimodal RoPE
     positions (silently, or with a shape error when the shift is large).
     """
-    from trace_tui.stages.tiny_model import load_processor
-
     processor = load_processor(model_dir, min_pixels=min_pixels, max_pixels=max_pixels)
     processor.tokenizer.padding_side = "left"
     processor.tokenizer.truncation_side = "left"
@@ -82,8 +83,6 @@ def fit_to_trl(trl_kwargs: dict[str, Any], fields: set[str]) -> tuple[dict[str, 
     An absent setting is dropped only when it is inert here; an absent setting
     that matters is a requirements failure, never a silent drop.
     """
-    from trace_tui.errors import RequirementsError
-
     kwargs, adapted = dict(trl_kwargs), {}
     for key in sorted(set(kwargs) - fields):
         if key not in INERT_WHEN_ABSENT or (key == "trust_remote_code" and kwargs[key]):

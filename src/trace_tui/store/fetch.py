@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from trace_tui.errors import CheckFailed, RequirementsError, TraceTuiError
+from trace_tui.logs import redact_text
 from trace_tui.store import names as N
 from trace_tui.store import sources as S
+from trace_tui.store.importer import dataset_plan_checked, provenance_bytes
 from trace_tui.store.manifest import EntryRecord, Expected, Source
 from trace_tui.store.store import Store
 
@@ -126,8 +128,6 @@ def _hub_error(exc: BaseException, what: str) -> TraceTuiError:
     if isinstance(exc, E.EntryNotFoundError):
         return CheckFailed(f"{what}: not at the pinned revision on the hub")
     import re
-
-    from trace_tui.logs import redact_text
 
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     # signed URLs carry credentials in their query string; tokens never appear, but redact anyway
@@ -303,7 +303,6 @@ class Fetcher:
         e = N.parse(name)
         if name != N.dataset_entry(self.lock, e.split or ""):
             raise CheckFailed(f"{name}: the release pins {N.dataset_entry(self.lock, e.split or 'validation')}")
-        from trace_tui.store.importer import dataset_plan_checked
 
         plan = dataset_plan_checked(self.store, self.lock, e.split or "")
         ds = self.lock.dataset
@@ -369,8 +368,6 @@ class Fetcher:
 
     # -- benchmarks ---------------------------------------------------------------------------
     def fetch_benchmark(self, name: str, sources: dict[str, S.BenchmarkSource] | None = None) -> EntryRecord:
-        from trace_tui.store.importer import provenance_bytes
-
         key = N.parse(name).key or ""
         if sources is None:
             sources = S.benchmark_sources(provenance_bytes(self.store, self.lock))
@@ -413,8 +410,6 @@ class Fetcher:
 
 def _safe_url(url: str) -> str:
     """A URL without query string (signed URLs carry credentials there) or userinfo."""
-    from trace_tui.logs import redact_text
-
     return redact_text(url.split("?", 1)[0])
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable
 
 from trace_tui.common.digest import sha256set
 from trace_tui.errors import CheckFailed, UsageError
+from trace_tui.release import release_lock
 from trace_tui.store import names as N
 from trace_tui.store import sources as S
 from trace_tui.store.manifest import EntryRecord, Expected, Source
@@ -278,8 +279,6 @@ def import_entry_dir(store: Store, entry_dir: Path, lock: "ReleaseLock | None" =
     the record's sha256set is compared in staging: nothing that fails enters the store.
     """
     if lock is None:
-        from trace_tui.release import release_lock
-
         lock = release_lock()
     manifest = entry_dir / "manifest.json"
     files = entry_dir / "files"

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from trace_tui.common.digest import sha256_bytes
 from trace_tui.errors import CheckFailed
 from trace_tui.store.manifest import Expected
+from trace_tui.store.names import dataset_entry, paper_entry, release_entry
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
@@ -62,8 +64,6 @@ def release_required(rel_path: str) -> bool:
 
 def release_plan(lock: "ReleaseLock", manifest: bytes) -> EntryPlan:
     """Every file of ``rlvr/`` at the pinned commit, from the (already verified) release manifest."""
-    from trace_tui.store.names import release_entry
-
     published = _published(lock)
     data = json.loads(manifest)
     files = [FileSpec(RELEASE_MANIFEST, (published[RELEASE_MANIFEST],))]
@@ -82,8 +82,6 @@ def release_plan(lock: "ReleaseLock", manifest: bytes) -> EntryPlan:
 
 
 def check_release_manifest(lock: "ReleaseLock", data: bytes, display: str) -> None:
-    from trace_tui.common.digest import sha256_bytes
-
     want = lock.published_hash("release_files_manifest").sha256
     got = sha256_bytes(data)
     if got != want:
@@ -92,8 +90,6 @@ def check_release_manifest(lock: "ReleaseLock", data: bytes, display: str) -> No
 
 
 def paper_plan(lock: "ReleaseLock") -> EntryPlan:
-    from trace_tui.store.names import paper_entry
-
     h = lock.published_hash("paper")
     return EntryPlan(paper_entry(lock), [FileSpec(h.path, (_published(lock)[h.path],))],
                      notes={"branch": lock.upstream.paper_branch,
@@ -102,8 +98,6 @@ def paper_plan(lock: "ReleaseLock") -> EntryPlan:
 
 def dataset_plan(lock: "ReleaseLock", split: str) -> EntryPlan:
     """The split's parquet files at dataset-v1, expected as the equivalence receipt's current hashes."""
-    from trace_tui.store.names import dataset_entry
-
     ds = lock.dataset
     files = [FileSpec(f.path, (Expected(algorithm="sha256", value=f.sha256,
                                         source=f"{ds.equivalence_receipt} (current, via the release lock)"),),

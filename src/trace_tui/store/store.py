@@ -30,6 +30,7 @@ from typing import Callable, Iterator
 
 from trace_tui.common.digest import sha256set
 from trace_tui.errors import CheckFailed, RequirementsError, UsageError, out_of_space
+from trace_tui.paths import store_dir
 from trace_tui.store import hashing
 from trace_tui.store.manifest import EntryRecord, Expected, FileRecord, Source
 from trace_tui.store.names import EntryName, parse
@@ -489,8 +490,6 @@ def fix_command(name: str) -> str:
 
 
 def open_store(home: Path | str) -> Store:
-    from trace_tui.paths import store_dir
-
     return Store(store_dir(Path(home)))
 
 

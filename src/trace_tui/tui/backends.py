@@ -14,6 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from trace_tui import paths
+from trace_tui.campaign_files.recipe_file import campaign_recipe_name, read_campaign_recipe
+from trace_tui.common.digest import sha256_json
+from trace_tui.engine.campaign_list import list_campaigns
+from trace_tui.engine.headless import requirement_problems, run_gpu_plan
+from trace_tui.errors import TraceTuiError
+from trace_tui.runtime import make_runtime
+from trace_tui.runtime.docker import docker_available
+from trace_tui.tui.cluster_backend import cluster_backend
+from trace_tui.verify.release import verify_release as verify
+
 if TYPE_CHECKING:  # what the backends return; a screen gets them through Backends and imports none of them
     import argparse
 
@@ -110,14 +121,11 @@ class Backends:
             return self.campaigns_root
         if self.home is None:
             return None
-        from trace_tui import paths
 
         return paths.campaigns_dir(self.home)
 
     def campaigns(self) -> list[CampaignSummary]:
         """Every campaign under campaigns_dir, from the same status `trace-tui status` prints."""
-        from trace_tui.engine.campaign_list import list_campaigns
-
         root = self.campaigns_dir
         return list_campaigns(root) if root is not None else []
 
@@ -221,7 +229,6 @@ def campaign_is_live(path: Path) -> bool:
 def read_campaign(path: Path) -> OpenedCampaign:
     """The campaign's state from its SQLite database and recipe.json, read-only."""
     from trace_tui.campaign_files import state as cmod
-    from trace_tui.campaign_files.recipe_file import read_campaign_recipe
     from trace_tui.engine.events import SliceState
     from trace_tui.recipes import recorded_recipe
 
@@ -272,7 +279,6 @@ def without_steps(resolved: ResolvedRecipe, skip: frozenset[str]) -> ResolvedRec
     # The campaign records the recipe it ran, less the skipped steps; its configuration hash is the one of
     # that content (as trace_tui.recipes computes it), so `verify --campaign` recomputes it and a skip is not
     # taken for an edit. The run tag stays: it names the campaign folder the run was planned in.
-    from trace_tui.common.digest import sha256_json
     from trace_tui.recipe_schema import config_data
 
     sha = sha256_json(config_data(narrowed, resolved.suite, resolved.suite_sha256, resolved.models, resolved.seeds,
@@ -282,9 +288,6 @@ def without_steps(resolved: ResolvedRecipe, skip: frozenset[str]) -> ResolvedRec
 
 def campaign_holds(campaign: Path, recipe: str) -> bool:
     """Whether CAMPAIGN is new (no recipe written yet) or holds a run of RECIPE."""
-    from trace_tui.campaign_files.recipe_file import campaign_recipe_name
-    from trace_tui.errors import TraceTuiError
-
     try:
         return campaign_recipe_name(campaign) in (None, recipe)
     except TraceTuiError:
@@ -293,9 +296,6 @@ def campaign_holds(campaign: Path, recipe: str) -> bool:
 
 def default_backends(args: argparse.Namespace | None = None) -> Backends:
     """The real backends: NVML, Docker, the recipes, the engine, verify, Slurm."""
-    from trace_tui import paths
-    from trace_tui.tui.cluster_backend import cluster_backend
-
     home = paths.home(getattr(args, "home", None))
     release = os.environ.get("TRACE_RELEASE_DIR") or getattr(args, "release_dir", None)
     # what the flags chose, until the UI chooses again (Backends.choose)
@@ -327,8 +327,6 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         if chosen["runtime"]:
             return chosen["runtime"]
         if "kind" not in runtime_kind:
-            from trace_tui.runtime.docker import docker_available
-
             runtime_kind["kind"] = "docker" if docker_available() else "local"
         return runtime_kind["kind"]
 
@@ -361,9 +359,6 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         return hardware.check_recipe(resolved, report, runtime=runtime_for(campaign_dir_for(resolved)))
 
     def run_problems(resolved: ResolvedRecipe, report: HardwareReport | None) -> list[str]:
-        from trace_tui.engine.headless import requirement_problems
-        from trace_tui.runtime import make_runtime
-
         runtime = make_runtime(runtime_for(campaign_dir_for(resolved)), flavour=resolved.recipe.image_flavor)
         return requirement_problems(resolved, runtime, home, report if report is not None else hardware_probe())
 
@@ -377,10 +372,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
 
     def runner_factory(resolved: ResolvedRecipe, campaign_dir: Path, skip: frozenset[str] = frozenset()) -> OwnedRunner:
         from trace_tui.engine.campaign import Campaign
-        from trace_tui.engine.headless import run_gpu_plan
         from trace_tui.engine.runner import Runner
-        from trace_tui.runtime import make_runtime
-
         from trace_tui.recipes import trusted_resolved
 
         # A resumed campaign's recipe comes from its recipe.json, which is data: what runs is the recipe
@@ -403,8 +395,6 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         return OwnedRunner(runner, campaign)
 
     def verify_release(path: Path) -> ReleaseVerification:
-        from trace_tui.verify.release import verify_release as verify
-
         return verify(path)
 
     def verify_campaign(path: Path) -> CampaignVerification:

@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trace_tui.errors import UsageError
+from trace_tui.local_models import import_local_models
+from trace_tui.paths import home as home_dir
+from trace_tui.paths import store_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
@@ -159,10 +162,6 @@ def _resolve_again(plan: Any, local_model: list[str] | None, home: Path | None) 
 
     own = None
     if local_model:
-        from trace_tui.local_models import import_local_models
-        from trace_tui.paths import home as home_dir
-        from trace_tui.paths import store_dir
-
         own = import_local_models(local_model, store_dir(home_dir(home)))
     return resolve_recipe(load_recipe(plan.recipe), models=plan.models, seeds=plan.seeds,
                           benchmarks=plan.benchmarks if plan.narrowed_benchmarks else None, local_models=own)

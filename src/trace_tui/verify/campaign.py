@@ -47,9 +47,24 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from trace_tui.campaign_files.recipe_file import RECIPE_FILE, read_campaign_recipe
-from trace_tui.campaign_files.state import MIB, cut, file_kind, read_campaign_json, validation_problem
-from trace_tui.common.safe_read import NotRead
+from trace_tui.campaign_files.shard_files import MERGED_FILE, is_sharded, merged_problem, read_plan, shard_dir
+from trace_tui.campaign_files.shards import PLAN_FILE, coverage_problems
+from trace_tui.campaign_files.state import (
+    MIB,
+    STEP_SLICE,
+    cut,
+    file_kind,
+    read_campaign_json,
+    read_snapshot,
+    slice_path,
+    validation_problem,
+)
+from trace_tui.common.digest import sha256_json
+from trace_tui.common.safe_read import Folder, NotRead
 from trace_tui.errors import CheckFailed, TraceTuiError, UsageError
+from trace_tui.recipe_schema import BenchmarkRef, LocalModel, SliceKey, TrainingTarget, config_data
+from trace_tui.release import ModelPin, release_lock
+from trace_tui.verify.workers import ordered_map
 
 ScoreRecomputer = Callable[[Path, dict[str, Any]], float | None]
 SCORE_TOLERANCE = 1e-9
@@ -232,8 +247,6 @@ def load_published(release_dir: Path, lock: Any = None) -> dict[tuple[str, int |
     TRACE validation (seed None, benchmark "trace-validation"): the binomial 95% half-width.
     """
     if lock is None:
-        from trace_tui.release import release_lock
-
         lock = release_lock()
     out: dict[tuple[str, int | None, str], tuple[float, float]] = {}
     eval_path = release_dir / lock.trace_eval.results_path
@@ -355,8 +368,6 @@ class _RecipeInFile(BaseModel):
 
 def _recipe_file_model() -> type[BaseModel]:
     """recipe.json as the runner writes it (a ResolvedRecipe dumped as JSON): every field present and typed."""
-    from trace_tui.recipe_schema import BenchmarkRef, SliceKey, TrainingTarget
-
     class RecipeFile(BaseModel):
         model_config = ConfigDict(extra="forbid")
 
@@ -380,9 +391,6 @@ def _recipe_file_model() -> type[BaseModel]:
 def _model_objects(models: list[Any]) -> list[Any]:
     """recipe.json's models as the objects the resolver made: a local model (it names a store entry) or a
     release model pin. Raises ValueError naming the model that is neither."""
-    from trace_tui.recipe_schema import LocalModel
-    from trace_tui.release import ModelPin
-
     out = []
     for i, m in enumerate(models):
         if not isinstance(m, dict):
@@ -400,9 +408,6 @@ def recipe_checks(data: dict[str, Any], meta: dict[str, Any]) -> tuple[Any, list
     slices and rows derived from it, and config_sha256, run tag and recipe name equal to what the state
     database recorded for the run (``meta``). The resolved recipe is None when the file is not one (then
     nothing else about it can be checked)."""
-    from trace_tui.common.digest import sha256_json
-    from trace_tui.recipe_schema import config_data
-
     def failed(field: str, message: str, expected: Any = None, actual: Any = None) -> Check:
         return Check(id="recipe", status="failed", subject=f"{RECIPE_FILE} {field}".strip(), message=message,
                      expected=expected, actual=actual)
@@ -449,9 +454,6 @@ def recipe_against_state(resolved: Any, jobs: list[Any], subs: list[Any]) -> lis
     """recipe.json against what the campaign ran: each job's pinned inputs (their hash is the one the receipts
     carry) name its models, seeds, benchmarks, settings and steps, and its slices are recipe.json's. One
     failed check per field, with the first job that disagrees."""
-    from trace_tui.campaign_files.state import STEP_SLICE
-    from trace_tui.common.digest import sha256_json
-
     models = {m.get("id"): m for m in resolved.models}
     benches = {b.key: b.model_dump(mode="json") for b in resolved.benchmarks}
     slice_ids = {x.id for x in resolved.slices}
@@ -630,8 +632,6 @@ class _OutputChecks:
 
     def __init__(self, root: Path, folder: Any, job: Any, step: dict[str, Any],
                  add: Callable[[Check], None], fast: bool = False) -> None:
-        from trace_tui.campaign_files.state import slice_path
-
         self.root, self.folder, self.job, self.step, self.add = root, folder, job, step, add
         self.top = f"{root}/"
         self.fast = fast  # no FIFO or device in the campaign (unsafe_files): row files may be read the quick way
@@ -740,8 +740,6 @@ def row_ties(job: Any, step: dict[str, Any], steps: list[dict[str, Any]], outs: 
     """An extract job's rows against the generate rows of the step before it, same slice: the same rows, and
     each extract row's response_sha256 that of its generate row. (The generate job's record is dropped here:
     each is read by the one job after it.)"""
-    from trace_tui.campaign_files.state import STEP_SLICE
-
     rows = outs.rows
     if _row_worker(step) != "extract" or rows is None:
         return []
@@ -781,8 +779,6 @@ class _JobWalk:
 
     def __init__(self, root: Path, recipe_steps: dict[str, Any], recipe_order: list[dict[str, Any]],
                  by_step_kind: dict[str, str], unsafe_count: int, published: Any, lock: Any) -> None:
-        from trace_tui.common.safe_read import Folder
-
         self.root, self.recipe_steps, self.recipe_order = root, recipe_steps, recipe_order
         self.by_step_kind, self.unsafe_count, self.published, self.lock = by_step_kind, unsafe_count, published, lock
         self.folder = Folder(root, name="the campaign")
@@ -826,8 +822,6 @@ class _JobWalk:
     def _job(self, j: Any, add: Callable[[Check], None], comparisons: list[Comparison],
              row_records: dict[tuple[str, str], _OutputChecks],
              last_parsed: dict[str, dict[str, tuple[str, Any]]]) -> None:
-        from trace_tui.common.digest import sha256_json
-
         root, recipe_steps, recipe_order = self.root, self.recipe_steps, self.recipe_order
         by_step_kind, unsafe_count, published, lock = self.by_step_kind, self.unsafe_count, self.published, self.lock
         unsafe = unsafe_count > 0
@@ -939,10 +933,6 @@ def verify_campaign(campaign_dir: Path | str, *, lock: Any = None,
                     published_source: str | None = None, workers: int | None = None) -> CampaignVerification:
     """The campaign's checks; its jobs' in ``workers`` processes (None: the machine's cores for a campaign of many
     rows), with the same result as in one."""
-    from trace_tui.campaign_files.shard_files import is_sharded
-    from trace_tui.campaign_files.state import STEP_SLICE, read_snapshot
-    from trace_tui.verify.workers import ordered_map
-
     root = Path(campaign_dir).resolve()
     if not root.is_dir():
         raise UsageError(f"--campaign {campaign_dir}: no such directory")
@@ -1014,9 +1004,6 @@ def verify_sharded(root: Path, *, lock: Any = None,
     verified with the same checks as a single-node campaign (subjects name the shard). Only a shard's
     own folder inside the parent is read: a shard id that is not a plain name, or a shard folder that is
     a link, fails its check unread."""
-    from trace_tui.campaign_files.shard_files import MERGED_FILE, merged_problem, read_plan, shard_dir
-    from trace_tui.campaign_files.shards import PLAN_FILE, coverage_problems
-
     res = CampaignVerification(campaign=str(root), published_source=published_source)
     add = res.checks.append
     try:
@@ -1111,8 +1098,6 @@ def _image_checks(jobs: list[Any], recipe_steps: dict[str, Any], add: Callable[[
 
 def _lock(lock: Any) -> Any:
     if lock is None:
-        from trace_tui.release import release_lock
-
         lock = release_lock()
     return lock
 

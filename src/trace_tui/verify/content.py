@@ -13,6 +13,7 @@ import math
 from collections import Counter, namedtuple
 from collections.abc import Iterable
 
+from trace_tui.verify import aggregate as agg
 from trace_tui.verify import documents as d
 
 TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
@@ -203,8 +204,6 @@ class _Compare:
 
 
 def aggregate_check(name: str, res: d.ResultsDoc, suite: d.EvalSuiteDoc, lock: ReleaseLock):
-    from trace_tui.verify import aggregate as agg
-
     # Converted once per results document, not in each of the seven aggregate checks.
     scores = res.__dict__.get("_score_index")
     if scores is None:

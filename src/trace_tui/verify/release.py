@@ -20,6 +20,8 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from trace_tui.errors import CheckFailed, UsageError
+from trace_tui.resources import release_lock_path
 from trace_tui.verify import content as ct
 from trace_tui.verify import documents as d
 from trace_tui.verify import trust
@@ -238,7 +240,6 @@ def checked_release_tables(root: Path, *, warn: Callable[[str], None] | None = N
     at most MAX_DOCUMENT_BYTES, parsed with its depth guarded. The first it refuses or cannot parse is
     CheckFailed, its line verify's document check's; release_tables raises CheckFailed for the rest.
     """
-    from trace_tui.errors import CheckFailed
     from trace_tui.release import release_lock
     from trace_tui.verify.tables import release_tables
 
@@ -280,8 +281,6 @@ class _LockView(dict):
 
 
 def _packaged_lock() -> Any:
-    from trace_tui.resources import release_lock_path
-
     return json.loads(release_lock_path().read_text(encoding="utf-8"), object_hook=_LockView)
 
 
@@ -292,8 +291,6 @@ def is_release_layout(path: Path) -> bool:
 
 def release_dir_arg(value: str | None, *, option: str = "--release-dir") -> Path:
     """The release directory, or a UsageError naming what is wrong with it (exit 2)."""
-    from trace_tui.errors import UsageError
-
     if not value:
         raise UsageError(f"{option} DIR is required", hint="a directory laid out like the upstream repository")
     path = Path(value).expanduser()

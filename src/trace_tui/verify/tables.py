@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from trace_tui.common.digest import sha256_file
+from trace_tui.errors import CheckFailed
+from trace_tui.release import release_lock
 from trace_tui.verify import aggregate as agg
+from trace_tui.verify import documents as d
+from trace_tui.verify.documents import SchemaError
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
@@ -271,9 +276,6 @@ def build_tables(records: Iterable[Any], lock: ReleaseLock, *, labels: Mapping[s
 
 def _load(root: Path, rel: str, schema: type, check: str) -> Any:
     """A release document, or CheckFailed naming the file and what is wrong with it."""
-    from trace_tui.errors import CheckFailed
-    from trace_tui.verify.documents import SchemaError
-
     path = root / rel
     if not path.is_file():
         raise CheckFailed(f"{rel}: absent ({check} needs it)")
@@ -293,14 +295,7 @@ def _load(root: Path, rel: str, schema: type, check: str) -> Any:
 
 def release_tables(root: Path, *, warn: Any = None, lock: Any = None) -> ReleaseTables:
     """ReleaseTables from a release directory (results.json required; validation table when present)."""
-    from trace_tui.common.digest import sha256_file
-
-    from trace_tui.errors import CheckFailed
-    from trace_tui.verify import documents as d
-
     if lock is None:
-        from trace_tui.release import release_lock
-
         lock = release_lock()
     te, tv = lock.trace_eval, lock.trace_validation
     res: d.ResultsDoc = _load(root, te.results_path, d.ResultsDoc, "report")

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from trace_tui.common.safe_read import MAX_DOCUMENT_BYTES, Folder, NotRead
+from trace_tui.resources import release_lock_path
 
 TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
@@ -117,8 +118,6 @@ class BackgroundParse:
 
 def parse_configs_ahead(root: Path) -> BackgroundParse:
     """Start parsing the release's YAML (the training configs the release lock names) under ``root``."""
-    from trace_tui.resources import release_lock_path
-
     try:
         lock = json.loads(release_lock_path().read_text(encoding="utf-8"))
         paths = sorted(p for p in lock["training"]["configs"].values() if is_yaml(p))

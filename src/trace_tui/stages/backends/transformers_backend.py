@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trace_tui.stages.backends import Request, render_prompt
-
+from trace_tui.errors import UsageError
+from trace_tui.stages.backends.request import Request, render_prompt
+from trace_tui.stages.tiny_model import load_processor as _load
 
 TINY_PARAMETERS = 50_000_000
 
@@ -68,8 +69,6 @@ class TransformersBackend:
         inputs = inputs.to(self.device)
         s = request.sampling
         if s.presence_penalty or s.frequency_penalty:
-            from trace_tui.errors import UsageError
-
             raise UsageError("the transformers backend has no presence/frequency penalty; "
                              f"got presence={s.presence_penalty} frequency={s.frequency_penalty} (use the vllm backend)")
         gen: dict[str, Any] = {"max_new_tokens": s.max_tokens, "repetition_penalty": s.repetition_penalty}
@@ -86,6 +85,4 @@ class TransformersBackend:
 
 def load_processor(model_dir: str, *, min_pixels: int | None = None, max_pixels: int | None = None) -> Any:
     """The checkpoint's image-only processor with its own chat template (no torchvision needed)."""
-    from trace_tui.stages.tiny_model import load_processor as _load
-
     return _load(model_dir, min_pixels=min_pixels, max_pixels=max_pixels)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trace_tui.stages.backends import Request, render_prompt
+from trace_tui.stages.backends.request import Request, render_prompt
+from trace_tui.stages.backends.transformers_backend import load_processor
 
 # What vLLM 0.10.2's CPU build needs beyond the GPU path's settings, and why:
 # - float32 (unless the caller names a dtype): it runs on any x86 CPU, where bfloat16 depends on the
@@ -82,8 +83,6 @@ class VllmBackend:
         # renders it); a text-only checkpoint (the judge) has only its tokenizer's.
         self.processor = None
         if "vision_config" in config:
-            from trace_tui.stages.backends.transformers_backend import load_processor
-
             self.processor = load_processor(model_dir, min_pixels=min_pixels, max_pixels=max_pixels)
             self.tokenizer = self.processor.tokenizer
         else:

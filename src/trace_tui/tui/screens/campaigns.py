@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
+from trace_tui.engine.campaign_list import read_summary, sort_key
 from trace_tui.tui.messages import CampaignsRead
 from trace_tui.tui.widgets.table import LiteralTable
 
@@ -64,8 +65,6 @@ def open_problem(backends: Any, path: Path, seen: dict[Path, tuple[tuple[tuple[i
 def with_open_problems(backends: Any, found: list[Any], seen: dict) -> list[Any]:
     """The summaries, a campaign that cannot be opened shown as unreadable with its reason (in order again)."""
     from dataclasses import replace
-
-    from trace_tui.engine.campaign_list import sort_key
 
     out = []
     for s in found:
@@ -132,8 +131,6 @@ class CampaignsScreen(Screen):
 
     @work(thread=True, exclusive=True, group="campaigns")
     def _read(self, elsewhere: list[Path]) -> None:
-        from trace_tui.engine.campaign_list import read_summary
-
         try:
             found = self.app.backends.campaigns()
             found += [read_summary(p) for p in elsewhere]

@@ -20,6 +20,7 @@ from textual.widgets import Footer, Static
 
 from trace_tui.tui.messages import ClusterDone, ClusterRead
 from trace_tui.tui.progress import CLUSTER_COLUMNS, cluster_details, cluster_rows, cluster_summary
+from trace_tui.tui.screens.confirm import ConfirmScreen
 from trace_tui.tui.widgets.table import LiteralTable
 
 POLL_S = 2.0
@@ -170,7 +171,6 @@ class ClusterScreen(Screen):
         if self.busy or not self.jobs_active:
             self.notify("no job of this campaign is queued or running")
             return
-        from trace_tui.tui.screens.confirm import ConfirmScreen
 
         def answer(yes: bool | None) -> None:
             if yes:

@@ -13,12 +13,12 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from trace_tui.tui.messages import HardwareReady
+from trace_tui.tui.views import HardwareView, RecipeRow, hardware_view, recipe_row, store_text
 from trace_tui.tui.widgets.table import LiteralTable
 
 if TYPE_CHECKING:
     from trace_tui.hardware import HardwareReport
     from trace_tui.tui.backends import Backends
-    from trace_tui.tui.views import HardwareView, RecipeRow
 
 VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "unknown": "dim"}
 NO_GPU_RECIPES = ("verify", "eval-preview", "demo")
@@ -34,7 +34,6 @@ def again(what: str, done: int) -> str:
 def probe_all(backends: Backends) -> tuple[HardwareView, HardwareReport | None, str]:
     """The hardware report and each recipe's verdict on it (runs in a thread)."""
     # Imported here, in the probe's thread: the screen's first paint needs none of the views.
-    from trace_tui.tui.views import HardwareView, RecipeRow, hardware_view, recipe_row
 
     try:
         report = backends.hardware_probe()
@@ -199,8 +198,6 @@ class HardwareScreen(Screen):
         if self.view is None or report is None:
             return
         from dataclasses import replace
-
-        from trace_tui.tui.views import store_text
 
         store = store_text(report)
         if store != self.view.store:

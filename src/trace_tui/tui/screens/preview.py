@@ -12,6 +12,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from trace_tui.tui.messages import PreviewReady, SchedulerChanged
+from trace_tui.tui.screens.options import OptionsScreen
 from trace_tui.tui.views import preview_lines, previewed_recipe
 
 
@@ -134,8 +135,6 @@ class PreviewScreen(Screen):
         self.notify(f"copied: {command}", markup=False, timeout=3)
 
     def action_options(self) -> None:
-        from trace_tui.tui.screens.options import OptionsScreen
-
         if self.resolved is None:
             return
 

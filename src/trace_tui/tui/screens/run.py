@@ -21,6 +21,8 @@ from textual.widgets import DataTable, Footer, RichLog, Static
 
 from trace_tui.tui.messages import CampaignRead, EngineEvents, GpuSamples, LogTail, RunFinished
 from trace_tui.tui.progress import CampaignState, EventPump, ProgressModel
+from trace_tui.tui.screens.confirm import ConfirmScreen
+from trace_tui.tui.screens.steps import StepsScreen
 from trace_tui.tui.views import run_env_text
 from trace_tui.tui.widgets.gpu_panel import GpuPanel
 from trace_tui.tui.widgets.progress_grid import ProgressGrid
@@ -453,8 +455,6 @@ class RunScreen(Screen):
             if yes:
                 self.cancel_runner()
 
-        from trace_tui.tui.screens.confirm import ConfirmScreen
-
         self.app.push_screen(ConfirmScreen(
             f"Cancel the run? Running {self.what_runs} are stopped; the campaign stays resumable.",
             yes="Cancel run", no="Keep running"), answer)
@@ -490,7 +490,6 @@ class RunScreen(Screen):
             self.notify("the run goes on · enter on it (or esc) comes back to it", markup=False, timeout=4)
             return
         self.app.pop_screen()
-        from trace_tui.tui.screens.steps import StepsScreen
 
         # The steps walked for this run are decided and done: back to the preview, not to a Steps screen
         # whose `a` would start the same run again.

@@ -8,6 +8,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from trace_tui.tui.screens.confirm import ConfirmScreen
 from trace_tui.tui.views import StepView, step_views
 
 
@@ -80,8 +81,6 @@ class StepsScreen(Screen):
 
     def _warn(self, failing: list[StepView], then) -> None:
         """A step whose verdict here is fail: say why in full and ask before confirming it."""
-        from trace_tui.tui.screens.confirm import ConfirmScreen
-
         reasons = "\n".join(f"{s.id}: {s.check}" for s in failing)
 
         def answer(yes: bool | None) -> None:

@@ -21,6 +21,8 @@ from textual import events
 from textual.binding import Binding
 from textual.widgets import DataTable, Input
 
+from trace_tui.tui.screens.detail import DetailScreen
+
 # Sorting puts what needs attention first: failures, then what is absent or missing, then the rest.
 ATTENTION = {"failed": 0, "fail": 0, "cannot run": 0, "error": 0, "unreadable": 0, "outside": 0,
              "absent": 1, "missing": 1, "not built": 1, "partial": 1}
@@ -364,7 +366,6 @@ class LiteralTable(DataTable):
     def action_details(self) -> None:
         if not self.row_count:
             return
-        from trace_tui.tui.screens.detail import DetailScreen
 
         fields = self.row_details(self.cursor_row)
         title = self.details_title or (fields[0][1] if fields else "")
