@@ -145,13 +145,7 @@ def resolve_base(client: Any, flavor: str, pin: dict[str, Any], say: Callable[[s
     try:
         image = client.images.get(ref)
         if ref == local and pin.get("local_base_packages"):  # made here earlier: has it every package pinned now?
-            script = repo_root() / "appliance" / "make-base-image.sh"
-            made = subprocess.run([str(script), local, ",".join(pin["local_base_packages"])], check=True,
-                                  stdout=subprocess.PIPE, text=True)
-            for line in made.stdout.splitlines():
-                if not line.startswith("base image ") or "building it again" in line:
-                    say(line)
-            image = client.images.get(local)
+            image = _make_local_base(client, local, pin["local_base_packages"], say)
     except ImageNotFound:
         try:
             if ref == local:  # a base made only with debootstrap (the gpu flavour's, everywhere)
@@ -163,12 +157,21 @@ def resolve_base(client: Any, flavor: str, pin: dict[str, Any], say: Callable[[s
                 raise RequirementsError(f"cannot pull the {flavor} base image {ref} ({exc.explanation})",
                                         hint="connect this machine to a registry, or `docker load` the base") from exc
             say(f"building the local base {local} with debootstrap ({ref} cannot be pulled here)")
-            script = repo_root() / "appliance" / "make-base-image.sh"
-            subprocess.run([str(script), local, ",".join(pin.get("local_base_packages", []))], check=True)
             ref = local
-            image = client.images.get(local)
+            image = _make_local_base(client, local, pin.get("local_base_packages", []), say)
     digests = image.attrs.get("RepoDigests") or []
     return ref, image.id, (digests[0].split("@", 1)[1] if digests else None)
+
+
+def _make_local_base(client: Any, local: str, packages: list[str], say: Callable[[str], None]) -> Any:
+    """appliance/make-base-image.sh for LOCAL with PACKAGES: builds it with debootstrap when it is absent or
+    lacks one of them, else leaves it; what it did is said, except that it found the base complete."""
+    script = repo_root() / "appliance" / "make-base-image.sh"
+    made = subprocess.run([str(script), local, ",".join(packages)], check=True, stdout=subprocess.PIPE, text=True)
+    for line in made.stdout.splitlines():
+        if line != f"base image {local} present":
+            say(line)
+    return client.images.get(local)
 
 
 def build_wheel(root: Path, dist: Path | None = None) -> Path:

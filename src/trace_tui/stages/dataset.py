@@ -57,9 +57,8 @@ class TraceDataset:
             _fail(self.path, f"missing column(s) {', '.join(missing)}",
                   "use a TRACE parquet export (the release's columns)")
         self.prompt_key, self.image_key = prompt_key, image_key
-        # Rows come out with their images' bytes, opened lazily: the pixels are decoded where they are
-        # first used (the worker fits them on a thread pool; PIL decodes without the GIL), not one by one
-        # here.
+        # Rows come out with their images' bytes, opened lazily: the pixels are decoded where they are first
+        # used (fitted to the run's pixel bounds), not by datasets' decoding of the whole row here.
         self._undecoded = self.ds.cast_column(image_key, _without_decoding(self.ds.features[image_key]))
 
     def __len__(self) -> int:
