@@ -37,6 +37,7 @@ _ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECOD
 GRID_PAINT = r"""
 import sys, time
 from trace_tui.cli import build_parser
+from trace_tui.commands.launch import run_request
 from trace_tui.tui.app import TraceTuiApp, build_app
 from trace_tui.tui.screens.run import RunScreen
 
@@ -51,7 +52,7 @@ class GridPaint(TraceTuiApp):
             self.exit(0)
 
 args = build_parser().parse_args(["--campaign", sys.argv[1]])
-app = build_app(args)
+app = build_app(run_request(args))
 app.__class__ = GridPaint
 app.run(headless=True, size=(120, 40))
 """

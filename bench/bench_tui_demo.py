@@ -8,7 +8,6 @@ Goal: the TUI's wall time within 1.2x of headless (the UI must not slow the run 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import subprocess
@@ -38,8 +37,10 @@ async def tui(home: Path) -> float:
     from trace_tui.tui.backends import default_backends
     from trace_tui.tui.screens.run import RunScreen
 
-    args = argparse.Namespace(home=str(home), runtime="local", offline=False, campaign=None, recipe="demo", yes=True)
-    app = TraceTuiApp(default_backends(args), recipe="demo", yes=True)
+    from trace_tui.service.requests import RunOptions, RunRequest
+
+    request = RunRequest(recipe="demo", options=RunOptions(home=str(home), runtime="local"), yes=True)
+    app = TraceTuiApp(default_backends(request), recipe="demo", yes=True)
     t0 = time.monotonic()
     async with app.run_test(size=(120, 40)) as pilot:
         while True:

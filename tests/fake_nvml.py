@@ -10,7 +10,7 @@ codes (so ``pynvml.NVMLError(NVML_ERROR_NOT_SUPPORTED)`` arrives as
 Use it from tests (``probe_gpus(nvml=machine("8xh100"))``), from the TUI's
 tests (``hardware_report(nvml=machine("none"))``), or from a separate app
 process: with tests/ on PYTHONPATH, ``TRACE_TUI_FAKE_NVML=8xh100`` makes
-trace_tui.hardware load the named machine instead of pynvml.
+``import pynvml`` give the named machine (tests/pynvml.py stands in for the binding).
 
 Machine data follows what ``nvidia-smi -q`` reports on such hosts: total
 memory in MiB as the driver reports it (H100 80GB HBM3: 81559 MiB; A100 80GB:
@@ -23,7 +23,10 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass, field
 
-import pynvml
+import pynvml as _binding
+
+# the real binding: tests/pynvml.py, when it is the one imported, keeps it as ``real``
+pynvml = getattr(_binding, "real", _binding)
 
 MIB = 1024 * 1024
 

@@ -46,14 +46,11 @@ def test_slurm_scripts_never_import_a_trace_tui_folder_from_where_they_were_subm
 
 
 def _backends(home: Path, campaign: Path | None = None):
-    import argparse
-
+    from trace_tui.service.requests import RunOptions, RunRequest
     from trace_tui.tui.backends import default_backends
 
-    args = argparse.Namespace(home=str(home), runtime="local", models=None, seeds=None, benchmarks=None,
-                              offline=False, campaign=str(campaign) if campaign else None, release_dir=None,
-                              recipe=None)
-    return default_backends(args)
+    options = RunOptions(home=str(home), runtime="local", campaign=str(campaign) if campaign else None)
+    return default_backends(RunRequest(options=options))
 
 
 def _eval_preview_campaign(tmp_path: Path) -> Path:

@@ -174,7 +174,7 @@ def shlex_join(argv: list[str]) -> str:
 # -- values ------------------------------------------------------------------------------------
 
 def test_seeds_have_the_recipe_files_range(tmp_path: Path) -> None:
-    from trace_tui.cli import SEED_MAX
+    from trace_tui.commands.arguments import SEED_MAX
     from trace_tui.recipes import SEED_RANGE
 
     assert (0, SEED_MAX) == SEED_RANGE

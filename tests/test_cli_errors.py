@@ -107,7 +107,7 @@ def test_a_damaged_recipe_json_is_one_line_for_every_reader(campaign, damage: by
     naming the file, `report --campaign` and the TUI's reader give the same one line, never a traceback
     (a JSON list once reached `.get` in two of them: an internal error)."""
     from trace_tui.errors import CheckFailed, UsageError
-    from trace_tui.tui.backends import read_campaign
+    from trace_tui.service.campaigns import read_campaign
 
     c, _ = campaign
     recipe_json = c / "recipe.json"

@@ -202,7 +202,7 @@ def test_the_slurm_backend_sits_below_the_engine():
 
 
 def test_the_merge_waits_for_named_array_tasks_or_nothing():
-    from trace_tui.engine.cluster import _dependency
+    from trace_tui.engine.cluster import afterok_dependency as _dependency
 
     assert _dependency("12", [1, 3], ["9_0"]) == "afterok:12_1:12_3:9_0"
     assert _dependency(None, [], []) is None  # every shard complete: the merge runs at once
@@ -311,7 +311,7 @@ def test_slurm_values_slurm_takes_are_written(tmp_path):
     assert "#SBATCH --time=2-00:00:00\n" in text and "#SBATCH --partition=gpu,debug\n" in text
     assert "#SBATCH --account=my_lab.x-1\n" in text
     for minutes in ("30", "90:00", "12:00:00", "1-12", "UNLIMITED"):
-        from trace_tui.engine.cluster import SLURM_TIME
+        from trace_tui.service.submit import SLURM_TIME
 
         assert SLURM_TIME.fullmatch(minutes), minutes
 

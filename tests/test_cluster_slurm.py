@@ -247,10 +247,13 @@ def test_ctrl_c_cancels_the_campaigns_jobs_and_leaves_it_resumable(cluster, tmp_
 TUI_SIZE = (200, 40)
 
 
-def tui_args(*argv: str):
+def tui_args(*argv: str) -> dict:
+    """What the command line hands the TUI for ARGV: build_app's request and Slurm options."""
     from trace_tui.cli import build_parser
+    from trace_tui.commands.launch import run_request, slurm_options
 
-    return build_parser().parse_args(list(argv))
+    args = build_parser().parse_args(list(argv))
+    return {"request": run_request(args), "slurm": slurm_options(args)}
 
 
 async def wait_until(pilot, predicate, timeout: float = 120.0, what: str = "condition") -> None:
@@ -296,7 +299,7 @@ async def test_tui_chooses_slurm_submits_follows_and_cancels_then_reopens_and_re
 
     home, camp = tmp_path / "home", tmp_path / "c"
     node = socket.gethostname().split(".")[0]
-    app = build_app(tui_args("--home", str(home), "--recipe", "demo", "--seeds", "7", "8", *NARROW, "--runtime",
+    app = build_app(**tui_args("--home", str(home), "--recipe", "demo", "--seeds", "7", "8", *NARROW, "--runtime",
                              "local", "--campaign", str(camp), "--scheduler", "slurm", "--max-parallel", "2"))
     async with app.run_test(size=TUI_SIZE) as pilot:
         await wait_until(pilot, lambda: isinstance(app.screen, PreviewScreen) and app.screen.resolved is not None,
@@ -370,7 +373,7 @@ async def test_tui_chooses_slurm_submits_follows_and_cancels_then_reopens_and_re
     assert not (camp / "merged.json").exists()
 
     # reopen: the sharded parent in the TUI, then r resubmits the two unfinished shards (and nothing else)
-    app = build_app(tui_args("--home", str(home), "--campaign", str(camp)))
+    app = build_app(**tui_args("--home", str(home), "--campaign", str(camp)))
     async with app.run_test(size=TUI_SIZE) as pilot:
         await wait_until(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.status is not None,
                          what="the reopened campaign")
@@ -396,7 +399,7 @@ async def reopened_rows(home: Path, camp: Path) -> dict[str, list[str]]:
     from trace_tui.tui.app import build_app
     from trace_tui.tui.screens.cluster import ClusterScreen
 
-    app = build_app(tui_args("--home", str(home), "--campaign", str(camp)))
+    app = build_app(**tui_args("--home", str(home), "--campaign", str(camp)))
     async with app.run_test(size=TUI_SIZE) as pilot:
         await wait_until(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.status is not None,
                          what="the reopened campaign")
@@ -413,7 +416,7 @@ async def test_tui_reopens_the_merged_campaign_resume_submits_nothing_and_verify
 
     camp = slurm_campaign[0]
     before = (camp / "slurm" / "submissions.json").read_text()
-    app = build_app(tui_args("--home", str(camp.parent), "--campaign", str(camp)))
+    app = build_app(**tui_args("--home", str(camp.parent), "--campaign", str(camp)))
     async with app.run_test(size=TUI_SIZE) as pilot:
         await wait_until(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.status is not None,
                          what="the reopened campaign")

@@ -7,7 +7,6 @@ it); the recipes, the plan, the runner, the TUI's real backends and the Docker e
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -17,7 +16,8 @@ import pytest
 
 from test_hardware_nvml import report_for
 from trace_tui.engine.campaign import Campaign
-from trace_tui.engine.headless import run_gpu_plan
+from trace_tui.service.requests import RunOptions, RunRequest, Selection
+from trace_tui.service.requirements import run_gpu_plan
 from trace_tui.engine.runner import Runner
 from trace_tui.engine.status import campaign_status, render_status
 from trace_tui import evaluator_launcher as launcher
@@ -43,9 +43,8 @@ def test_the_tui_runner_gets_the_plan_a_headless_run_gets(tmp_path, monkeypatch)
 
     monkeypatch.setenv("TRACE_TUI_FAKE_NVML", "8xrtx4090")
     monkeypatch.syspath_prepend(str(TESTS))
-    args = argparse.Namespace(home=str(tmp_path / "home"), runtime="local", models=SEVEN_B, seeds=None,
-                              benchmarks=None, offline=False, campaign=None, release_dir=None)
-    backends = default_backends(args)
+    backends = default_backends(RunRequest(selection=Selection(models=tuple(SEVEN_B)),
+                                           options=RunOptions(home=str(tmp_path / "home"), runtime="local")))
     resolved = backends.resolve_recipe(backends.load_recipe("full"))
     owned = backends.runner_factory(resolved, tmp_path / "tui-campaign")
     try:
@@ -128,9 +127,8 @@ async def test_full_with_benchmarks_is_refused_in_the_tui(tmp_path, monkeypatch)
 
     monkeypatch.setenv("TRACE_TUI_FAKE_NVML", "8xh100")
     monkeypatch.syspath_prepend(str(TESTS))
-    args = argparse.Namespace(home=str(tmp_path / "home"), runtime="local", models=None, seeds=None,
-                              benchmarks=["mmstar"], offline=False, campaign=None, release_dir=None)
-    app = TraceTuiApp(default_backends(args))
+    app = TraceTuiApp(default_backends(RunRequest(selection=Selection(benchmarks=("mmstar",)),
+                                                  options=RunOptions(home=str(tmp_path / "home"), runtime="local"))))
     async with app.run_test(size=SIZE) as pilot:
         await hardware_ready(pilot, app)
         app.open_recipe("full")

@@ -14,6 +14,7 @@ import pytest
 from trace_tui.cli import main
 from trace_tui.engine.launches import expand_arguments, selection_flags
 from trace_tui.recipes import resolve_recipe
+from trace_tui.service.requests import RunOptions, RunRequest
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +60,6 @@ def test_placeholders_expand_to_the_store_path_and_the_runs_selection():
 def test_a_campaign_resumes_on_the_runtime_it_ran_on(home_with_release, capsys):
     """Started with --runtime local; run again without --runtime (headless) or opened in the TUI: local
     again, though Docker answers on this machine."""
-    import argparse
-
     from trace_tui.tui.backends import default_backends
 
     home = home_with_release
@@ -73,9 +72,7 @@ def test_a_campaign_resumes_on_the_runtime_it_ran_on(home_with_release, capsys):
     starts = [json.loads(line) for line in (out + err).splitlines()
               if line.startswith("{") and '"run starting"' in line]
     assert starts and starts[-1]["runtime"] == "local"
-    args = argparse.Namespace(home=str(home), runtime=None, models=None, seeds=None, benchmarks=None,
-                              offline=False, campaign=None, release_dir=None)
-    backends = default_backends(args)
+    backends = default_backends(RunRequest(options=RunOptions(home=str(home))))
     assert backends.open_campaign(campaign).runtime == "local"
     # A run into that campaign goes where it ran, and the screens say so; the campaign's runtime does not
     # become every other recipe's (the app's own stays the machine's, Docker here).
@@ -85,8 +82,6 @@ def test_a_campaign_resumes_on_the_runtime_it_ran_on(home_with_release, capsys):
 
 def test_a_campaign_of_another_recipe_is_never_written_into(home_with_release, capsys):
     """Headless refuses; the TUI opened on that campaign gives another recipe its own folder."""
-    import argparse
-
     from trace_tui.tui.backends import default_backends
 
     home = home_with_release
@@ -99,9 +94,8 @@ def test_a_campaign_of_another_recipe_is_never_written_into(home_with_release, c
     _, err = capsys.readouterr()
     assert code == 2 and "holds a campaign of recipe verify, not eval-preview" in err and len(err.splitlines()) == 1
     assert (campaign / "recipe.json").read_bytes() == before
-    args = argparse.Namespace(home=str(home), runtime="local", models=None, seeds=None, benchmarks=None,
-                              offline=False, campaign=str(campaign), release_dir=None)
-    backends = default_backends(args)
+    backends = default_backends(RunRequest(options=RunOptions(home=str(home), runtime="local",
+                                                              campaign=str(campaign))))
     other = backends.resolve_recipe(backends.load_recipe("eval-preview"))
     assert backends.campaign_dir_for(other) == home / "campaigns" / other.run_tag
     same = backends.resolve_recipe(backends.load_recipe("verify"))
@@ -110,13 +104,10 @@ def test_a_campaign_of_another_recipe_is_never_written_into(home_with_release, c
 
 def test_a_skipped_steps_store_entries_are_not_required(tmp_path):
     """preflight with its release-files step skipped needs nothing from an empty store."""
-    import argparse
+    from trace_tui.service.campaigns import without_steps
+    from trace_tui.tui.backends import default_backends
 
-    from trace_tui.tui.backends import default_backends, without_steps
-
-    args = argparse.Namespace(home=str(tmp_path / "home"), runtime="local", models=None, seeds=None, benchmarks=None,
-                              offline=False, campaign=None, release_dir=None)
-    backends = default_backends(args)
+    backends = default_backends(RunRequest(options=RunOptions(home=str(tmp_path / "home"), runtime="local")))
     resolved = backends.resolve_recipe(backends.load_recipe("preflight"))
     report = backends.hardware_probe()
     assert any("release:" in p for p in backends.problems(resolved, report))

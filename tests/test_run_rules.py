@@ -22,6 +22,7 @@ from tui_support import make_backends, selftest_resolved
 
 from trace_tui import __version__
 from trace_tui.cli import build_parser
+from trace_tui.commands.launch import run_request
 from trace_tui.runtime.base import LABEL_STEP
 from trace_tui.tui.app import TraceTuiApp
 from trace_tui.tui.backends import default_backends
@@ -99,7 +100,7 @@ async def test_the_tui_refuses_the_same_run(tmp_path: Path, unlocked_image: str,
     monkeypatch.setenv("TRACE_TUI_IMAGES_LOCK", str(tmp_path / "no-lock.json"))
     monkeypatch.setenv("TRACE_TUI_FAKE_NVML", "none")
     args = build_parser().parse_args(["--home", str(tmp_path / "home"), "--runtime", "docker"])
-    app = TraceTuiApp(default_backends(args))
+    app = TraceTuiApp(default_backends(run_request(args)))
     async with app.run_test(size=SIZE) as pilot:
         app.open_recipe(str(recipe))
         await wait_for(pilot, lambda: isinstance(app.screen, PreviewScreen) and app.screen.resolved is not None,

@@ -21,6 +21,7 @@ from test_tui_flows import hardware_ready, text_of, wait_for
 from test_tui_whole import parses, screen_text
 
 from trace_tui.cli import build_parser
+from trace_tui.commands.launch import run_request, slurm_options
 from trace_tui.tui.app import TraceTuiApp, build_app
 from trace_tui.tui.screens.options import OptionsScreen
 from trace_tui.tui.screens.preview import PreviewScreen
@@ -52,7 +53,8 @@ def first_start(tmp_path: Path, monkeypatch) -> None:
 
 
 def app_for(*argv: str) -> TraceTuiApp:
-    return build_app(build_parser().parse_args(list(argv)))
+    args = build_parser().parse_args(list(argv))
+    return build_app(run_request(args), slurm_options(args))
 
 
 async def preview_of(pilot, app, name: str) -> PreviewScreen:

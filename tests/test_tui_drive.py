@@ -23,7 +23,8 @@ from textual.css.query import NoMatches
 from trace_tui.cli import build_parser
 from trace_tui.tui.app import TraceTuiApp
 from trace_tui.tui.backends import default_backends
-from trace_tui.tui.choices import RunChoices, choices_from_args
+from trace_tui.commands.launch import run_request, slurm_options
+from trace_tui.tui.choices import RunChoices, choices_from_request
 from trace_tui.tui.screens.campaigns import CampaignsScreen
 from trace_tui.tui.screens.detail import DetailScreen
 from trace_tui.tui.screens.options import OptionsScreen
@@ -43,7 +44,7 @@ def test_the_command_line_parses_to_the_same_choices(choices: RunChoices) -> Non
     args = build_parser().parse_args(shlex.split(choices.command())[1:])
     expected = choices if choices.scheduler == "slurm" else choices.replace(
         **dict.fromkeys(("partition", "account", "gpus_per_node", "time", "max_parallel")))
-    assert choices_from_args(args) == expected
+    assert choices_from_request(run_request(args), slurm_options(args)) == expected
     assert args.recipe == choices.recipe and args.command is None
 
 
@@ -56,7 +57,7 @@ def test_choices_refuse_what_the_command_line_would(bad: dict) -> None:
 
 def test_choices_reach_the_backends_runtime_and_offline(tmp_path: Path) -> None:
     args = build_parser().parse_args(["--home", str(tmp_path), "--runtime", "docker"])
-    backends = default_backends(args)
+    backends = default_backends(run_request(args))
     assert backends.runtime_label() == "docker"
     backends.choose(RunChoices(recipe="demo", runtime="local", offline=True))
     assert backends.runtime_label() == "local"

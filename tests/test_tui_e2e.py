@@ -108,10 +108,12 @@ def test_build_app_maps_the_command_line(tmp_path: Path) -> None:
     from tui_support import make_backends
 
     from trace_tui.cli import build_parser
+    from trace_tui.commands.launch import run_request
     from trace_tui.tui.app import build_app
 
     backends = make_backends(tmp_path)
-    app = build_app(build_parser().parse_args(["--campaign", str(tmp_path / "c")]), backends)
+    app = build_app(run_request(build_parser().parse_args(["--campaign", str(tmp_path / "c")])), backends=backends)
     assert app.initial_campaign == (tmp_path / "c").resolve() and app.initial_recipe is None
-    app = build_app(build_parser().parse_args(["--recipe", "demo", "--campaign", str(tmp_path / "c")]), backends)
+    app = build_app(run_request(build_parser().parse_args(["--recipe", "demo", "--campaign", str(tmp_path / "c")])),
+                    backends=backends)
     assert app.initial_recipe == "demo" and app.initial_campaign is None and not app.confirm_all

@@ -264,8 +264,9 @@ async def test_campaign_that_cannot_be_opened_says_the_whole_reason_until_esc(tm
     import asyncio
 
     from trace_tui.cli import build_parser
+    from trace_tui.commands.launch import run_request
+    from trace_tui.service.campaigns import read_campaign
     from trace_tui.tui.app import build_app
-    from trace_tui.tui.backends import read_campaign
     from trace_tui.tui.screens.hardware import HardwareScreen
     from trace_tui.tui.screens.refused import RefusedScreen
 
@@ -282,7 +283,7 @@ async def test_campaign_that_cannot_be_opened_says_the_whole_reason_until_esc(tm
         line = exc.line()
     assert "`mv " in line and line.endswith(".broken`))")
     args = build_parser().parse_args(["--campaign", str(path)])
-    app = build_app(args, backends=make_backends(tmp_path, extra_recipes={"tuicutshort": resolved}))
+    app = build_app(run_request(args), backends=make_backends(tmp_path, extra_recipes={"tuicutshort": resolved}))
     async with app.run_test(size=(200, 50)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, RefusedScreen), what="the reason")
         shown = [str(w.render()) for w in app.screen.query(".refused-reason")]

@@ -8,7 +8,6 @@ for the hardware probe of `make_backends`, an unreachable Docker client.
 
 from __future__ import annotations
 
-import argparse
 import io
 import re
 import shlex
@@ -133,15 +132,15 @@ async def test_every_command_in_help_and_palette_parses(tmp_path: Path) -> None:
 
 async def test_refused_run_creates_nothing_and_says_every_reason(tmp_path: Path, monkeypatch) -> None:
     """`validation` on a machine without GPUs: the real backends (headless's exit-3 check) refuse it."""
-    from trace_tui.engine.headless import requirement_problems
+    from trace_tui.service.requests import RunOptions, RunRequest
+    from trace_tui.service.requirements import requirement_problems
     from trace_tui.hardware import hardware_report
     from trace_tui.runtime import make_runtime
     from trace_tui.tui.backends import default_backends
 
     monkeypatch.setenv("TRACE_TUI_FAKE_NVML", "none")
     home = tmp_path / "home"
-    args = argparse.Namespace(home=str(home), runtime="local", offline=False, campaign=None, recipe=None)
-    backends = default_backends(args)
+    backends = default_backends(RunRequest(options=RunOptions(home=str(home), runtime="local")))
     resolved = backends.resolve_recipe(backends.load_recipe("validation"))
     expected = requirement_problems(resolved, make_runtime("local", flavour=resolved.recipe.image_flavor),
                                     home, hardware_report(home))

@@ -110,18 +110,6 @@ def test_verify_needs_something_to_verify(capsys) -> None:
     assert code == 2 and "nothing to verify" in err
 
 
-def test_campaign_without_campaign_support_is_a_usage_error(tmp_path: Path, capsys, monkeypatch) -> None:
-    """An installation without trace_tui.verify.campaign: --campaign is a usage error, not a traceback."""
-    import sys as _sys
-
-    import trace_tui.verify as verify_pkg
-
-    monkeypatch.setitem(_sys.modules, "trace_tui.verify.campaign", None)  # makes the import fail
-    monkeypatch.delattr(verify_pkg, "campaign", raising=False)
-    code, _, err = run(["verify", "--campaign", str(tmp_path)], capsys)
-    assert code == 2 and "campaign verification is unavailable" in err
-
-
 def test_report_markdown(trace_release_dir: Path, capsys) -> None:
     code, out, err = run(["report", "--release-dir", str(trace_release_dir)], capsys)
     assert code == 0 and err == ""

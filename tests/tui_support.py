@@ -22,7 +22,8 @@ from typing import Any
 
 from trace_tui import hardware
 from trace_tui import recipes as recipes_mod
-from trace_tui.tui.backends import Backends, GpuSample, OwnedRunner, default_preview, read_campaign
+from trace_tui.service.campaigns import OwnedRunner, read_campaign, without_steps
+from trace_tui.tui.backends import Backends, GpuSample, default_preview
 
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:  # fake_nvml lives beside this file
@@ -96,7 +97,6 @@ def local_runner_factory(home: Path):
         from trace_tui.engine.campaign import Campaign
         from trace_tui.engine.runner import Runner
         from trace_tui.runtime.local import LocalRuntime
-        from trace_tui.tui.backends import without_steps
 
         campaign = Campaign(campaign_dir)
         runner = Runner(without_steps(resolved, skip), campaign, LocalRuntime(), store=home / "store",

@@ -9,32 +9,63 @@ the standard library at top level so that building the parser (and so
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, NoReturn
 
 from trace_tui import __version__
-from trace_tui.commands import launch
+from trace_tui.commands.arguments import MAX_PARALLEL, add_recipe_selection, non_empty, short, teardown_skippable
 from trace_tui.errors import ExitCode, TraceTuiError, UsageError, os_error_line, printable
 from trace_tui.logs import redact_text
 
-TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
-if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any, NoReturn, Sequence
 
-# name -> (module under trace_tui.commands, one line of help)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "images": ("images", "build, check, push and pull the pinned stage images"),
-    "hw": ("hw", "hardware check: GPUs (NVML), Docker, images, disk, and each recipe step's verdict"),
-    "recipes": ("recipes_cmd", "every recipe with its purpose and its status on this host"),
-    "preview": ("preview", "configuration-only preview of a recipe: starts nothing, writes nothing"),
-    "bundle": ("bundle", "export or import an air-gapped bundle of a recipe"),
-    "verify": ("verify", "verify a release directory or a campaign offline"),
-    "report": ("report", "the release page's tables, recomputed from results.json"),
-    "status": ("status", "where a campaign stands: steps, slices, rows, scores, ETA (read-only)"),
-    "store": ("store", "the local store of models, datasets and release files: fetch, import, list, verify"),
-    "merge": ("merge", "merge the shards of a Slurm campaign into its parent view (after every shard is complete)"),
+# name -> one line of help
+COMMANDS: dict[str, str] = {
+    "images": "build, check, push and pull the pinned stage images",
+    "hw": "hardware check: GPUs (NVML), Docker, images, disk, and each recipe step's verdict",
+    "recipes": "every recipe with its purpose and its status on this host",
+    "preview": "configuration-only preview of a recipe: starts nothing, writes nothing",
+    "bundle": "export or import an air-gapped bundle of a recipe",
+    "verify": "verify a release directory or a campaign offline",
+    "report": "the release page's tables, recomputed from results.json",
+    "status": "where a campaign stands: steps, slices, rows, scores, ETA (read-only)",
+    "store": "the local store of models, datasets and release files: fetch, import, list, verify",
+    "merge": "merge the shards of a Slurm campaign into its parent view (after every shard is complete)",
 }
+
+
+def command_module(name: str) -> ModuleType:
+    """The module of command NAME (``add_arguments(parser)`` and ``run(args) -> int``), or of the run (no command).
+
+    Imported only when it is the command given: what each one's work needs (pydantic models, the engine, the
+    verifier) would otherwise load on every start, and `trace-tui verify` is measured against sha256sum.
+    """
+    # The one place the command line imports lazily; each command module imports its own needs at its top.
+    if name == "images":
+        from trace_tui.commands import images as module
+    elif name == "hw":
+        from trace_tui.commands import hw as module
+    elif name == "recipes":
+        from trace_tui.commands import recipes_cmd as module
+    elif name == "preview":
+        from trace_tui.commands import preview as module
+    elif name == "bundle":
+        from trace_tui.commands import bundle as module
+    elif name == "verify":
+        from trace_tui.commands import verify as module
+    elif name == "report":
+        from trace_tui.commands import report as module
+    elif name == "status":
+        from trace_tui.commands import status as module
+    elif name == "store":
+        from trace_tui.commands import store as module
+    elif name == "merge":
+        from trace_tui.commands import merge as module
+    else:
+        from trace_tui.commands import launch as module
+    return module
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -60,80 +91,6 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> "NoReturn":  # type: ignore[override]
         self.exit(ExitCode.USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
-
-
-MAX_ID = 200  # characters of a model id or benchmark key; release ids are under 40
-
-
-def short(value: Any, limit: int = 80) -> str:
-    """VALUE as an error line may echo it: its repr, cut to ``limit`` characters with "…"."""
-    shown = repr(value)
-    return shown if len(shown) <= limit else shown[:limit] + "…"
-
-
-def selection_id(text: str) -> str:
-    """An argparse type: a model id or benchmark key (an error line echoes only the start of a long one)."""
-    if len(text) > MAX_ID:
-        raise argparse.ArgumentTypeError(f"{short(text)} ({len(text)} characters) is too long to be an id")
-    return text
-
-
-def non_empty(text: str) -> str:
-    """An argparse type: a value that is not empty (an empty --campaign would silently mean the current directory,
-    an empty --home the default home)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("give a value, not an empty string")
-    return text
-
-
-# A seed is what a recipe file's seeds may be (trace_tui.recipes.SEED_RANGE): an unsigned 32-bit number, as the
-# generation backends take it. A larger one overflowed half-way through making the campaign.
-SEED_MAX = 2**32 - 1
-# At most this many array tasks at once: Slurm's default MaxArraySize (1001) allows no larger array, and a
-# campaign has far fewer shards (full: 24).
-MAX_PARALLEL = 1000
-
-
-def _whole_number(text: str, low: int, high: int, what: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:  # not a number, or more digits than Python converts
-        raise argparse.ArgumentTypeError(f"{short(text)}: give a whole number from {low} to {high} ({what})") \
-            from None
-    if not low <= value <= high:
-        raise argparse.ArgumentTypeError(f"{short(text)} is out of range: give a whole number from {low} to {high} "
-                                         f"({what})")
-    return value
-
-
-def seed_value(text: str) -> int:
-    """An argparse type: a seed, 0 to 4294967295 (as in a recipe file)."""
-    return _whole_number(text, 0, SEED_MAX, "a seed is an unsigned 32-bit number, as in a recipe file")
-
-
-
-
-class _Distinct(argparse.Action):
-    """A list option whose values may not repeat (`--seeds 42 42` would run nothing twice: it is a mistake)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        seen: set[Any] = set()
-        for value in values:
-            if value in seen:
-                parser.error(f"argument {option_string}: {short(value)} is given twice")
-            seen.add(value)
-        setattr(namespace, self.dest, list(values))
-
-
-def add_recipe_selection(p: argparse.ArgumentParser) -> None:
-    """--models/--seeds/--benchmarks: every command that takes --recipe narrows with these."""
-    p.add_argument("--models", nargs="+", type=selection_id, action=_Distinct, metavar="MODEL",
-                   help="only these models (release model ids)")
-    p.add_argument("--seeds", nargs="+", type=seed_value, action=_Distinct, metavar="SEED",
-                   help="only these seeds (0 to 4294967295)")
-    p.add_argument("--benchmarks", nargs="+", type=selection_id, action=_Distinct, metavar="KEY",
-                   help="only these benchmarks (suite keys)")
 
 
 GLOBAL_OPTIONS = ("home", "log_format", "log_file")
@@ -239,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_scheduler(parser)
     parser.register("action", "parsers", _LazyCommands)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (_module, help_line) in COMMANDS.items():
+    for name, help_line in COMMANDS.items():
         sub.add_lazy_parser(name, help_line)
     return parser
 
@@ -248,7 +205,7 @@ def _command_parser(name: str, p: argparse.ArgumentParser) -> argparse.ArgumentP
     """The arguments of command NAME added to its (so far bare) parser, once."""
     if p.get_default("_module") is None:
         add_common(p, top=False)
-        mod = importlib.import_module(f"trace_tui.commands.{COMMANDS[name][0]}")
+        mod = command_module(name)
         mod.add_arguments(p)
         p.set_defaults(_module=mod)
     return p
@@ -272,7 +229,7 @@ class _LazyCommands(argparse._SubParsersAction):
                  option_string: str | None = None) -> None:
         name = values[0]
         if self._name_parser_map.get(name, False) is None:
-            help_line = COMMANDS[name][1]
+            help_line = COMMANDS[name]
             self._name_parser_map[name] = self._parser_class(prog=f"{self._prog_prefix} {name}",
                                                              description=help_line)
         if name in self._name_parser_map and name in COMMANDS:
@@ -281,10 +238,8 @@ class _LazyCommands(argparse._SubParsersAction):
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    if getattr(args, "_module", None) is not None:
-        return int(args._module.run(args))
-
-    return int(launch.run(args))
+    module = getattr(args, "_module", None) or command_module("")
+    return int(module.run(args))
 
 
 def _say_error(line: str) -> None:
@@ -389,22 +344,6 @@ def _internal_error(exc: BaseException) -> int:
     return ExitCode.FAILED
 
 
-# Set by a command that leaves nothing to clean up at exit (see skip_teardown).
-_teardown_skippable = False
-
-
-def skip_teardown() -> None:
-    """Say that this process, once the command returns, has nothing left to do but exit.
-
-    For a short command that built a large heap (verify's parsed documents): freeing every object
-    and module at interpreter exit takes longer than some of the checks. Only the process entry
-    (``entry``) acts on it: in-process callers of ``main`` (the tests, the TUI) are unaffected. A
-    command may call it only when it holds no open file, log handler, child or temporary folder.
-    """
-    global _teardown_skippable
-    _teardown_skippable = True
-
-
 def entry() -> None:
     """The `trace-tui` executable and `python -m trace_tui`: main(), then exit with its code."""
     import signal
@@ -414,7 +353,7 @@ def entry() -> None:
     # and `status --watch` ran on through a `kill -INT`, unlike a run on one node, which sets its own.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     code = main()
-    if _teardown_skippable:
+    if teardown_skippable():
         try:
             sys.stdout.flush()
             sys.stderr.flush()

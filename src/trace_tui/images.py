@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trace_tui import __version__
 from trace_tui.common.atomic import atomic_write_bytes
+from trace_tui.common.clients import docker_client
 from trace_tui.common.digest import sha256_file
 from trace_tui.errors import CheckFailed, RequirementsError, UsageError
 from trace_tui.evaluator_source import stage_evaluator
@@ -101,20 +102,6 @@ def image_tag(name: str, flavor: str) -> str:
 # Saving or loading the images of a bundle (the cpu vLLM images are 7.3 GB) keeps the daemon silent for
 # longer than docker-py's default read timeout of 60 s before the first bytes of the archive.
 BULK_TIMEOUT_S = 3600
-
-
-def docker_client(timeout: int | None = None) -> Any:
-    """The Docker Engine client; TIMEOUT (seconds a read may wait) for calls that move whole images."""
-    import docker
-    from docker.errors import DockerException
-
-    try:
-        client = docker.from_env(**({"timeout": timeout} if timeout else {}))
-        client.ping()
-        return client
-    except DockerException as exc:
-        raise RequirementsError(f"the Docker daemon is not reachable ({exc.__class__.__name__})",
-                                hint="start dockerd, or use --runtime local") from exc
 
 
 def image_pin(pins: dict[str, Any], flavor: str, name: str) -> dict[str, Any]:

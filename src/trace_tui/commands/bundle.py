@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trace_tui.cli import add_recipe_selection, non_empty
+from trace_tui.commands.arguments import add_recipe_selection, non_empty
+from trace_tui.common.clients import docker_client
 from trace_tui.errors import UsageError
 from trace_tui.paths import home, store_dir
 
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         lock = images.read_images_lock()
         if lock is None:
             raise UsageError(f"no image lock at {images.images_lock_path()}", hint="run `make appliance` first")
-        client = images.docker_client(timeout=images.BULK_TIMEOUT_S)
+        client = docker_client(timeout=images.BULK_TIMEOUT_S)
         status = images.image_status(client, lock)
         broken = {n: s for n, s in status.items() if s != "ok"}
         if broken:
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if not src.is_dir():  # bad input before anything else, Docker included
         raise UsageError(f"bundle import {src}: {'is a file, not' if src.exists() else 'no such'} directory",
                          hint="name the folder `trace-tui bundle export` wrote")
-    manifest = bundle.import_bundle(src, store=store, client=images.docker_client(timeout=images.BULK_TIMEOUT_S),
+    manifest = bundle.import_bundle(src, store=store, client=docker_client(timeout=images.BULK_TIMEOUT_S),
                                     images_lock_path=images.images_lock_path(), say=_say)
     _say(f"bundle for recipe {manifest.recipe} imported: {len(manifest.images)} images, "
          f"{len(manifest.entries)} store entries; {_next_step(manifest.recipe)}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from trace_tui.cli import add_recipe_selection
+from trace_tui.commands.arguments import add_recipe_selection
 from trace_tui.errors import ExitCode, TraceTuiError
 
 

@@ -7,6 +7,7 @@ import json
 import sys
 
 from trace_tui.common.atomic import atomic_write_bytes
+from trace_tui.common.clients import docker_client
 from trace_tui.errors import UsageError
 
 
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     if action == "build":
         flavor = args.flavor
         if flavor == "auto":
-            client = images.docker_client()
+            client = docker_client()
             runtimes = client.info().get("Runtimes") or {}
             flavor = "gpu" if "nvidia" in runtimes else "cpu"
             _say(f"flavour: {flavor} ({'NVIDIA runtime present' if flavor == 'gpu' else 'no NVIDIA runtime'})")
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     lock = images.read_images_lock()
     if action == "status":
-        status = images.image_status(images.docker_client(), lock)
+        status = images.image_status(docker_client(), lock)
         if args.json:
             print(json.dumps({"lock": str(images.images_lock_path()), "built": lock is not None, "images": status}, indent=2))
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from trace_tui.cli import non_empty
+from trace_tui.commands.arguments import non_empty
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

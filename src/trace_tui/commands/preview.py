@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from trace_tui.cli import add_recipe_selection
+from trace_tui.commands.arguments import add_recipe_selection
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

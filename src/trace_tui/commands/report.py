@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from trace_tui.cli import non_empty
+from trace_tui.commands.arguments import non_empty
 from trace_tui.verify.release import checked_release_tables, release_dir_arg
 
 

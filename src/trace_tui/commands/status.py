@@ -8,7 +8,7 @@ import math
 import sys
 import time
 
-from trace_tui.cli import non_empty, short
+from trace_tui.commands.arguments import non_empty, short
 from trace_tui.paths import campaign_dir_arg
 
 # --watch: below this a reader polls the database in a busy loop; above it, "watch" is not watching.

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from trace_tui import paths
-from trace_tui.cli import add_recipe_selection, non_empty
+from trace_tui.commands.arguments import add_recipe_selection, non_empty
 from trace_tui.errors import CheckFailed, ExitCode, UsageError, out_of_space
 from trace_tui.stages import protocol
 from trace_tui.stages.protocol import stop_on_sigterm

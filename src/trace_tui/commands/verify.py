@@ -13,18 +13,19 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from trace_tui import logs
-from trace_tui.cli import non_empty, skip_teardown
+from trace_tui.commands.arguments import non_empty, skip_teardown
 from trace_tui.common.atomic import atomic_write_text
 from trace_tui.errors import CheckFailed, UsageError, out_of_space
 from trace_tui.paths import campaign_dir_arg
+from trace_tui.service.requests import VerifyRequest
 from trace_tui.verify.release import release_dir_arg, verify_release
 from trace_tui.verify.yaml_docs import parse_configs_ahead
 
-TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any
+    from trace_tui.verify.campaign import CampaignVerification
 
 STATUS_WORD = {"passed": "PASS", "failed": "FAIL", "absent": "ABSENT"}
 
@@ -53,9 +54,10 @@ def run(args: argparse.Namespace) -> int:
         return code
 
     campaign_dir_arg(campaign_dir)  # a file, a link loop, a folder this user may not read: one line first
-    campaign = _campaign_module()
+    request = VerifyRequest(campaign=Path(campaign_dir), home=getattr(args, "home", None),
+                            release_dir=Path(args.release_dir) if args.release_dir else None)
     if not args.release_dir:
-        return int(campaign.run_cli(args))
+        return _verify_campaign(request, as_json=args.json)
     # Both: the release is verified, and its published values are what the campaign is compared with.
     if args.json:
         import contextlib
@@ -65,27 +67,27 @@ def run(args: argparse.Namespace) -> int:
         with contextlib.redirect_stdout(rel_out):
             code = _verify_release(args)
         with contextlib.redirect_stdout(camp_out):
-            code = max(code, int(campaign.run_cli(args)))
+            code = max(code, _verify_campaign(request, as_json=True))
         print(json.dumps({"release": json.loads(rel_out.getvalue()), "campaign": json.loads(camp_out.getvalue()),
                           "exit_code": code}, indent=2))
         return code
     code = _verify_release(args)
     print()
-    return max(code, int(campaign.run_cli(args)))
+    return max(code, _verify_campaign(request, as_json=False))
 
 
-def _campaign_module():
-    try:
-        from trace_tui.verify import campaign
-    except ModuleNotFoundError as exc:
-        if exc.name != "trace_tui.verify.campaign":
-            raise
-        raise UsageError("campaign verification is unavailable in this installation",
-                         hint="trace_tui.verify.campaign is missing") from None
-    if not hasattr(campaign, "run_cli"):
-        raise UsageError("campaign verification is unavailable in this installation",
-                         hint="trace_tui.verify.campaign has no run_cli")
-    return campaign
+def _verify_campaign(request: VerifyRequest, *, as_json: bool) -> int:
+    # pydantic (the campaign's records) and the store: loaded only for a campaign, never for `--release-dir`
+    from trace_tui.service.verify import verify_campaign_request
+
+    res = verify_campaign_request(request)
+    if as_json:
+        data = res.model_dump()
+        data.update(ok=res.ok, exit_code=res.exit_code, counts=res.counts())
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        print(render_campaign(res))
+    return res.exit_code
 
 
 def _verify_release(args: argparse.Namespace) -> int:
@@ -275,3 +277,25 @@ def write_report(result: Any, out_dir: Path, *, strict: bool, root: Path) -> Non
         atomic_write_text(out_dir / "report.md", render_markdown(result, strict=strict, tables_md=tables_md))
     except OSError as exc:
         raise UsageError(f"--report-dir {out_dir}: cannot write the report ({exc.strerror})") from None
+
+
+def render_campaign(res: CampaignVerification) -> str:
+    lines = [f"campaign {res.campaign} (recipe {res.recipe}, run tag {res.run_tag})"]
+    counts = res.counts()
+    for c in res.checks:
+        if c.status != "passed":
+            extra = f" (expected {c.expected}, actual {c.actual})" if c.expected is not None or c.actual is not None \
+                else ""
+            lines.append(f"{c.status.upper():6} {c.id:8} {c.subject}: {c.message}{extra}")
+    lines.append(f"checks: {counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, "
+                 f"{counts.get('info', 0)} information")
+    if res.comparisons:
+        lines.append(f"comparison with published values ({res.published_source}); information, not a failure:")
+        for cmp_ in res.comparisons:
+            seed = "" if cmp_.seed is None else f"/{cmp_.seed}"
+            lines.append(f"  {cmp_.model}{seed}/{cmp_.benchmark}: {cmp_.score:.2f} vs {cmp_.published:.2f} "
+                         f"({cmp_.difference:+.2f}, tolerance {cmp_.tolerance:.2f}: {cmp_.verdict})")
+    elif res.published_source is None:
+        lines.append("no published values to compare with (give --release-dir DIR or import the release files)")
+    lines.append("VERIFIED" if res.ok else "FAILED")
+    return "\n".join(lines)

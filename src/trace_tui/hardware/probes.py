@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from trace_tui.common.clients import docker_from_env, load_nvml
 from trace_tui.common.images_lock import read_image_lock
 from trace_tui.hardware.report import (
     FIX_IMAGES,
@@ -33,7 +34,7 @@ def _text(value: Any) -> str:
 def probe_gpus(nvml: Any = None) -> GpuStatus:
     """Read the GPUs through NVML. ``nvml`` is the pynvml module or a fake with the same functions."""
     if nvml is None:
-        nvml = _default_nvml()
+        nvml = load_nvml()
         if nvml is None:
             return GpuStatus(status="no_library", message="nvidia-ml-py (pynvml) is not installed; "
                              "install trace-tui's dependencies to read the GPUs")
@@ -122,33 +123,12 @@ def _probe_device(nvml: Any, err: type[Exception], index: int) -> GpuInfo:
     )
 
 
-def _default_nvml() -> Any:
-    # Tests (and the TUI's snapshot and end-to-end tests, which run the app in
-    # another process) pick a fake machine from tests/fake_nvml.py by name.
-    fake = os.environ.get("TRACE_TUI_FAKE_NVML")
-    if fake:
-        import importlib
-
-        return importlib.import_module("fake_nvml").machine(fake)
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    return pynvml
-
-
 # --------------------------------------------------------------------------- Docker probe
 
 
 def image_lock_path(home: Path | None = None) -> Path:
     """The generated image lock: $TRACE_TUI_IMAGES_LOCK, the checkout's appliance/, or HOME/appliance/ (bundles)."""
     return images_lock_path(home)
-
-
-def _default_docker_client() -> Any:
-    import docker
-
-    return docker.from_env(timeout=10)
 
 
 def probe_docker(client_factory: Callable[[], Any] | None = None, *, lock_path: Path | None = None,
@@ -162,7 +142,7 @@ def probe_docker(client_factory: Callable[[], Any] | None = None, *, lock_path: 
         return DockerStatus(status="no_library", message="docker-py is not installed", lock_status=lock_status,
                             lock_path=str(lock_path), lock_message=lock_message)
     try:
-        client = (client_factory or _default_docker_client)()
+        client = (client_factory or (lambda: docker_from_env(timeout=10)))()
         version = client.version()
         info = client.info()
     except (derr.DockerException, OSError) as exc:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from trace_tui.common.clients import docker_client
 from trace_tui.common.images_lock import image_refs
 from trace_tui.common.safe_write import open_append
 from trace_tui.errors import RequirementsError
@@ -39,7 +40,6 @@ UNPRIVILEGED = (65534, 65534)  # nobody:nogroup, for runs invoked as root
 IMAGE_HINT = "build the images: `make appliance`"
 LOCK_HINT = ("build the images and their lock with `make appliance`, import a bundle's with `trace-tui bundle import "
              "DIR`, or run without containers: `--runtime local`")
-DAEMON_HINT = "start it (`sudo systemctl start docker`), or run with `--runtime local`"
 GPU_HINT = "install the NVIDIA Container Toolkit and restart Docker (`sudo nvidia-ctk runtime configure && " \
            "sudo systemctl restart docker`)"
 
@@ -52,18 +52,6 @@ def container_user() -> tuple[int, int]:
     """The uid:gid a stage container runs as: the invoking user, never root."""
     uid, gid = os.getuid(), os.getgid()
     return UNPRIVILEGED if uid == 0 else (uid, gid)
-
-
-def docker_client(timeout: int = 60) -> Any:
-    import docker
-    from docker.errors import DockerException
-
-    try:
-        client = docker.from_env(timeout=timeout)
-        client.ping()
-        return client
-    except DockerException as exc:
-        raise RequirementsError(f"the Docker engine is not reachable ({_short(exc)})", hint=DAEMON_HINT) from None
 
 
 def docker_available() -> bool:

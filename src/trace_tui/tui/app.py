@@ -1,8 +1,8 @@
 """The trace-tui terminal UI (Textual).
 
 The app receives its backends (hardware probe, recipes, runner factory,
-verify, release directory) through its constructor; `run_tui(args)` builds the
-real ones from the command line. Every action here is also a CLI command:
+verify, release directory) through its constructor; `run_tui(request)` builds the
+real ones from what the command line asked for. Every action here is also a CLI command:
 hardware → `trace-tui hw`, recipes → `trace-tui recipes`, preview →
 `trace-tui preview NAME`, run → `trace-tui --recipe NAME`, verify →
 `trace-tui verify --release-dir DIR | --campaign DIR`.
@@ -20,14 +20,14 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from trace_tui.tui.choices import SLURM_FIELDS, RunChoices, choices_from_args
+from trace_tui.service.campaigns import campaign_holds, without_steps
+from trace_tui.service.requests import RunRequest, SlurmOptions
+from trace_tui.tui.choices import SLURM_FIELDS, RunChoices, choices_from_request
 from trace_tui.tui.cluster_backend import SchedulerChoice
 from trace_tui.tui.messages import SchedulerChanged
 from trace_tui.tui.screens.hardware import HardwareScreen
 
 if TYPE_CHECKING:  # pragma: no cover
-    import argparse
-
     from trace_tui.tui.backends import Backends
     from trace_tui.tui.screens.run import RunScreen
 
@@ -100,8 +100,6 @@ class TraceTuiApp(App[int]):
             start = start.replace(models=(), seeds=())
         campaign = start.campaign
         if campaign:
-            from trace_tui.tui.backends import campaign_holds
-
             campaign = campaign if campaign_holds(Path(campaign).expanduser().resolve(), name) else None
         return start.replace(recipe=name, campaign=campaign, scheduler=self.choices.scheduler,
                              **{f: getattr(self.choices, f) for f in SLURM_FIELDS})
@@ -166,8 +164,6 @@ class TraceTuiApp(App[int]):
 
     @work(thread=True, exclusive=True, group="start")
     def _check_then_run(self, resolved: Any, skip: frozenset[str]) -> None:
-        from trace_tui.tui.backends import without_steps
-
         try:
             problems = self.backends.problems(without_steps(resolved, skip), self.hardware_report)
         except Exception as exc:  # noqa: BLE001 - a check that cannot run is itself a reason not to start
@@ -384,26 +380,28 @@ class TraceTuiApp(App[int]):
             yes="Stop and quit", no="Keep running"), answer)
 
 
-def build_app(args: argparse.Namespace, backends: Backends | None = None) -> TraceTuiApp:
+def build_app(request: RunRequest | None = None, slurm: SlurmOptions | None = None,
+              backends: Backends | None = None) -> TraceTuiApp:
+    """The app for what the command line asked (REQUEST; SLURM: its `--scheduler slurm` options, None for this
+    machine), over BACKENDS (default: the real ones)."""
     from trace_tui.tui.backends import default_backends
 
-    backends = backends or default_backends(args)
-    campaign = getattr(args, "campaign", None)
-    recipe = getattr(args, "recipe", None)
-    app = TraceTuiApp(
+    request = request or RunRequest()
+    backends = backends or default_backends(request)
+    campaign, recipe = request.options.campaign, request.recipe
+    return TraceTuiApp(
         backends,
         recipe=recipe,
         campaign=Path(campaign).expanduser().resolve() if campaign and not recipe else None,
-        yes=bool(getattr(args, "yes", False)),
-        choices=choices_from_args(args),
-        scheduler=SchedulerChoice.from_args(args),
+        yes=request.yes,
+        choices=choices_from_request(request, slurm),
+        scheduler=SchedulerChoice.from_options(slurm),
     )
-    return app
 
 
-def run_tui(args: argparse.Namespace) -> int:
+def run_tui(request: RunRequest, slurm: SlurmOptions | None = None) -> int:
     """`trace-tui` on a terminal: open the UI; the exit code says how the last run ended."""
-    app = build_app(args)
+    app = build_app(request, slurm)
     result = app.run()
     hint = resume_hint(app.stopped_runs)
     if hint:

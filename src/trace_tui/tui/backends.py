@@ -15,23 +15,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from trace_tui import paths
-from trace_tui.campaign_files.recipe_file import campaign_recipe_name, read_campaign_recipe
-from trace_tui.common.digest import sha256_json
+from trace_tui.campaign_files.state import recorded_runtime
+from trace_tui.common.clients import load_nvml
 from trace_tui.engine.campaign_list import list_campaigns
-from trace_tui.engine.headless import requirement_problems, run_gpu_plan
-from trace_tui.errors import TraceTuiError
 from trace_tui.runtime import make_runtime
 from trace_tui.runtime.docker import docker_available
+from trace_tui.service.campaigns import OpenedCampaign, OwnedRunner, read_campaign, session_campaign_folder, without_steps
+from trace_tui.service.requests import RunRequest
+from trace_tui.service.requirements import probe_hardware, requirement_problems, run_gpu_plan
 from trace_tui.tui.cluster_backend import cluster_backend
 from trace_tui.verify.release import verify_release as verify
 
 if TYPE_CHECKING:  # what the backends return; a screen gets them through Backends and imports none of them
-    import argparse
-
-    from trace_tui.engine.campaign import Campaign
     from trace_tui.engine.campaign_list import CampaignSummary
-    from trace_tui.engine.events import Event, SliceState
-    from trace_tui.engine.runner import Runner, RunResult
+    from trace_tui.engine.events import Event
+    from trace_tui.engine.runner import RunResult
     from trace_tui.hardware import HardwareReport, StepCheck
     from trace_tui.preview import Preview
     from trace_tui.recipe_schema import Recipe, ResolvedRecipe
@@ -156,17 +154,6 @@ def _docker() -> str:
     return "docker"
 
 
-def _nvml_module() -> Any:
-    fake = os.environ.get("TRACE_TUI_FAKE_NVML")  # tests: a fake machine from tests/fake_nvml.py
-    if fake:
-        import importlib
-
-        return importlib.import_module("fake_nvml").machine(fake)
-    import pynvml
-
-    return pynvml
-
-
 def nvml_sampler(nvml: Any = None) -> Callable[[], list[GpuSample]]:
     """GPU utilisation and memory per GPU; an empty list when NVML has no driver (said once, then quiet)."""
     state: dict[str, Any] = {"nvml": nvml, "init": False, "broken": False}
@@ -175,7 +162,7 @@ def nvml_sampler(nvml: Any = None) -> Callable[[], list[GpuSample]]:
         if state["broken"]:
             return []
         try:
-            mod = state["nvml"] = state["nvml"] or _nvml_module()
+            mod = state["nvml"] = state["nvml"] or load_nvml()
             if not state["init"]:
                 mod.nvmlInit()
                 state["init"] = True
@@ -196,111 +183,16 @@ def nvml_sampler(nvml: Any = None) -> Callable[[], list[GpuSample]]:
     return sample
 
 
-@dataclass
-class OpenedCampaign:
-    """An existing campaign read without writing: its recipe, step and slice states, and whether it runs now."""
-
-    path: Path
-    resolved: ResolvedRecipe
-    step_states: dict[str, str]
-    events: list[SliceState]
-    live: bool
-    last_state: str = ""
-    runtime: str = ""  # where its last run ran ("docker", "local"); "" when not recorded
-
-
-def campaign_is_live(path: Path) -> bool:
-    """Whether a runner holds the campaign's lock now (the engine holds an exclusive flock for a whole run)."""
-    import fcntl
-
-    lock = Path(path) / ".lock"
-    if not lock.exists():
-        return False
-    fd = os.open(lock, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing releases the shared lock we may have taken
-    return False
-
-
-def read_campaign(path: Path) -> OpenedCampaign:
-    """The campaign's state from its SQLite database and recipe.json, read-only."""
-    from trace_tui.campaign_files import state as cmod
-    from trace_tui.engine.events import SliceState
-    from trace_tui.recipes import recorded_recipe
-
-    path = Path(path).expanduser().resolve()
-    # validated: a field no recipe may hold is one line naming the file (shown; a run takes the shipped recipe)
-    resolved = recorded_recipe(read_campaign_recipe(path), source=str(path / "recipe.json"))
-    # Expected jobs, and the slices that whole-step jobs report (the release evaluator's one generate job).
-    meta, steps, jobs, subs = cmod.read_snapshot(path)
-    known = ("pending", "skipped", "running", "resumed", "completed", "failed", "cancelled", "invalidated")
-    events = [SliceState(step=j.step, model=j.model, seed=j.seed, benchmark=j.benchmark,
-                         state=j.state if j.state in known else "pending", done=j.done, total=j.total, score=j.score)
-              for j in [*jobs, *subs] if j.model is not None]
-    return OpenedCampaign(path=path, resolved=resolved, step_states={s["step"]: s["state"] for s in steps},
-                          events=events, live=campaign_is_live(path), last_state=meta.get("last_run_state", ""),
-                          runtime=meta.get("runtime", "") if meta.get("runtime") in ("docker", "local") else "")
-
-
-class OwnedRunner:
-    """A Runner with the campaign it opened: closing the campaign (and its lock) when the run returns."""
-
-    def __init__(self, runner: Runner, campaign: Campaign) -> None:
-        self.runner = runner
-        self.campaign = campaign
-
-    def run(self, on_event: Callable[[Event], None]) -> RunResult:
-        try:
-            return self.runner.run(on_event)
-        finally:
-            self.campaign.close()
-
-    def cancel(self) -> None:
-        self.runner.cancel()
-
-    @property
-    def cancelled(self) -> bool:
-        return self.runner.cancelled
-
-
-def without_steps(resolved: ResolvedRecipe, skip: frozenset[str]) -> ResolvedRecipe:
-    """The resolved recipe less the steps the user chose to skip (the runner runs every step it is given)."""
-    if not skip:
-        return resolved
-    recipe = resolved.recipe
-    kept = [s for s in recipe.steps if s.id not in skip]
-    # a skipped step's store entries are not needed either (the requirement check reads these)
-    entries = {k: v for k, v in resolved.store_entries.items() if k not in skip}
-    narrowed = recipe.model_copy(update={"steps": kept})
-    # The campaign records the recipe it ran, less the skipped steps; its configuration hash is the one of
-    # that content (as trace_tui.recipes computes it), so `verify --campaign` recomputes it and a skip is not
-    # taken for an edit. The run tag stays: it names the campaign folder the run was planned in.
-    from trace_tui.recipe_schema import config_data
-
-    sha = sha256_json(config_data(narrowed, resolved.suite, resolved.suite_sha256, resolved.models, resolved.seeds,
-                                  resolved.benchmarks, resolved.settings, resolved.training, entries))
-    return resolved.model_copy(update={"recipe": narrowed, "store_entries": entries, "config_sha256": sha})
-
-
-def campaign_holds(campaign: Path, recipe: str) -> bool:
-    """Whether CAMPAIGN is new (no recipe written yet) or holds a run of RECIPE."""
-    try:
-        return campaign_recipe_name(campaign) in (None, recipe)
-    except TraceTuiError:
-        return False  # a damaged campaign is never written into by another run
-
-
-def default_backends(args: argparse.Namespace | None = None) -> Backends:
-    """The real backends: NVML, Docker, the recipes, the engine, verify, Slurm."""
-    home = paths.home(getattr(args, "home", None))
-    release = os.environ.get("TRACE_RELEASE_DIR") or getattr(args, "release_dir", None)
+def default_backends(request: RunRequest | None = None) -> Backends:
+    """The real backends over the service: NVML, Docker, the recipes, the engine, verify, Slurm. REQUEST: what the
+    command line asked for (its home, campaign, runtime and narrowing), the UI's starting choices."""
+    request = request or RunRequest()
+    opts = request.options
+    home = paths.home(opts.home)
+    release = os.environ.get("TRACE_RELEASE_DIR")
+    given = Path(opts.campaign).expanduser().resolve() if opts.campaign else None
     # what the flags chose, until the UI chooses again (Backends.choose)
-    chosen: dict[str, Any] = {"runtime": getattr(args, "runtime", None),
-                              "offline": bool(getattr(args, "offline", False))}
+    chosen: dict[str, Any] = {"runtime": opts.runtime, "offline": opts.offline}
     runtime_kind: dict[str, str] = {}
 
     def set_choices(choices: RunChoices) -> None:
@@ -316,8 +208,6 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         if chosen["runtime"]:
             return chosen["runtime"]
         if campaign is not None:
-            from trace_tui.campaign_files.state import recorded_runtime
-
             recorded = recorded_runtime(campaign)
             if recorded:
                 return recorded
@@ -331,10 +221,8 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         return runtime_kind["kind"]
 
     def hardware_probe() -> HardwareReport:
-        from trace_tui import hardware
-
-        campaign = getattr(args, "campaign", None)  # disk needs: where that campaign's outputs go
-        return hardware.hardware_report(home, campaign=Path(campaign).expanduser() if campaign else None)
+        # disk needs: where that campaign's outputs go
+        return probe_hardware(home, Path(opts.campaign).expanduser() if opts.campaign else None)
 
     def known() -> list[str]:
         from trace_tui import recipes
@@ -350,8 +238,9 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         from trace_tui import recipes
 
         # models and seeds: the UI's choices (which start as the command line's --models/--seeds)
+        benchmarks = request.selection.benchmarks
         return recipes.resolve_recipe(recipe, models=models, seeds=seeds,
-                                      benchmarks=getattr(args, "benchmarks", None))
+                                      benchmarks=list(benchmarks) if benchmarks else None)
 
     def check(resolved: ResolvedRecipe, report: HardwareReport) -> list[StepCheck]:
         from trace_tui import hardware
@@ -363,12 +252,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         return requirement_problems(resolved, runtime, home, report if report is not None else hardware_probe())
 
     def campaign_dir_for(resolved: ResolvedRecipe) -> Path:
-        given = Path(args.campaign).expanduser().resolve() if getattr(args, "campaign", None) else None
-        if given is not None and campaign_holds(given, resolved.recipe.name):
-            return given
-        # --campaign names the campaign the session opened (or a new one at that path): another
-        # recipe chosen later gets its own folder, never that campaign's.
-        return paths.campaigns_dir(home) / resolved.run_tag
+        return session_campaign_folder(given, resolved, home)
 
     def runner_factory(resolved: ResolvedRecipe, campaign_dir: Path, skip: frozenset[str] = frozenset()) -> OwnedRunner:
         from trace_tui.engine.campaign import Campaign
@@ -378,7 +262,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         # A resumed campaign's recipe comes from its recipe.json, which is data: what runs is the recipe
         # trace-tui ships (or the user's --recipe FILE) for the same selection, as a headless run takes it.
         resolved = trusted_resolved(resolved, source=str(Path(campaign_dir) / "recipe.json"),
-                                    recipe_file=getattr(args, "recipe", None))
+                                    recipe_file=request.recipe)
         steps = without_steps(resolved, skip)
         plan = run_gpu_plan(steps, hardware_probe())  # the same plan a headless run of it gets
         campaign = Campaign(campaign_dir)
@@ -387,7 +271,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
                             store=paths.store_dir(home), offline=chosen["offline"], plan=plan,
                             # finished work with changed inputs: the run screen shows the one line
                             # listing the change unless the TUI was started with --redo
-                            redo=bool(getattr(args, "redo", False)),
+                            redo=opts.redo,
                             listed_steps=resolved.recipe.steps)  # skipped steps are listed as skipped
         except BaseException:
             campaign.close()
@@ -411,7 +295,7 @@ def default_backends(args: argparse.Namespace | None = None) -> Backends:
         runner_factory=runner_factory, campaign_dir_for=campaign_dir_for, open_campaign=open_campaign,
         verify_release=verify_release, verify_campaign=verify_campaign,
         release_dir=Path(release).expanduser().resolve() if release else None, home=home,
-        run_problems=run_problems, runtime_name=runtime_name, runtime_for=runtime_for, cluster=cluster_backend(args),
+        run_problems=run_problems, runtime_name=runtime_name, runtime_for=runtime_for, cluster=cluster_backend(request),
         set_choices=set_choices,
     )
 

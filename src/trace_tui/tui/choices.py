@@ -14,7 +14,7 @@ import shlex
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # pragma: no cover
-    import argparse
+    from trace_tui.service.requests import RunRequest, SlurmOptions
 
 SLURM_FIELDS = ("partition", "account", "gpus_per_node", "time", "max_parallel")
 RUNTIMES = (None, "docker", "local")
@@ -77,18 +77,15 @@ class RunChoices:
         return {"models": list(self.models) or None, "seeds": list(self.seeds) or None}
 
 
-def choices_from_args(args: argparse.Namespace | None) -> RunChoices:
+def choices_from_request(request: RunRequest | None, slurm: SlurmOptions | None = None) -> RunChoices:
     """The choices a command line made (`trace-tui --recipe demo --runtime local ...` opening the UI)."""
-    if args is None:
+    if request is None:
         return RunChoices()
-
-    def get(name: str, default: Any = None) -> Any:
-        return getattr(args, name, default)
-
-    return RunChoices(recipe=get("recipe") or "", campaign=get("campaign") or None, models=tuple(get("models") or ()),
-                      seeds=tuple(get("seeds") or ()), runtime=get("runtime"), offline=bool(get("offline", False)),
-                      scheduler=get("scheduler") or "none",
-                      **{name: get(name) for name in SLURM_FIELDS})
+    opts, sel = request.options, request.selection
+    site = {name: getattr(slurm, name) for name in SLURM_FIELDS} if slurm is not None else {}
+    return RunChoices(recipe=request.recipe or "", campaign=opts.campaign or None, models=sel.models or (),
+                      seeds=sel.seeds or (), runtime=opts.runtime, offline=opts.offline,
+                      scheduler="slurm" if slurm is not None else "none", **site)
 
 
 def parse_int(text: str, flag: str) -> int | None:

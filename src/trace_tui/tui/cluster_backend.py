@@ -1,16 +1,18 @@
 """The TUI's way to Slurm: the scheduler the user chose, and the cluster module behind it.
 
 The run screen submits, follows and cancels a sharded campaign through exactly the functions the
-command line uses (``trace_tui.engine.cluster``): ``prepare_submission`` + ``submit_prepared``
+command line uses (``trace_tui.service.submit``): ``prepare_submission`` + ``submit_prepared``
 (`trace-tui --recipe NAME --scheduler slurm`), ``cluster_status`` (`trace-tui status --campaign DIR
---json` for a sharded parent) and ``cancel_campaign`` (Ctrl-C while the command line follows the jobs).
+--json` for a sharded parent) and ``trace_tui.engine.cluster.cancel_campaign`` (Ctrl-C while the command
+line follows the jobs).
 Screens see only :class:`ClusterBackend`'s callables, never the engine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +20,11 @@ from trace_tui.errors import UsageError
 from trace_tui.local_models import import_local_models
 from trace_tui.paths import home as home_dir
 from trace_tui.paths import store_dir
+from trace_tui.service.requests import RunRequest, SlurmOptions, SubmitRequest
 
 if TYPE_CHECKING:  # pragma: no cover
-    import argparse
+    from trace_tui.engine.cluster import Submitted
+    from trace_tui.recipe_schema import ResolvedRecipe
 
 SCHEDULERS = ("none", "slurm")  # the command line's --scheduler values: none = this machine
 
@@ -59,10 +63,14 @@ class SchedulerChoice:
         return "Slurm" + (f" ({opts})" if opts else " (the site's defaults)")
 
     @classmethod
-    def from_args(cls, args: Any) -> SchedulerChoice:
-        values = {f.name: getattr(args, f.name, None) for f in fields(cls)}
-        values["scheduler"] = values["scheduler"] or "none"
-        return cls(**values)
+    def from_options(cls, slurm: SlurmOptions | None) -> SchedulerChoice:
+        """The command line's choice: Slurm with these options, or this machine (None)."""
+        if slurm is None:
+            return cls()
+        return cls(scheduler="slurm", **{f.name: getattr(slurm, f.name) for f in dataclasses.fields(SlurmOptions)})
+
+    def slurm_options(self) -> SlurmOptions:
+        return SlurmOptions(**{f.name: getattr(self, f.name) for f in dataclasses.fields(SlurmOptions)})
 
     @classmethod
     def from_form(cls, scheduler: str, **texts: str) -> SchedulerChoice:
@@ -95,7 +103,7 @@ class OpenedCluster:
     """An existing sharded parent: its recipe, and what its last submission chose (so `r` repeats it)."""
 
     path: Path
-    resolved: Any
+    resolved: ResolvedRecipe | None
     choice: SchedulerChoice
     run_options: dict[str, Any] = field(default_factory=dict)  # runtime, offline, local_model, benchmarks
     problem: str = ""  # why it cannot be resubmitted from here (resolved is None then)
@@ -104,8 +112,8 @@ class OpenedCluster:
 @dataclass
 class ClusterBackend:
     is_sharded: Callable[[Path], bool]
-    # (resolved, choice, campaign_dir, run_options) -> trace_tui.engine.cluster.Submitted
-    submit: Callable[..., Any]
+    # (resolved, choice, campaign_dir, run_options) -> what the submission did
+    submit: Callable[..., Submitted]
     # campaign_dir -> the dict `trace-tui status --campaign DIR --json` prints
     status: Callable[[Path], dict[str, Any]]
     # campaign_dir -> the job ids scancelled
@@ -113,19 +121,22 @@ class ClusterBackend:
     open: Callable[[Path], OpenedCluster]
 
 
-def submission_args(args: Any, choice: SchedulerChoice, campaign_dir: Path,
-                    run_options: dict[str, Any] | None = None) -> argparse.Namespace:
-    """The command line's arguments for this submission: the TUI's own, the choice, and a resumed campaign's
-    recorded run options where the TUI was not given its own."""
-    import argparse  # here, not at the top: the app imports this module before its first paint
-
-    base = dict(vars(args)) if args is not None else {}
-    for key, value in (run_options or {}).items():
-        if not base.get(key):
-            base[key] = value
-    base.update({f.name: getattr(choice, f.name) for f in fields(SchedulerChoice)})
-    base.update(scheduler="slurm", campaign=str(campaign_dir), dry_run=False, yes=True, no_wait=True)
-    return argparse.Namespace(**base)
+def submission_request(request: RunRequest | None, choice: SchedulerChoice, campaign_dir: Path,
+                       run_options: dict[str, Any] | None = None) -> SubmitRequest:
+    """The submission the command line would make: the TUI's own request, the choice, and a resumed campaign's
+    recorded run options (runtime, offline, local_model, benchmarks) where the TUI was not given its own."""
+    request = request or RunRequest()
+    recorded = run_options or {}
+    opts = request.options
+    options = dataclasses.replace(
+        opts, campaign=str(campaign_dir), runtime=opts.runtime or recorded.get("runtime"),
+        offline=opts.offline or bool(recorded.get("offline")),
+        local_models=opts.local_models or tuple(recorded.get("local_model") or ()))
+    selection = request.selection
+    if not selection.benchmarks and recorded.get("benchmarks"):
+        selection = dataclasses.replace(selection, benchmarks=tuple(recorded["benchmarks"]))
+    run = dataclasses.replace(request, options=options, selection=selection, yes=True)
+    return SubmitRequest(run=run, slurm=choice.slurm_options(), dry_run=False, no_wait=True)
 
 
 def open_sharded(path: Path, home: Path | None = None) -> OpenedCluster:
@@ -167,38 +178,38 @@ def _resolve_again(plan: Any, local_model: list[str] | None, home: Path | None) 
                           benchmarks=plan.benchmarks if plan.narrowed_benchmarks else None, local_models=own)
 
 
-def cluster_backend(args: Any = None) -> ClusterBackend:
-    """The real one: trace_tui.engine.cluster over Slurm's own commands."""
+def cluster_backend(request: RunRequest | None = None) -> ClusterBackend:
+    """The real one: the service's Slurm submission and the engine's cluster code, over Slurm's own commands."""
 
-    def is_sharded(path: Path) -> bool:
-        from trace_tui.campaign_files.shard_files import is_sharded as sharded
-
-        return sharded(path)
-
-    def submit(resolved: Any, choice: SchedulerChoice, campaign_dir: Path,
-               run_options: dict[str, Any] | None = None) -> Any:
-        from trace_tui.engine import cluster
+    def submit(resolved: ResolvedRecipe, choice: SchedulerChoice, campaign_dir: Path,
+               run_options: dict[str, Any] | None = None) -> Submitted:
+        from trace_tui.service.submit import prepare_submission, submit_prepared  # pydantic: the shard plan
 
         if not choice.slurm:
             raise UsageError("this run is not for Slurm", hint="choose the Slurm scheduler first")
-        ns = submission_args(args, choice, campaign_dir, run_options)
-        return cluster.submit_prepared(ns, cluster.prepare_submission(ns, resolved))
+        submission = submission_request(request, choice, campaign_dir, run_options)
+        return submit_prepared(submission, prepare_submission(submission, resolved))
 
     def status(path: Path) -> dict[str, Any]:
         from trace_tui.engine.cluster_status import cluster_status
 
         return cluster_status(path)
 
+    def reopen(path: Path) -> OpenedCluster:
+        return open_sharded(path, request.options.home if request else None)
+
+    def is_sharded(path: Path) -> bool:
+        from trace_tui.campaign_files.shard_files import is_sharded as sharded  # pydantic: the shard plan
+
+        return sharded(path)
+
     def cancel(path: Path) -> list[str]:
-        from trace_tui.engine.cluster import cancel_campaign
+        from trace_tui.engine.cluster import cancel_campaign  # pydantic: the shard plan
 
         return cancel_campaign(Path(path))
-
-    def reopen(path: Path) -> OpenedCluster:
-        return open_sharded(path, getattr(args, "home", None))
 
     return ClusterBackend(is_sharded=is_sharded, submit=submit, status=status, cancel=cancel, open=reopen)
 
 
 __all__ = ["ClusterBackend", "OpenedCluster", "SCHEDULERS", "SchedulerChoice", "cluster_backend", "open_sharded",
-           "submission_args"]
+           "submission_request"]

@@ -31,7 +31,6 @@ not recompute or a missing slice is a failure (exit 1).
 
 from __future__ import annotations
 
-import argparse
 import errno
 import hashlib
 import importlib
@@ -1135,64 +1134,6 @@ def _settings_checks(resolved: dict[str, Any], lock: Any, add: Callable[[Check],
               actual={k: v[1] for k, v in diffs.items()} or None))
 
 
-# --------------------------------------------------------------------------- command line
-
-
-def _published_for(args: argparse.Namespace) -> tuple[dict | None, str | None]:
-    release_dir = getattr(args, "release_dir", None)
-    if release_dir:
-        return load_published(Path(release_dir).expanduser()), str(release_dir)
-    # The release files in the store (eval-setup puts them there), when present.
-    try:
-        from trace_tui import paths
-        from trace_tui.release import release_lock
-        from trace_tui.store.store import Store
-
-        lock = release_lock()
-        store = Store(paths.store_dir(paths.home(getattr(args, "home", None))))
-        name = f"release/{lock.upstream.repository}@{lock.upstream.commit}"
-        if store.has(name):
-            where = store.path_of(name)
-            return load_published(where, lock), str(where)
-    except Exception:  # noqa: BLE001 - no store or no release entry: no comparison, said in the output
-        pass
-    return None, None
-
-
-def render(res: CampaignVerification) -> str:
-    lines = [f"campaign {res.campaign} (recipe {res.recipe}, run tag {res.run_tag})"]
-    counts = res.counts()
-    for c in res.checks:
-        if c.status != "passed":
-            extra = f" (expected {c.expected}, actual {c.actual})" if c.expected is not None or c.actual is not None \
-                else ""
-            lines.append(f"{c.status.upper():6} {c.id:8} {c.subject}: {c.message}{extra}")
-    lines.append(f"checks: {counts.get('passed', 0)} passed, {counts.get('failed', 0)} failed, "
-                 f"{counts.get('info', 0)} information")
-    if res.comparisons:
-        lines.append(f"comparison with published values ({res.published_source}); information, not a failure:")
-        for cmp_ in res.comparisons:
-            seed = "" if cmp_.seed is None else f"/{cmp_.seed}"
-            lines.append(f"  {cmp_.model}{seed}/{cmp_.benchmark}: {cmp_.score:.2f} vs {cmp_.published:.2f} "
-                         f"({cmp_.difference:+.2f}, tolerance {cmp_.tolerance:.2f}: {cmp_.verdict})")
-    elif res.published_source is None:
-        lines.append("no published values to compare with (give --release-dir DIR or import the release files)")
-    lines.append("VERIFIED" if res.ok else "FAILED")
-    return "\n".join(lines)
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    published, source = _published_for(args)
-    res = verify_campaign(args.campaign, published=published, published_source=source)
-    if getattr(args, "json", False):
-        data = res.model_dump()
-        data.update(ok=res.ok, exit_code=res.exit_code, counts=res.counts())
-        print(json.dumps(data, indent=2, default=str))
-    else:
-        print(render(res))
-    return res.exit_code
-
-
 __all__ = ["CampaignVerification", "Check", "Comparison", "compare", "load_published", "locate",
-           "recipe_against_state", "recipe_checks", "recomputer_for", "render", "run_cli", "unsafe_files",
+           "recipe_against_state", "recipe_checks", "recomputer_for", "unsafe_files",
            "verify_campaign", "verify_sharded"]
