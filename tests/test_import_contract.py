@@ -32,6 +32,11 @@ PLANTS = [
     ("tui/screens/hardware.py", "from trace_tui.tui.screens import run", "trace_tui.tui.screens.run"),
     ("engine/runner.py", "from trace_tui.service import run", "trace_tui.service.run"),  # the engine above the service
     ("common/atomic.py", "from trace_tui import paths", "trace_tui.paths"),  # the bottom layer imports nothing of ours
+    ("common/digest.py", "from trace_tui.stages import protocol", "trace_tui.stages.protocol"),
+    ("verify/release.py", "from trace_tui.commands import report", "trace_tui.commands.report"),
+    ("scoring/match.py", "from trace_tui.engine import runner", "trace_tui.engine.runner"),  # scoring and what runs
+    ("hardware/verdicts.py", "from trace_tui.stages import train_profile", "trace_tui.stages.train_profile"),
+    ("verify/campaign.py", "from trace_tui.engine import campaign", "trace_tui.engine.campaign"),
 ]
 
 
@@ -122,3 +127,19 @@ def test_own_modules_are_imported_at_the_top(limit: float) -> None:
     share = inside_own / total
     print(f"imports {total}, of the project's own modules inside functions {inside_own} ({share:.1%})")
     assert share < limit, f"{inside_own} of {total} imports ({share:.1%}) are own modules imported in a function"
+
+
+def test_the_bottom_layer_imports_only_the_standard_library() -> None:
+    """trace_tui.common runs inside every stage image before anything heavy is importable."""
+    allowed_ours = {"trace_tui.common", "trace_tui.errors"}
+    for path in sorted((PACKAGE / "common").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top == "trace_tui":
+                    assert any(name == m or name.startswith(m + ".") for m in allowed_ours), f"{path.name}: {name}"
+                else:
+                    assert top in sys.stdlib_module_names or top == "__future__", f"{path.name}: {name}"
+

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from trace_tui.commands.arguments import add_recipe_selection, non_empty
-from trace_tui.common.clients import docker_client
+from trace_tui.clients import docker_client
 from trace_tui.errors import UsageError
 from trace_tui.paths import home, store_dir
 

@@ -7,7 +7,7 @@ import json
 import sys
 
 from trace_tui.common.atomic import atomic_write_bytes
-from trace_tui.common.clients import docker_client
+from trace_tui.clients import docker_client
 from trace_tui.errors import UsageError
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from trace_tui.common.clients import docker_from_env, load_nvml
+from trace_tui.clients import docker_from_env, load_nvml
 from trace_tui.common.images_lock import read_image_lock
 from trace_tui.hardware.report import (
     FIX_IMAGES,

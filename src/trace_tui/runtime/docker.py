@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trace_tui.common.clients import docker_client
+from trace_tui.clients import docker_client
 from trace_tui.common.images_lock import image_refs
 from trace_tui.common.safe_write import open_append
 from trace_tui.errors import RequirementsError

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from trace_tui import paths
 from trace_tui.campaign_files.state import recorded_runtime
-from trace_tui.common.clients import load_nvml
+from trace_tui.clients import load_nvml
 from trace_tui.engine.campaign_list import list_campaigns
 from trace_tui.runtime import make_runtime
 from trace_tui.runtime.docker import docker_available
