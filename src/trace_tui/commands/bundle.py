@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trace_tui.commands.arguments import add_recipe_selection, non_empty
+from trace_tui import bundle, images
 from trace_tui.clients import docker_client
+from trace_tui.commands.arguments import add_recipe_selection, non_empty
 from trace_tui.errors import UsageError
 from trace_tui.paths import home, store_dir
+from trace_tui.recipes import known_recipes, resolve_recipe
+from trace_tui.store import Store
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,16 +34,12 @@ def _say(msg: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from trace_tui import bundle, images
-    from trace_tui.store import Store
-
     store = Store(store_dir(home(args.home)))
     if args.bundle_command == "export":
         dest = Path(args.dir)
         if dest.exists() and not dest.is_dir():
             raise UsageError(f"bundle export {dest}: is a file, not a directory",
                              hint="name a new or empty directory for the bundle")
-        from trace_tui.recipes import resolve_recipe
 
         resolved = resolve_recipe(args.recipe, models=args.models, seeds=args.seeds, benchmarks=args.benchmarks)
         lock = images.read_images_lock()
@@ -73,8 +72,6 @@ def _next_step(recipe: str) -> str:
     """What to run now. RECIPE passed the bundle manifest's check (a recipe name: lower-case letters,
     digits and dashes), so it prints as it is; a recipe this trace-tui does not ship came from a
     recipe file, which the site runs by its path."""
-    from trace_tui.recipes import known_recipes
-
     if recipe in known_recipes():
         return f"run `trace-tui --recipe {recipe} --offline`"
     return (f"recipe {recipe} is not one this trace-tui ships: run `trace-tui --recipe FILE.yaml --offline` "

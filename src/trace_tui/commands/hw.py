@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from trace_tui import hardware, paths, recipes
 from trace_tui.commands.arguments import add_recipe_selection
 from trace_tui.errors import ExitCode, TraceTuiError
 
@@ -18,8 +19,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import json
-
-    from trace_tui import hardware, paths, recipes
 
     home = paths.home(args.home)
     report = hardware.hardware_report(home)

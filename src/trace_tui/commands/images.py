@@ -6,8 +6,9 @@ import argparse
 import json
 import sys
 
-from trace_tui.common.atomic import atomic_write_bytes
+from trace_tui import images
 from trace_tui.clients import docker_client
+from trace_tui.common.atomic import atomic_write_bytes
 from trace_tui.errors import UsageError
 
 
@@ -35,8 +36,6 @@ def _say(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trace_tui import images
-
     action = args.images_command
     if action == "build":
         flavor = args.flavor

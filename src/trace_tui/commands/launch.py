@@ -1,17 +1,18 @@
 """`trace-tui` without a subcommand: run a recipe (--recipe) or open the TUI. The flags become the service's
-typed requests here, and the outcome is rendered here; nothing below sees the parsed command line."""
+typed requests here; nothing below sees the parsed command line.
+
+This module is what every run and every opening of the TUI imports first, so it imports neither side's heavy
+half: the TUI (textual) and a run of a recipe (`commands/run_recipe.py`: pydantic's recipe models, the engine)
+are each imported when chosen, and the TUI paints its first screen without loading pydantic.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from trace_tui.commands.submit import submit_campaign
-from trace_tui.engine.printer import HeadlessPrinter
-from trace_tui.errors import ExitCode, UsageError
-from trace_tui.paths import campaign_dir_arg
-from trace_tui.service.requests import RunOptions, RunRequest, Selection, SlurmOptions, SubmitRequest
-from trace_tui.service.run import resolve_request, run_on_this_machine
+from trace_tui.errors import UsageError
+from trace_tui.service.requests import RunOptions, RunRequest, Selection, SlurmOptions
 
 
 def _given(values: list | None) -> tuple | None:
@@ -37,6 +38,8 @@ def slurm_options(args: argparse.Namespace) -> SlurmOptions | None:
 
 def run(args: argparse.Namespace) -> int:
     if args.recipe:
+        from trace_tui.commands.run_recipe import run_recipe  # pydantic and the engine: only for a run
+
         return run_recipe(args)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("the terminal UI needs a terminal",
@@ -44,32 +47,3 @@ def run(args: argparse.Namespace) -> int:
     from trace_tui.tui.app import run_tui  # textual: only for the UI
 
     return run_tui(run_request(args), slurm_options(args))
-
-
-def run_recipe(args: argparse.Namespace) -> int:
-    """`--recipe NAME`: the TUI drives the runner in a terminal (unless --yes); headless otherwise."""
-    if args.campaign:  # before anything is resolved or created
-        campaign_dir_arg(args.campaign, new_ok=True)
-    request = run_request(args)
-    resolved = resolve_request(request)
-    slurm = slurm_options(args)
-    if not args.yes and not (slurm and args.dry_run) and sys.stdin.isatty() and sys.stdout.isatty():
-        # the TUI; with --scheduler slurm it submits through the same service as below
-        from trace_tui.tui.app import run_tui  # textual: only for the UI
-
-        return int(run_tui(request, slurm))
-    if slurm is not None:
-        return submit_campaign(SubmitRequest(run=request, slurm=slurm, dry_run=bool(args.dry_run),
-                                             no_wait=bool(args.no_wait)), resolved)
-    fmt = request.options.log_format
-    printer = HeadlessPrinter(sys.stdout, fmt=fmt)
-    outcome = run_on_this_machine(request, resolved, printer)
-    out = sys.stdout if fmt == "console" else sys.stderr
-    out.write(printer.summary(outcome.result) + "\n")
-    path = outcome.campaign
-    if outcome.exit_code == ExitCode.OK:
-        out.write(f"status: trace-tui status --campaign {path}\nverify: trace-tui verify --campaign {path}\n")
-    elif outcome.exit_code in (ExitCode.FAILED, ExitCode.INTERRUPTED):
-        out.write(f"resume: run the same command again (campaign {path})\n")
-    out.flush()
-    return outcome.exit_code

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from trace_tui.commands.arguments import non_empty
+from trace_tui.engine.cluster import merge_campaign
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,8 +21,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
-
-    from trace_tui.engine.cluster import merge_campaign
 
     merged = merge_campaign(Path(args.campaign).expanduser())
     slices = sum(len(s["slices"]) for s in merged["shards"])

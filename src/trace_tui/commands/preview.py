@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 
+from trace_tui import paths, recipes
 from trace_tui.commands.arguments import add_recipe_selection
+from trace_tui.preview import build_preview
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,9 +24,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
-
-    from trace_tui import paths, recipes
-    from trace_tui.preview import build_preview
 
     resolved = recipes.resolve_recipe(recipes.load_recipe(args.recipe), models=args.models, seeds=args.seeds,
                                       benchmarks=args.benchmarks)

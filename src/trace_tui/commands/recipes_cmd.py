@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from trace_tui import hardware, paths, recipes
 from trace_tui.errors import TraceTuiError
 
 
@@ -26,8 +27,6 @@ def status_line(checks) -> tuple[str, str]:  # noqa: ANN001 - list[StepCheck]
 
 def run(args: argparse.Namespace) -> int:
     import json
-
-    from trace_tui import hardware, paths, recipes
 
     report = hardware.hardware_report(paths.home(args.home))
     rows = []

@@ -16,6 +16,7 @@ import json
 import sys
 
 from trace_tui.commands.arguments import non_empty
+from trace_tui.external.summary import run_report
 from trace_tui.verify.release import checked_release_tables, release_dir_arg
 
 
@@ -29,8 +30,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "campaign", None):
-        from trace_tui.external.summary import run_report
-
         return run_report(args)
     root = release_dir_arg(args.release_dir)
     warnings: list[str] = []

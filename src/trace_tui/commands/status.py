@@ -8,7 +8,10 @@ import math
 import sys
 import time
 
+from trace_tui.campaign_files.shard_files import is_sharded
 from trace_tui.commands.arguments import non_empty, short
+from trace_tui.engine.cluster_status import cluster_status, render_cluster_status
+from trace_tui.engine.status import campaign_status, render_status
 from trace_tui.paths import campaign_dir_arg
 
 # --watch: below this a reader polls the database in a busy loop; above it, "watch" is not watching.
@@ -36,10 +39,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trace_tui.campaign_files.shard_files import is_sharded
-    from trace_tui.engine.cluster_status import cluster_status, render_cluster_status
-    from trace_tui.engine.status import campaign_status, render_status
-
     campaign_dir_arg(args.campaign)  # a file, a link loop, a folder this user may not read: one line first
     # a Slurm campaign: its shards plus squeue/sacct
     status_of, render = ((cluster_status, render_cluster_status) if is_sharded(args.campaign)

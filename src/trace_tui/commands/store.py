@@ -15,11 +15,15 @@ import sys
 import time
 from typing import Any
 
-from trace_tui import paths
+from trace_tui import paths, recipes
 from trace_tui.commands.arguments import add_recipe_selection, non_empty
 from trace_tui.errors import CheckFailed, ExitCode, UsageError, out_of_space
+from trace_tui.release import release_lock
 from trace_tui.stages import protocol
 from trace_tui.stages.protocol import stop_on_sigterm
+from trace_tui.store import Store, fix_command, local_entry, parse, pinned_entries
+from trace_tui.store.fetch import fetch_missing
+from trace_tui.store.importer import import_dir
 
 DEFAULT_RECIPE = "full"
 
@@ -62,8 +66,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _store(args: argparse.Namespace) -> Any:
-    from trace_tui.store import Store
-
     store = Store(paths.store_dir(paths.home(args.home)))
     for folder in (store.root, store.entries_dir, store.blobs_dir.parent, store.tmp_dir):
         if folder.exists() and not folder.is_dir():
@@ -75,16 +77,12 @@ def _store(args: argparse.Namespace) -> Any:
 def recipe_entries(recipe: str, *, models: list[str] | None = None, seeds: list[int] | None = None,
                    benchmarks: list[str] | None = None) -> list[str]:
     """Every store entry the recipe's steps read, for the narrowed selection."""
-    from trace_tui import recipes
-
     resolved = recipes.resolve_recipe(recipes.load_recipe(recipe), models=models, seeds=seeds, benchmarks=benchmarks)
     return list(resolved.all_store_entries())
 
 
 def entries_by_recipe() -> dict[str, list[str]]:
     """entry name -> the recipes (full selection) that read it; recipes that fail to resolve are skipped."""
-    from trace_tui import recipes
-
     out: dict[str, list[str]] = {}
     for name in recipes.known_recipes():
         try:
@@ -136,16 +134,10 @@ class _Printer:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from trace_tui.release import release_lock
-    from trace_tui.store import pinned_entries
-    from trace_tui.store.fetch import fetch_missing
-
     lock = release_lock()
     if args.all:
         names = pinned_entries(lock)
     elif args.entry:
-        from trace_tui.store import parse
-
         names = [parse(n).name for n in args.entry]
     else:
         names = recipe_entries(args.recipe or DEFAULT_RECIPE, models=args.models, seeds=args.seeds,
@@ -165,8 +157,6 @@ def _fetch(args: argparse.Namespace) -> int:
     if any(isinstance(exc, CheckFailed) for _n, exc in result.failed):
         return ExitCode.FAILED  # a file that does not verify
     if local or result.failed:
-        from trace_tui.store import fix_command
-
         for n in local:
             printer.log(f"missing local entry {n}: {fix_command(n)}")
         return ExitCode.REQUIREMENTS  # no network, no access, or an entry only the user can provide
@@ -175,10 +165,6 @@ def _fetch(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     from pathlib import Path
-
-    from trace_tui.release import release_lock
-    from trace_tui.store import local_entry
-    from trace_tui.store.importer import import_dir
 
     store = _store(args)
     src = Path(args.path).expanduser()

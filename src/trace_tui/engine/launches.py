@@ -17,7 +17,11 @@ from trace_tui.common.safe_write import NotWritten, check_not_link, directory_in
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.planner import PlannedJob, job_spec
 from trace_tui.errors import UsageError
+from trace_tui.recipe_schema import LocalModel, entry_point_problem
+from trace_tui.release import release_lock
 from trace_tui.runtime.base import LABEL_CAMPAIGN, Launch
+from trace_tui.store import Store
+from trace_tui.store.names import expand_needs
 
 if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
     from trace_tui.plan import StepGpus
@@ -44,10 +48,6 @@ class Launches:
         return expand_arguments(list(step.run[1:]), self.resolved, self._store_relpath)
 
     def _store_relpath(self, need: str) -> str:
-        from trace_tui.release import release_lock
-        from trace_tui.store import Store
-        from trace_tui.store.names import expand_needs
-
         entries = expand_needs([need], release_lock(), models=[m.id for m in self.resolved.models],
                                benchmarks=[b.key for b in self.resolved.benchmarks])
         if len(entries) != 1:
@@ -97,8 +97,6 @@ class Launches:
 
     def _launch(self, step: Step, name: str, gpus: list[int], output_dir: Path) -> Launch:
         """``name``: the job's slice, or a keep_loaded worker's name (its job.json folder and log)."""
-        from trace_tui.recipe_schema import entry_point_problem
-
         # The schema refuses such a step; a recipe object built past it (model_construct, model_copy) is
         # refused here, before anything starts.
         problem = entry_point_problem(list(step.run))
@@ -139,8 +137,6 @@ def expand_arguments(args: list[str], resolved: ResolvedRecipe, store_relpath: C
 
 
 def selection_flags(resolved: ResolvedRecipe) -> list[str]:
-    from trace_tui.recipe_schema import LocalModel
-
     sel = resolved.recipe.selection
     flags: list[str] = []
     models = [m.id for m in resolved.models if not isinstance(m, LocalModel)]

@@ -14,8 +14,10 @@ from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.campaign_folder import campaign_folder
 from trace_tui.engine.cluster import check_not_sharded
 from trace_tui.engine.recovery import check_campaign_dir
+from trace_tui.engine.runner import Runner
 from trace_tui.errors import RequirementsError
 from trace_tui.local_models import import_local_models
+from trace_tui.recipes import load_recipe, resolve_recipe
 from trace_tui.runtime import make_runtime
 from trace_tui.service.requests import RunOutcome, RunRequest
 from trace_tui.service.requirements import probe_hardware, requirement_problems, run_gpu_plan
@@ -27,8 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def resolve_request(request: RunRequest) -> ResolvedRecipe:
     """The request's recipe (a name or a file) with its narrowing and the user's own checkpoints, resolved."""
-    from trace_tui.recipes import load_recipe, resolve_recipe  # pydantic: only when a recipe is run
-
     if request.recipe is None:
         raise ValueError("a run request without a recipe")
     recipe = load_recipe(request.recipe)
@@ -48,8 +48,6 @@ def _listed(values: tuple[str, ...] | tuple[int, ...] | None) -> list | None:
 def run_on_this_machine(request: RunRequest, resolved: ResolvedRecipe, printer: EventSink) -> RunOutcome:
     """Check the requirements (exit 3 with what is missing), then run every step into the campaign; Ctrl-C (or
     SIGTERM) stops the containers and leaves a campaign that resumes, a second Ctrl-C stops waiting."""
-    from trace_tui.engine.runner import Runner  # pydantic models of the plan: only for a run
-
     opts = request.options
     home = paths.home(opts.home)
     path = campaign_folder(opts.campaign, resolved.recipe.name, resolved.run_tag, opts.home)

@@ -9,6 +9,7 @@ from trace_tui import paths
 from trace_tui.release import release_lock
 from trace_tui.service.requests import VerifyRequest
 from trace_tui.store.names import release_entry
+from trace_tui.store.store import Store
 from trace_tui.verify.campaign import CampaignVerification, load_published, verify_campaign
 
 Published = dict[tuple[str, int | None, str], tuple[float, float]]
@@ -19,7 +20,6 @@ def published_values(request: VerifyRequest) -> tuple[Published | None, str | No
     directory was not given and the store holds no release files (the output says there is nothing to compare)."""
     if request.release_dir is not None:
         return load_published(request.release_dir.expanduser()), str(request.release_dir)
-    from trace_tui.store.store import Store  # pydantic: only when the store is read
 
     try:
         lock = release_lock()

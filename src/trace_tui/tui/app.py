@@ -10,9 +10,9 @@ hardware → `trace-tui hw`, recipes → `trace-tui recipes`, preview →
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from textual import work
@@ -22,20 +22,53 @@ from textual.screen import Screen
 
 from trace_tui.service.campaigns import campaign_holds, without_steps
 from trace_tui.service.requests import RunRequest, SlurmOptions
+from trace_tui.tui.backends import default_backends
 from trace_tui.tui.choices import SLURM_FIELDS, RunChoices, choices_from_request
 from trace_tui.tui.cluster_backend import SchedulerChoice
 from trace_tui.tui.messages import SchedulerChanged
+from trace_tui.tui.screens.campaigns import CampaignsScreen
+from trace_tui.tui.screens.confirm import ConfirmScreen
 from trace_tui.tui.screens.hardware import HardwareScreen
+from trace_tui.tui.screens.help import HelpScreen
+from trace_tui.tui.screens.recipes import RecipesScreen
+from trace_tui.tui.screens.refused import RefusedScreen, cannot_open
+from trace_tui.tui.screens.steps import StepsScreen
+from trace_tui.tui.screens.verify import VerifyScreen
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.tui.backends import Backends
     from trace_tui.tui.screens.run import RunScreen
 
-# Only the first screen is imported with the app: every other screen is imported when it is first
-# shown (the run screen alone brings the engine and pydantic), so that the first screen paints sooner.
-# Measured with bench_tui: every screen imported at the top made the first screen 1.39x a bare Textual
-# app's first paint (goal 1.3x); importing them here, when shown, 1.20x and 1.24x.
-_RUN_MODULE = "trace_tui.tui.screens.run"
+
+
+# Four screens are imported when first shown, each measured (spawn to the first screen's paint, median of 7,
+# alternated with the app importing none of them): the run screen and the Slurm campaign's screen bring pydantic
+# (the engine's event models, through the progress model): every screen imported with the app took 0.71 s
+# against 0.30 s. The preview (with its Options dialog) and the scheduler form bring Textual's form widgets
+# (radio sets, tabs, selection lists): with them at the top the first paint took 0.47 s against 0.42 s.
+# The other screens load nothing new and are imported here.
+def preview_screen_module() -> ModuleType:
+    from trace_tui.tui.screens import preview
+
+    return preview
+
+
+def scheduler_screen_module() -> ModuleType:
+    from trace_tui.tui.screens import scheduler
+
+    return scheduler
+
+
+def run_screen_module() -> ModuleType:
+    from trace_tui.tui.screens import run
+
+    return run
+
+
+def cluster_screen_module() -> ModuleType:
+    from trace_tui.tui.screens import cluster
+
+    return cluster
 
 # How long quitting waits for a cancelled runner to stop its containers before leaving anyway.
 QUIT_GRACE_S = 30.0
@@ -67,6 +100,7 @@ class TraceTuiApp(App[int]):
         self.initial_verify = verify
         self.confirm_all = yes
         self.hardware_report: Any = None
+        self._run_screens: list[RunScreen] = []  # every run screen shown, whether still on the stack or not
         self.hardware_view: Any = None
         self.exit_code = 0
         self._quitting = False
@@ -84,11 +118,9 @@ class TraceTuiApp(App[int]):
 
     # -- navigation (also reachable from the command palette) ---------------------
     def open_recipe(self, name: str) -> None:
-        from trace_tui.tui.screens.preview import PreviewScreen
-
         if name != self.choices.recipe:
             self.set_choices(self.choices_for(name))
-        self.push_screen(PreviewScreen(name))
+        self.push_screen(preview_screen_module().PreviewScreen(name))
 
     def choices_for(self, name: str) -> RunChoices:
         """Recipe NAME's choices when it is opened: the command line's (what Options chose for another recipe
@@ -125,8 +157,6 @@ class TraceTuiApp(App[int]):
         if self.confirm_all:
             self.start_run(resolved)
         else:
-            from trace_tui.tui.screens.steps import StepsScreen
-
             self.push_screen(StepsScreen(resolved, checks))
 
     def start_run(self, resolved: Any, skip: frozenset[str] = frozenset()) -> None:
@@ -139,8 +169,6 @@ class TraceTuiApp(App[int]):
     def submit_to_slurm(self, resolved: Any, skip: frozenset[str] = frozenset()) -> None:
         """As `trace-tui --recipe NAME --scheduler slurm`: each shard runs the whole recipe on a node of the
         cluster (this machine's GPUs are not the nodes', so its hardware check does not apply)."""
-        from trace_tui.tui.screens.cluster import ClusterScreen
-
         if self.backends.cluster is None:
             self.notify("this trace-tui cannot submit to Slurm", severity="error")
             return
@@ -149,18 +177,16 @@ class TraceTuiApp(App[int]):
                         "possible there (w: run on this machine instead)", severity="error", markup=False)
             return
         campaign = self.backends.campaign_dir_for(resolved)
-        self.push_screen(ClusterScreen(campaign, resolved=resolved, choice=self.scheduler, submit=True))
+        self.push_screen(cluster_screen_module().ClusterScreen(campaign, resolved=resolved, choice=self.scheduler, submit=True))
 
     def action_choose_scheduler(self) -> None:
-        from trace_tui.tui.screens.scheduler import SchedulerScreen
-
         def chosen(choice: SchedulerChoice | None) -> None:
             if choice is not None:
                 self.scheduler = choice
                 self.notify(f"runs go to {choice.describe()}", markup=False)
                 self.screen.post_message(SchedulerChanged())
 
-        self.push_screen(SchedulerScreen(self.scheduler), chosen)
+        self.push_screen(scheduler_screen_module().SchedulerScreen(self.scheduler), chosen)
 
     @work(thread=True, exclusive=True, group="start")
     def _check_then_run(self, resolved: Any, skip: frozenset[str]) -> None:
@@ -172,16 +198,13 @@ class TraceTuiApp(App[int]):
 
     def _start_or_refuse(self, resolved: Any, skip: frozenset[str], problems: list[str]) -> None:
         if problems:
-            from trace_tui.tui.screens.refused import RefusedScreen
-
             self.exit_code = 3
             self.push_screen(RefusedScreen(resolved.recipe.name, problems))
             return
-        from trace_tui.tui.screens.run import RunScreen
 
         campaign = self.backends.campaign_dir_for(resolved)
-        self.push_screen(RunScreen(resolved, campaign, skip=skip, clock=self.backends.clock,
-                                   runtime=self.backends.runtime_label(campaign)))
+        self._show_run(run_screen_module().RunScreen(resolved, campaign, skip=skip, clock=self.backends.clock,
+                                                     runtime=self.backends.runtime_label(campaign)))
 
     def reattach(self, campaign_dir: Path, resume: bool = False) -> None:
         """A campaign that is running or was interrupted: show its state and offer to resume (or resume now)."""
@@ -205,17 +228,14 @@ class TraceTuiApp(App[int]):
         try:
             opened = self.backends.open_campaign(Path(campaign_dir))
         except Exception as exc:  # noqa: BLE001
-            from trace_tui.tui.screens.refused import cannot_open
-
             self.push_screen(cannot_open(campaign_dir, exc.line() if hasattr(exc, "line") else str(exc)))
             return
-        from trace_tui.tui.progress import ProgressModel
-        from trace_tui.tui.screens.run import RunScreen, campaign_state, seed_model
 
         resolved = opened.resolved
-        model = ProgressModel(clock=self.backends.clock)
-        seed_model(model, resolved)
-        model.load_campaign(campaign_state(opened))
+        run = run_screen_module()
+        model = run.ProgressModel(clock=self.backends.clock)
+        run.seed_model(model, resolved)
+        model.load_campaign(run.campaign_state(opened))
         live = bool(getattr(opened, "live", False))
         last = getattr(opened, "last_state", "")
         if live:
@@ -224,19 +244,15 @@ class TraceTuiApp(App[int]):
             note = "this campaign is complete · v: verify · r: run again (completed slices are kept)"
         else:
             note = f"this campaign was interrupted{f' ({last})' if last else ''} · r: resume · v: verify"
-        self.push_screen(RunScreen(resolved, Path(campaign_dir), start=resume and not live, model=model, note=note,
-                                   clock=self.backends.clock, watch=live,
-                                   runtime=self.backends.runtime_label(Path(campaign_dir))))
+        self._show_run(run.RunScreen(resolved, Path(campaign_dir), start=resume and not live, model=model, note=note,
+                                     clock=self.backends.clock, watch=live,
+                                     runtime=self.backends.runtime_label(Path(campaign_dir))))
 
     def reattach_sharded(self, campaign_dir: Path) -> None:
         """A campaign split into shards on Slurm: its shards live, r resubmits the ones not complete."""
-        from trace_tui.tui.screens.cluster import ClusterScreen
-
         try:
             opened = self.backends.cluster.open(campaign_dir)
         except Exception as exc:  # noqa: BLE001
-            from trace_tui.tui.screens.refused import cannot_open
-
             self.push_screen(cannot_open(campaign_dir, exc.line() if hasattr(exc, "line") else str(exc)))
             return
         self.scheduler = opened.choice
@@ -244,22 +260,16 @@ class TraceTuiApp(App[int]):
                 "c: cancel its jobs · v: verify once merged")
         if opened.resolved is None:
             note = f"a campaign on Slurm · cannot resubmit from here: {opened.problem} · c: cancel its jobs"
-        self.push_screen(ClusterScreen(opened.path, resolved=opened.resolved, choice=opened.choice,
+        self.push_screen(cluster_screen_module().ClusterScreen(opened.path, resolved=opened.resolved, choice=opened.choice,
                                        run_options=opened.run_options, note=note))
 
     def show_verify(self, kind: str = "release", path: Path | None = None) -> None:
-        from trace_tui.tui.screens.verify import VerifyScreen
-
         self.push_screen(VerifyScreen(kind, path))
 
     def action_show_recipes(self) -> None:
-        from trace_tui.tui.screens.recipes import RecipesScreen
-
         self.push_screen(RecipesScreen())
 
     def action_show_campaigns(self) -> None:
-        from trace_tui.tui.screens.campaigns import CampaignsScreen
-
         if isinstance(self.screen, CampaignsScreen):
             return
         self.push_screen(CampaignsScreen(self.backends.campaigns_dir))
@@ -276,8 +286,6 @@ class TraceTuiApp(App[int]):
             self.pop_screen()
 
     def action_help(self) -> None:
-        from trace_tui.tui.screens.help import HelpScreen
-
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(self.screen))
@@ -327,19 +335,19 @@ class TraceTuiApp(App[int]):
                                 lambda name=name: self.open_recipe(name))
 
     # -- runs --------------------------------------------------------------------
+    def _show_run(self, screen: RunScreen) -> None:
+        self._run_screens.append(screen)
+        self.push_screen(screen)
+
+    def _shown_runs(self) -> list[RunScreen]:
+        return [s for s in self._run_screens if s in self.screen_stack]
+
     def run_screen_for(self, campaign_dir: Path) -> RunScreen | None:
-        run = sys.modules.get(_RUN_MODULE)
-        if run is None:  # never imported: no run screen exists
-            return None
         want = Path(campaign_dir).expanduser().resolve()
-        return next((s for s in self.screen_stack if isinstance(s, run.RunScreen)
-                     and s.campaign_dir.expanduser().resolve() == want), None)
+        return next((s for s in self._shown_runs() if s.campaign_dir.expanduser().resolve() == want), None)
 
     def running_screens(self) -> list[RunScreen]:
-        run = sys.modules.get(_RUN_MODULE)
-        if run is None:  # never imported: no run screen exists
-            return []
-        return [s for s in self.screen_stack if isinstance(s, run.RunScreen) and s.running]
+        return [s for s in self._shown_runs() if s.running]
 
     def on_run_finished(self, screen: RunScreen, outcome: str) -> None:
         if self._quitting:
@@ -373,7 +381,6 @@ class TraceTuiApp(App[int]):
 
         what = "Containers are running" if self.backends.runtime_label() == "docker" else "Stage processes are running"
         resume = " ".join(f"trace-tui --campaign {s.campaign_dir}" for s in running)
-        from trace_tui.tui.screens.confirm import ConfirmScreen
 
         self.push_screen(ConfirmScreen(
             f"{what}. Stop them and quit? The campaign stays resumable: {resume}",
@@ -384,8 +391,6 @@ def build_app(request: RunRequest | None = None, slurm: SlurmOptions | None = No
               backends: Backends | None = None) -> TraceTuiApp:
     """The app for what the command line asked (REQUEST; SLURM: its `--scheduler slurm` options, None for this
     machine), over BACKENDS (default: the real ones)."""
-    from trace_tui.tui.backends import default_backends
-
     request = request or RunRequest()
     backends = backends or default_backends(request)
     campaign, recipe = request.options.campaign, request.recipe

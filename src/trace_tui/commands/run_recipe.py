@@ -1,0 +1,44 @@
+"""`trace-tui --recipe NAME`: the TUI drives the runner in a terminal (unless --yes), a Slurm submission with
+`--scheduler slurm`, else a headless run on this machine, whose outcome is rendered here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from trace_tui.commands.launch import run_request, slurm_options
+from trace_tui.commands.submit import submit_campaign
+from trace_tui.engine.printer import HeadlessPrinter
+from trace_tui.errors import ExitCode
+from trace_tui.paths import campaign_dir_arg
+from trace_tui.service.requests import SubmitRequest
+from trace_tui.service.run import resolve_request, run_on_this_machine
+
+
+def run_recipe(args: argparse.Namespace) -> int:
+    """`--recipe NAME`: the TUI drives the runner in a terminal (unless --yes); headless otherwise."""
+    if args.campaign:  # before anything is resolved or created
+        campaign_dir_arg(args.campaign, new_ok=True)
+    request = run_request(args)
+    resolved = resolve_request(request)
+    slurm = slurm_options(args)
+    if not args.yes and not (slurm and args.dry_run) and sys.stdin.isatty() and sys.stdout.isatty():
+        # the TUI; with --scheduler slurm it submits through the same service as below
+        from trace_tui.tui.app import run_tui  # textual: only for the UI
+
+        return int(run_tui(request, slurm))
+    if slurm is not None:
+        return submit_campaign(SubmitRequest(run=request, slurm=slurm, dry_run=bool(args.dry_run),
+                                             no_wait=bool(args.no_wait)), resolved)
+    fmt = request.options.log_format
+    printer = HeadlessPrinter(sys.stdout, fmt=fmt)
+    outcome = run_on_this_machine(request, resolved, printer)
+    out = sys.stdout if fmt == "console" else sys.stderr
+    out.write(printer.summary(outcome.result) + "\n")
+    path = outcome.campaign
+    if outcome.exit_code == ExitCode.OK:
+        out.write(f"status: trace-tui status --campaign {path}\nverify: trace-tui verify --campaign {path}\n")
+    elif outcome.exit_code in (ExitCode.FAILED, ExitCode.INTERRUPTED):
+        out.write(f"resume: run the same command again (campaign {path})\n")
+    out.flush()
+    return outcome.exit_code
