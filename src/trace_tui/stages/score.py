@@ -20,6 +20,7 @@ from typing import Any
 
 from trace_tui.common.atomic import atomic_write_json
 from trace_tui.common.digest import sha256_file
+from trace_tui.scoring import EXTRACTION_CONTRACT_ID, MATCH_CONTRACT_ID
 from trace_tui.stages import protocol
 from trace_tui.stages.jobs import (
     RECEIPT_SCHEMA,
@@ -88,8 +89,6 @@ def extracted_dir(job: dict[str, Any]) -> Path:
 
 
 def run(job: dict[str, Any]) -> dict[str, Any]:
-    from trace_tui.scoring import EXTRACTION_CONTRACT_ID, MATCH_CONTRACT_ID
-
     campaign = campaign_dir()
     sl = slice_fields(job)
     src = extracted_dir(job)
@@ -127,7 +126,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def emit_metric(name: str, value: float, **where: Any) -> None:
+def emit_metric(name: str, value: float, **where: object) -> None:
     fn = getattr(protocol, "metric", None)
     if fn is not None:
         fn(name=name, value=value, **where)
