@@ -284,13 +284,17 @@ def test_verify_finds_tampering_missing_slices_and_wrong_scores(tmp_path: Path) 
 
 
 def test_a_score_that_does_not_recompute_fails(tmp_path: Path, monkeypatch) -> None:
-    """verify asks the step kind's worker module (its fixed table) to recompute; a different value fails."""
-    from trace_tui.stages import selftest
+    """verify asks the step kind's worker (the registry's fixed table) to recompute; a different value fails."""
+    import dataclasses
+
+    from trace_tui.workers import registry
 
     resolved = resolved_for(make_recipe([selftest_step("gen", "rows", image=None)]))
     assert run_campaign(tmp_path, resolved)[0].exit_code == 0
     assert verify_campaign(tmp_path / "c").ok
-    monkeypatch.setattr(selftest, "recompute_score", lambda campaign, content: -1.0)
+    name = "trace_tui.stages.selftest"
+    monkeypatch.setitem(registry.BY_NAME, name, dataclasses.replace(registry.BY_NAME[name],
+                                                                    recompute=lambda campaign, content: -1.0))
     res = verify_campaign(tmp_path / "c")
     assert [x.id for x in res.failed] == ["score"]
     assert res.failed[0].actual == -1.0 and "does not recompute" in res.failed[0].message

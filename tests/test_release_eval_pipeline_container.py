@@ -51,7 +51,8 @@ from trace_tui.evaluator_layout import receipt_problems, scan_campaign
 from trace_tui.release import release_lock
 from trace_tui.runtime.docker import DockerRuntime, ensure_writable
 from trace_tui.stages.eval_prepare import work_root
-from trace_tui.stages.release_eval import SCORES_SCHEMA, launch_environment, recompute_score
+from trace_tui.stages.release_eval import SCORES_SCHEMA, launch_environment
+from trace_tui.workers.recompute_release_eval import recompute_score
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2700)]
 REPO = Path(__file__).resolve().parents[1]

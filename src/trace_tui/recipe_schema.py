@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from trace_tui.errors import UsageError
+from trace_tui.workers import registry
 
 Stage = Literal["train", "infer", "score", "host"]
 ImageName = Literal["train", "infer", "score"]
@@ -82,15 +83,13 @@ class StepNeeds(_Strict):
 
 
 # Workers that accept a batch job (one per-slice spec per slice, served in turn; trace_tui.stages.jobs.run_slices).
-BATCH_WORKERS = ("trace_tui.stages.extract", "trace_tui.stages.selftest")
+BATCH_WORKERS = registry.BATCH_WORKERS
 
 # What a step's `run` may start: trace-tui's own stage workers, or trace-tui itself with one of the
 # commands that only check, preview, fetch into the store or build tables. A recipe (and so a campaign's
 # recipe.json) is data: a `run` naming any other module (`timeit -s ...`, `runpy`, a site package) would
 # run code of its choosing as the user.
-STAGE_WORKERS = ("trace_tui.stages.demo_prepare", "trace_tui.stages.eval_prepare", "trace_tui.stages.extract",
-                 "trace_tui.stages.generate", "trace_tui.stages.release_eval", "trace_tui.stages.score",
-                 "trace_tui.stages.selftest", "trace_tui.stages.train_smoke")
+STAGE_WORKERS = registry.WORKER_NAMES
 HOST_COMMANDS = (("verify",), ("hw",), ("preview",), ("report",), ("store", "fetch"))
 # Options of those commands that would write outside the campaign and the store (a log file anywhere,
 # another home); no shipped step uses them.

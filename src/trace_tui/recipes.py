@@ -49,6 +49,7 @@ from trace_tui.release import release_lock
 from trace_tui.resources import recipes_dir as _dir
 from trace_tui.stages.demo_tasks import GROUPS
 from trace_tui.store.names import expand_needs
+from trace_tui.workers import registry
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
@@ -245,7 +246,7 @@ def _check_selection(recipe: Recipe, root: Any, source: str) -> None:
     if dupes:
         raise UsageError(f"{source}:{node_line(root, ('demo_tasks',))}: demo_tasks: key {dupes[0]!r} "
                          f"is used twice", hint="each task group has its own key")
-    if keys and any(step.run[0] == "trace_tui.stages.demo_prepare" for step in recipe.steps):
+    if keys and any(step.run[0] == registry.DEMO_PREPARE for step in recipe.steps):
         # demo_prepare writes rows for its own groups only: another key would be a benchmark with no rows
         # (a recipe with steps of its own may name its tasks as it likes)
         known = [g[0] for g in GROUPS]
@@ -329,7 +330,7 @@ def _store_entries(recipe: Recipe, models: list[Any], benchmarks: list[Benchmark
 
 
 # The release evaluator's stage: its launcher runs the whole trace_eval suite (EXTERNAL-SUITE.md).
-WHOLE_SUITE_STAGE = "trace_tui.stages.release_eval"
+WHOLE_SUITE_STAGE = registry.WHOLE_SUITE_STAGE
 
 
 def _runs_the_release_evaluator(recipe: Recipe) -> bool:

@@ -33,8 +33,9 @@ from trace_tui.evaluator_layout import EvalSlice, receipt_problems, score_of
 from trace_tui.release import release_lock
 from trace_tui.stages import protocol
 from trace_tui.verify.release import release_dir_arg
+from trace_tui.workers import registry
 
-SCORE_STEP_RUN = ["trace_tui.stages.release_eval", "--phase", "score"]
+SCORE_STEP_RUN = list(registry.EXTERNAL_SCORE_RUN)
 
 
 class CampaignReport(BaseModel):

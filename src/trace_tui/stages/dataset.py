@@ -13,9 +13,13 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trace_tui.errors import UsageError
+
+if TYPE_CHECKING:
+    from datasets.features.features import FeatureType
+    from PIL import Image
 
 IMAGE_PLACEHOLDER = "<image>"
 REQUIRED_COLUMNS = ("instance_id", "domain", "task", "answer_gt")
@@ -87,7 +91,7 @@ class TraceDataset:
                         "answer_type": answer_type, "answer_gt": answer_gt}
         return out
 
-    def _answer(self, pos: int, raw: Any) -> tuple[str, Any]:
+    def _answer(self, pos: int, raw: object) -> tuple[str, Any]:
         """(answer type, typed reference value) of a row's answer_gt column."""
         gt = raw
         try:
@@ -112,7 +116,7 @@ def count_rows(path: str | Path) -> int:
     return pq.ParquetFile(str(path)).metadata.num_rows
 
 
-def _without_decoding(feature: Any) -> Any:
+def _without_decoding(feature: FeatureType) -> FeatureType:
     """The image column's feature (an Image, or a list of them) with decoding off."""
     import copy
 
@@ -123,7 +127,7 @@ def _without_decoding(feature: Any) -> Any:
     return feature
 
 
-def _as_pil(image: Any) -> Any:
+def _as_pil(image: Image.Image | dict[str, Any]) -> Image.Image:
     from PIL import Image
 
     if isinstance(image, Image.Image):
@@ -137,7 +141,7 @@ def _as_pil(image: Any) -> Any:
     raise ValueError(f"unsupported image value {type(image).__name__}")
 
 
-def fit_pixels(image: Any, min_pixels: int, max_pixels: int) -> Any:
+def fit_pixels(image: Image.Image, min_pixels: int, max_pixels: int) -> Image.Image:
     """Scale an image (keeping its aspect ratio) so that width*height lies within [min_pixels, max_pixels], RGB.
 
     The release's rollout/serving path resized this way before the model's own

@@ -17,10 +17,13 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from trace_tui.common.atomic import atomic_write_bytes
 from trace_tui.common.digest import sha256_bytes
+
+if TYPE_CHECKING:
+    from PIL import Image, ImageDraw, ImageFont
 
 # (group key, display name, answer type): the demo's "benchmarks". recipes/demo.yaml lists the same.
 GROUPS: tuple[tuple[str, str, str], ...] = (
@@ -67,7 +70,7 @@ class Instance:
     image: Any  # PIL image
 
 
-def _font(size: int) -> Any:
+def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     from PIL import ImageFont
 
     try:
@@ -90,7 +93,7 @@ def _spots(rng: random.Random, n: int, r: int) -> list[tuple[int, int]]:
     return cells[:n]
 
 
-def _shape(draw: Any, kind: str, c: tuple[int, int], r: int, color: tuple[int, int, int]) -> None:
+def _shape(draw: ImageDraw.ImageDraw, kind: str, c: tuple[int, int], r: int, color: tuple[int, int, int]) -> None:
     box = (c[0] - r, c[1] - r, c[0] + r, c[1] + r)
     if kind == "circle":
         draw.ellipse(box, fill=color, outline=(20, 20, 20))
@@ -190,7 +193,7 @@ def prompt_for(inst: Instance) -> str:
     return f'<image>{inst.question}\nAnswer format: {fmt}\nExample JSON:\n{{"answer":{example}}}'
 
 
-def _png(img: Any) -> bytes:
+def _png(img: Image.Image) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format="PNG", optimize=False)
     return buf.getvalue()

@@ -41,15 +41,24 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
 from trace_tui.common.digest import sha256_file
-from trace_tui.errors import CheckFailed, RequirementsError, TraceTuiError
+from trace_tui.errors import CheckFailed, RequirementsError
 from trace_tui.stages import protocol
 from trace_tui.stages.hub_dataset_cache import cache_hub_dataset
-from trace_tui.stages.jobs import described_models
+from trace_tui.stages.entry import parse_options
+from trace_tui.stages.jobs import WorkerContext, described_models, run_step
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from trace_tui.release import ReleaseLock
+    from trace_tui.store.sources import BenchmarkSource
+    from trace_tui.store.store import Store
 
 MANIFEST_SCRIPT = "rlvr/evaluation/scripts/prepare_trace_eval_manifest.py"
 MODELS_SCRIPT = "rlvr/evaluation/scripts/prepare_trace_eval_models.py"
@@ -66,7 +75,7 @@ MARKER_SCHEMA = "trace-model-revision-v1"
 
 # --------------------------------------------------------------------------- the plan, as data
 
-def dataset_link_name(source: Any) -> str:
+def dataset_link_name(source: BenchmarkSource) -> str:
     """Where a benchmark's file goes under LMUData: ``<official alias>.tsv``, the file VLMEvalKit's dataset
     reads at the pinned commit (ImageBaseDataset.prepare_tsv; the published file name is only its legacy
     name, which it renames to the alias when the md5 matches: it would move our link, and the record of the
@@ -110,7 +119,7 @@ def marker_bytes(marker: dict) -> bytes:
     return (json.dumps(marker, ensure_ascii=True, sort_keys=True, separators=(",", ":")) + "\n").encode()
 
 
-def models_to_prepare(job: dict[str, Any], lock: Any, campaign: Path | None) -> list[dict[str, str]]:
+def models_to_prepare(job: dict[str, Any], lock: ReleaseLock, campaign: Path | None) -> list[dict[str, str]]:
     """slug, store entry, immutable revision, source, label for every model the evaluator will read, judge last."""
     from trace_tui.store import model_entry
 
@@ -178,7 +187,8 @@ def hf_home(work: Path) -> Path:
     return work / HF_HOME
 
 
-def link_dataset_view(lmu: Path, store: Any, sources: dict[str, Any], lock: Any, step: Any = None) -> list[dict]:
+def link_dataset_view(lmu: Path, store: Store, sources: dict[str, BenchmarkSource], lock: ReleaseLock,
+                      step: Callable[[], None] | None = None) -> list[dict]:
     """Each benchmark's store entry linked into LMU under dataset_link_name, and a Hub dataset snapshot also
     prepared as the ``datasets`` cache under ``LMU/.hf-cache``; the record of each."""
     from trace_tui.store import benchmark_entry
@@ -218,7 +228,7 @@ def _run(argv: list[str], cwd: Path, what: str) -> subprocess.CompletedProcess[s
     return done
 
 
-def _manifest_entries(data: Any) -> dict[str, dict[str, Any]]:
+def _manifest_entries(data: object) -> dict[str, dict[str, Any]]:
     """The dataset manifest's per-benchmark receipts by key (`datasets`, an object of objects)."""
     items = data.get("datasets") if isinstance(data, dict) else None
     out: dict[str, dict[str, Any]] = {}
@@ -232,7 +242,7 @@ def _manifest_entries(data: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def manifest_problems(data: Any, lock: Any) -> list[str]:
+def manifest_problems(data: object, lock: ReleaseLock) -> list[str]:
     """Every suite benchmark present in the dataset manifest, with the suite's row count where it says one."""
     entries = _manifest_entries(data)
     problems = []
@@ -380,28 +390,25 @@ def run(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Path) 
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
+@dataclass(frozen=True)
+class EvalPrepareOptions:
+    """The command line: no options (a step's job spec says everything)."""
 
-    argparse.ArgumentParser(prog="eval_prepare").parse_args(argv)
-    protocol.stop_on_sigterm()
-    job = protocol.load_job()
-    campaign = Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
-    store = Path(os.environ.get("TRACE_TUI_STORE", "/store"))
-    evaluator = Path(os.environ.get("TRACE_TUI_EVALUATOR", "/opt/trace"))
+
+def run_step_job(job: dict[str, Any], context: WorkerContext) -> int:
+    campaign, store, evaluator = context.campaign, context.store, context.evaluator
     if not (evaluator / MANIFEST_SCRIPT).is_file():
         protocol.status("failed", f"no release evaluator at {evaluator} (the GPU flavour of the score image "
                         "carries it; build it with `make appliance FLAVOR=gpu`)", exit_code=3)
         return 3
 
-    try:
-        return run(job, campaign, store, evaluator)
-    except TraceTuiError as exc:  # a store entry missing, a bad manifest: one line, not a traceback
-        protocol.status("failed", exc.line(), exit_code=exc.exit_code)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        protocol.status("failed", "interrupted", exit_code=130)
-        return 130
+    # a store entry missing, a bad manifest (TraceTuiError) or a stop: one status line (run_step), not a traceback
+    return run(job, campaign, store, evaluator)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parse_options(EvalPrepareOptions, argv, prog="eval_prepare")
+    return run_step(run_step_job, quiet=False)
 
 
 if __name__ == "__main__":

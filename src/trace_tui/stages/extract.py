@@ -32,15 +32,28 @@ read, budgets, counts, row file hashes).
 
 from __future__ import annotations
 
-import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trace_tui.common.atomic import atomic_write_json
 from trace_tui.common.digest import response_sha256, sha256_file
+from trace_tui.scoring import (
+    AMBIGUOUS,
+    EXTRACTION_CONTRACT_ID,
+    MISSING,
+    JudgeAttempt,
+    JudgePrompt,
+    JudgeResult,
+    check_judge_output,
+    extract_answer,
+    judge_messages,
+)
+from trace_tui.scoring.judge import RESOLVED, UNRESOLVED
 from trace_tui.stages import protocol
-from trace_tui.stages.backends import Request, Sampling, build_backend
+from trace_tui.stages.backends import GenerationBackend, Request, Sampling, build_backend
+from trace_tui.stages.entry import OptionsError, parse_step_options
 from trace_tui.stages.generate import choose_backend, engine_versions
 from trace_tui.stages.jobs import (
     RECEIPT_SCHEMA,
@@ -54,6 +67,7 @@ from trace_tui.stages.jobs import (
     run_slices,
     run_worker,
     slice_fields,
+    store_dir,
     upstream_rows_dir,
     writable_rows_dir,
 )
@@ -64,16 +78,22 @@ FINAL_JUDGED = "judged"  # the judge stated an answer (status ok)
 FINAL_UNRESOLVED = "unresolved"  # no answer: scores 0, stays in the denominator
 
 
-def parse_args(args: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="trace_tui.stages.extract", add_help=False, exit_on_error=False)
-    p.add_argument("--judge", default=None)
-    p.add_argument("--judge-max-tokens", default=None)
-    p.add_argument("--no-judge", action="store_true")
-    p.add_argument("--backend", default=None)
-    p.add_argument("--judge-batch", type=int, default=None)
+@dataclass(frozen=True)
+class ExtractOptions:
+    """The recipe step's arguments: --judge ENTRY, --judge-max-tokens N[,N...], --no-judge, --backend NAME,
+    --judge-batch N."""
+
+    judge: str | None = None
+    judge_max_tokens: str | None = None
+    no_judge: bool = False
+    backend: str | None = None
+    judge_batch: int | None = None
+
+
+def parse_args(args: list[str]) -> ExtractOptions:
     try:
-        ns, extra = p.parse_known_args(args)
-    except (argparse.ArgumentError, SystemExit) as exc:
+        ns, extra = parse_step_options(ExtractOptions, args, prog="trace_tui.stages.extract")
+    except OptionsError as exc:
         raise JobError(f"extract step arguments {args!r}: {exc}", "see trace_tui.stages.extract's docstring") from None
     if extra:
         raise JobError(f"extract step: unknown argument(s) {extra}",
@@ -103,7 +123,7 @@ class JudgeClient:
     """The judge behind `generate(messages, max_tokens) -> str`, built on first use (it is large:
     minutes for Qwen3-32B), then kept for every slice the worker serves."""
 
-    def __init__(self, model_dir: Path | None, backend_name: str, backend: Any = None, gpus: int = 1,
+    def __init__(self, model_dir: Path | None, backend_name: str, backend: GenerationBackend | None = None, gpus: int = 1,
                  label: str | None = None) -> None:
         self.model_dir = model_dir
         self.label = label or (model_dir.name if model_dir is not None else "judge")  # what the log names
@@ -149,13 +169,11 @@ def judge_engine_options(gpus: int) -> dict[str, Any]:
             "generation_config": serving.generation_config}
 
 
-def judge_rows(judge: JudgeClient, pending: list[tuple[str | None, str]], budgets: list[int], prompt: Any) -> list[Any]:
+def judge_rows(judge: JudgeClient, pending: list[tuple[str | None, str]], budgets: list[int], prompt: JudgePrompt) -> list[Any]:
     """CONTRACTS §4 for many rows at once: every row still without a valid output is retried at the
     next budget, all of them in one batch per budget. Row by row this is exactly
     ``trace_tui.scoring.judge_with_retries`` (a test holds the two equal); batching only lets a
     GPU judge serve the rows together."""
-    from trace_tui.scoring import JudgeAttempt, JudgeResult, check_judge_output, judge_messages
-    from trace_tui.scoring.judge import RESOLVED, UNRESOLVED
 
     attempts: list[list[Any]] = [[] for _ in pending]
     verdicts: dict[int, Any] = {}
@@ -181,8 +199,6 @@ def judge_rows(judge: JudgeClient, pending: list[tuple[str | None, str]], budget
 
 def extract_row(rec: dict[str, Any]) -> dict[str, Any]:
     """One row's deterministic extraction record (pure); ``needs_judge`` says whether §4 applies."""
-    from trace_tui.scoring import AMBIGUOUS, MISSING, extract_answer
-
     ex = extract_answer(rec.get("response"), rec["answer_type"])
     out = {k: rec[k] for k in ("index", "instance_id", "domain", "task", "answer_type", "answer_gt")}
     out.update(response_sha256=rec.get("response_sha256"), extraction=ex.to_dict(), judge=None)
@@ -194,14 +210,14 @@ def extract_row(rec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def with_judgement(row: dict[str, Any], result: Any) -> dict[str, Any]:
+def with_judgement(row: dict[str, Any], result: JudgeResult) -> dict[str, Any]:
     row = dict(row, judge=result.to_dict())
     if result.value is not None:
         row.update(final=FINAL_JUDGED, value=result.value)
     return row
 
 
-def check_generated_row(rec: Any, path: Path) -> None:
+def check_generated_row(rec: object, path: Path) -> None:
     """A generate row this step reads: its response's sha256 must be its own ``response_sha256`` (JobError otherwise:
     an edited response is not extracted, and so not scored, under the hash the generate receipt lists)."""
     said = rec.get("response_sha256") if isinstance(rec, dict) else None
@@ -225,8 +241,8 @@ class _RecordedJudge:
         return [self.outputs[self.calls - 1]] * len(conversations)
 
 
-def extract_row_proves_itself(prev: Any, rec: dict[str, Any], judge_settings: dict[str, Any], budgets: list[int],
-                              prompt: Any) -> bool:
+def extract_row_proves_itself(prev: object, rec: dict[str, Any], judge_settings: dict[str, Any], budgets: list[int],
+                              prompt: JudgePrompt) -> bool:
     """Whether an extract row found on resume is kept: every field of it derived again, from its generate row
     (the deterministic extraction, pure) and from the judge outputs it records (replayed through judge_rows),
     equals what it says. Anything else is redone: a resume writes a fresh receipt over what it keeps, so a
@@ -251,7 +267,7 @@ def extract_row_proves_itself(prev: Any, rec: dict[str, Any], judge_settings: di
         want = with_judgement(want, result)
     want["judge_settings"] = judge_settings
 
-    def canonical(obj: Any) -> str:
+    def canonical(obj: object) -> str:
         return json.dumps(obj, sort_keys=True, default=repr)
 
     return canonical(prev) == canonical(want)
@@ -263,7 +279,6 @@ def judged_identity(name: str | None, folder: Path | None) -> str | None:
     if name is None or folder is None:
         return None
     try:
-        from trace_tui.stages.jobs import store_dir
         from trace_tui.store.store import Store
 
         rec = Store(store_dir()).record(name)
@@ -274,7 +289,7 @@ def judged_identity(name: str | None, folder: Path | None) -> str | None:
     return dir_sha256set(folder)[1]
 
 
-def shared_prompt(shared: dict[str, Any] | None, judge_name: str) -> Any:
+def shared_prompt(shared: dict[str, Any] | None, judge_name: str) -> JudgePrompt:
     """The judge's system prompt, read once per worker (trace_tui.stages.judge_prompt)."""
     key = f"judge-prompt:{judge_name == judge_entry()}"
     if shared is not None and key in shared:
@@ -288,7 +303,7 @@ def shared_prompt(shared: dict[str, Any] | None, judge_name: str) -> Any:
     return prompt
 
 
-def shared_judge(shared: dict[str, Any] | None, model_dir: Path | None, backend_name: str, backend: Any,
+def shared_judge(shared: dict[str, Any] | None, model_dir: Path | None, backend_name: str, backend: GenerationBackend | None,
                  gpus: int, label: str | None = None) -> JudgeClient:
     """The worker's judge for these settings: the one already built for an earlier slice, else a new one."""
     if shared is None:
@@ -299,11 +314,9 @@ def shared_judge(shared: dict[str, Any] | None, model_dir: Path | None, backend_
     return shared[key]
 
 
-def run(job: dict[str, Any], *, judge_backend: Any = None, shared: dict[str, Any] | None = None) -> dict[str, Any]:
+def run(job: dict[str, Any], *, judge_backend: GenerationBackend | None = None, shared: dict[str, Any] | None = None) -> dict[str, Any]:
     """Extract every row of the slice not yet extracted; return the receipt. ``judge_backend`` replaces the
     built one; ``shared`` (a batch worker's) keeps the judge across the slices it serves."""
-    from trace_tui.scoring import EXTRACTION_CONTRACT_ID
-
     campaign = campaign_dir()
     sl = slice_fields(job)
     ns = parse_args(list(job.get("args") or []))

@@ -45,8 +45,8 @@ from typing import Any
 from trace_tui.common.atomic import atomic_write_batch, atomic_write_json, json_bytes
 from trace_tui.common.digest import response_sha256, sha256_bytes, sha256_file, sha256_json, sha256_text
 from trace_tui.stages import protocol
-from trace_tui.stages.backends import BACKENDS, Request, Sampling, build_backend
-from trace_tui.stages.dataset import TraceDataset, build_messages, fit_pixels
+from trace_tui.stages.backends import BACKENDS, GenerationBackend, Request, Sampling, build_backend
+from trace_tui.stages.dataset import TraceDataset, TraceRow, build_messages, fit_pixels
 from trace_tui.stages.jobs import (
     RECEIPT_SCHEMA,
     JobError,
@@ -114,7 +114,7 @@ def previous_inputs_sha256(content_inputs: dict[str, Any], model_files: dict[str
     It hashed JSON with ASCII escapes and gave the model a UTF-8 ``sha256set``; the two forms
     differ only where a model file path, a setting or a column name is not ASCII. Rows keyed
     this way are the same generation and are kept on resume."""
-    def ascii_sha(obj: Any) -> str:
+    def ascii_sha(obj: object) -> str:
         return sha256_text(json.dumps(obj, sort_keys=True, separators=(",", ":")))
 
     old = dict(content_inputs, model_sha256set="sha256set:" + sha256_json(model_files),
@@ -122,7 +122,7 @@ def previous_inputs_sha256(content_inputs: dict[str, Any], model_files: dict[str
     return ascii_sha(old)
 
 
-def row_proves_itself(rec: Any, path: Path, keys: set[str], *, seed: int | None = None) -> bool:
+def row_proves_itself(rec: object, path: Path, keys: set[str], *, seed: int | None = None) -> bool:
     """Whether a row found on resume may be kept: written under these inputs (``keys``), in the file of its
     own index, for this seed, its response's sha256 its own ``response_sha256``. (What it copied from the
     dataset is compared with the dataset's by the caller.) Anything else is redone, never kept: a resume
@@ -164,12 +164,12 @@ def copies_the_dataset(rec: dict[str, Any], facts: dict[str, Any]) -> bool:
     return all(json.dumps(rec.get(k), sort_keys=True) == json.dumps(v, sort_keys=True) for k, v in facts.items())
 
 
-def make_request(row: Any, system_prompt: str, sampling: Sampling, seed: int, min_px: int, max_px: int) -> Request:
+def make_request(row: TraceRow, system_prompt: str, sampling: Sampling, seed: int, min_px: int, max_px: int) -> Request:
     return Request(messages=build_messages(system_prompt, row.prompt, len(row.images)),
                    images=[fit_pixels(im, min_px, max_px) for im in row.images], sampling=sampling, seed=seed)
 
 
-def run(job: dict[str, Any], *, backend: Any = None) -> dict[str, Any]:
+def run(job: dict[str, Any], *, backend: GenerationBackend | None = None) -> dict[str, Any]:
     """Generate every missing row of the job's slice; return the receipt. ``backend`` replaces the built one."""
     campaign = campaign_dir()
     sl = slice_fields(job)

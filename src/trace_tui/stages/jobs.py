@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, TypeVar
 
 from trace_tui.campaign_files.recipe_file import read_campaign_recipe
 from trace_tui.common.digest import sha256_file, sha256set
@@ -20,6 +23,11 @@ from trace_tui.errors import CheckFailed, TraceTuiError, UsageError
 from trace_tui.stages import protocol
 
 RECEIPT_SCHEMA = "trace-tui-stage-receipt-v1"
+DEFAULT_JOB = "/job/job.json"
+DEFAULT_CAMPAIGN = "/campaign"
+DEFAULT_STORE = "/store"
+DEFAULT_EVALUATOR = "/opt/trace"
+J = TypeVar("J")
 
 
 class JobError(UsageError):
@@ -30,12 +38,31 @@ class JobError(UsageError):
         self.fix = fix
 
 
+@dataclass(frozen=True)
+class WorkerContext:
+    """Where a worker's job spec, campaign, store and release evaluator are, as the runner passes them in the
+    container's environment (read once, when the worker starts)."""
+
+    job_path: Path
+    campaign: Path
+    store: Path
+    evaluator: Path
+
+    @classmethod
+    def from_environment(cls) -> WorkerContext:
+        env = os.environ
+        return cls(job_path=Path(env.get("TRACE_TUI_JOB", DEFAULT_JOB)),
+                   campaign=Path(env.get("TRACE_TUI_CAMPAIGN", DEFAULT_CAMPAIGN)),
+                   store=Path(env.get("TRACE_TUI_STORE", DEFAULT_STORE)),
+                   evaluator=Path(env.get("TRACE_TUI_EVALUATOR", DEFAULT_EVALUATOR)))
+
+
 def campaign_dir() -> Path:
-    return Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
+    return Path(os.environ.get("TRACE_TUI_CAMPAIGN", DEFAULT_CAMPAIGN))
 
 
 def store_dir() -> Path:
-    return Path(os.environ.get("TRACE_TUI_STORE", "/store"))
+    return Path(os.environ.get("TRACE_TUI_STORE", DEFAULT_STORE))
 
 
 def read_json(path: Path) -> Any:
@@ -216,11 +243,27 @@ def quiet_libraries() -> None:
         pass
 
 
-def run_worker(fn: Callable[[dict[str, Any]], Any], job_path: str | None = None) -> int:
+def run_worker(fn: Callable[[dict[str, Any]], object], job_path: str | None = None) -> int:
     """Load the job, run ``fn(job)``, print the final status; return the exit code."""
+    return run_step(lambda job, _ctx: _completed(fn, job), job_path=job_path)
+
+
+def _completed(fn: Callable[[dict[str, Any]], object], job: dict[str, Any]) -> int:
+    fn(job)
+    protocol.status("completed")
+    return 0
+
+
+def run_step(fn: Callable[[J, WorkerContext], int], *, job_path: str | None = None,
+             load: Callable[[Path], J] | None = None, quiet: bool = True) -> int:
+    """A worker process from its start to its exit code: stop on SIGTERM, read where things are
+    (WorkerContext), load the job (``load``, else the JSON job spec), run ``fn(job, context)``, which
+    prints the final status line and returns the exit code. A failure it leaves (bad input, a bug, an
+    interrupt) still ends in one status line, never a traceback alone. ``quiet``: keep the ML
+    libraries' chatter off stdout first (quiet_libraries)."""
     protocol.stop_on_sigterm()
     try:
-        return _run_worker(fn, job_path)
+        return _run_step(fn, job_path, load, quiet)
     except KeyboardInterrupt:
         # a stop while the libraries or the job load (before fn's own handling): the same one status line,
         # not a traceback of the signal handler in the step's log (the run screen shows that log)
@@ -228,15 +271,23 @@ def run_worker(fn: Callable[[dict[str, Any]], Any], job_path: str | None = None)
         return 130
 
 
-def _run_worker(fn: Callable[[dict[str, Any]], Any], job_path: str | None) -> int:
-    quiet_libraries()
+def _run_step(fn: Callable[[J, WorkerContext], int], job_path: str | None, load: Callable[[Path], J] | None,
+              quiet: bool) -> int:
+    if quiet:
+        quiet_libraries()
+    context = WorkerContext.from_environment()
+    if job_path is not None:
+        context = replace(context, job_path=Path(job_path))
     try:
-        job = protocol.load_job(job_path)
+        job = load(context.job_path) if load is not None else protocol.load_job(context.job_path)
     except (OSError, json.JSONDecodeError) as exc:
         protocol.status("failed", f"cannot read the job spec: {exc}", 2)
         return 2
+    except TraceTuiError as exc:  # the worker's own loader: a job spec that is not one
+        protocol.status("failed", exc.line(), exc.exit_code)
+        return exc.exit_code
     try:
-        fn(job)
+        return fn(job, context)
     except TraceTuiError as exc:  # JobError among them: exit 2, bad input
         protocol.status("failed", exc.line(), exc.exit_code)
         return exc.exit_code
@@ -244,13 +295,9 @@ def _run_worker(fn: Callable[[dict[str, Any]], Any], job_path: str | None) -> in
         protocol.status("failed", "interrupted", 130)
         return 130
     except Exception as exc:  # noqa: BLE001 - a bug: its traceback goes to the step's log (stderr)
-        import traceback
-
         traceback.print_exc()
         protocol.status("failed", f"internal error: {type(exc).__name__}: {exc} (traceback in the step log)", 1)
         return 1
-    protocol.status("completed")
-    return 0
 
 
 def run_slices(fn: Callable[[dict[str, Any], dict[str, Any]], Any], job: dict[str, Any]) -> None:

@@ -21,11 +21,14 @@ from __future__ import annotations
 import ast
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trace_tui.common.digest import sha256_text
 from trace_tui.errors import CheckFailed, RequirementsError
 from trace_tui.scoring import OWN_JUDGE_PROMPT, JudgePrompt
+
+if TYPE_CHECKING:
+    from trace_tui.release import SourceStringPin
 
 DEFAULT_EVALUATOR = "/opt/trace"
 
@@ -48,7 +51,7 @@ def module_string(source: str, name: str) -> str | None:
     return None
 
 
-def release_judge_prompt(root: Path, pin: Any) -> JudgePrompt:
+def release_judge_prompt(root: Path, pin: SourceStringPin) -> JudgePrompt:
     """The release's prompt from ROOT (a checkout holding rlvr/), checked against PIN (file, name, sha256)."""
     path = root / pin.file
     try:

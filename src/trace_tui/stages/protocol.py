@@ -44,6 +44,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from types import FrameType
 from typing import Any, TextIO
 
 from trace_tui.common.digest import sha256_file_size
@@ -171,7 +172,7 @@ def artifact(path: Path, campaign: Path) -> str:
     return digest
 
 
-def metric(name: str, value: float, **where: Any) -> None:
+def metric(name: str, value: float, **where: object) -> None:
     """A named number a stage computed, e.g. the score of a slice (``model``/``seed``/``benchmark``)."""
     _emit({"type": "metric", "name": name, "value": value, **where})
 
@@ -195,7 +196,7 @@ def stop_on_sigterm() -> None:
     """
     import signal
 
-    def interrupt(signum: int, frame: Any) -> None:
+    def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)

@@ -23,7 +23,6 @@ evaluator's own generation verification passes.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
@@ -31,12 +30,12 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
-from trace_tui.common.digest import sha256_file
-from trace_tui.errors import RequirementsError, TraceTuiError
+from trace_tui.errors import RequirementsError
 from trace_tui.stages import eval_prepare, protocol
 from trace_tui.stages.eval_prepare import (
     EVAL_DEPS,
@@ -46,14 +45,18 @@ from trace_tui.stages.eval_prepare import (
     prepared_model_path,
     work_root,
 )
-from trace_tui.stages.jobs import described_models
+from trace_tui.stages.entry import parse_options
+from trace_tui.stages.jobs import WorkerContext, described_models, run_step
+
+if TYPE_CHECKING:
+    from trace_tui.release import ReleaseLock
 
 POLL_S = 2.0
 SCORES_SCHEMA = "trace-tui-release-eval-scores-v1"
 DATASET_MANIFEST = "LMUData/trace_eval_v1_dataset_manifest.json"
 
 
-def evaluator_models(job: dict[str, Any], lock: Any, store: Path, campaign: Path | None = None) -> list[Any]:
+def evaluator_models(job: dict[str, Any], lock: ReleaseLock, store: Path, campaign: Path | None = None) -> list[Any]:
     """The evaluator's `--model` arguments for the job's models: weights from the read-only store.
 
     Where this campaign's prepare step made the model's directory (links into the store plus the
@@ -242,7 +245,8 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
                                   done=s.rows_done if phase == "generate" else int(s.score is not None) * s.rows_expected,
                                   total=s.rows_expected)
                 if phase == "score" and s.score is not None:
-                    # The engine records it per slice in the receipt; `verify --campaign` re-reads it (recompute_score).
+                    # The engine records it per slice in the receipt; `verify --campaign` re-reads it
+                    # (trace_tui.workers.recompute_release_eval).
                     protocol._emit({"type": "metric", "name": "score", "value": s.score,
                                     "model": slug_to_id[s.slug], "seed": s.seed, "benchmark": s.benchmark})
         return slices
@@ -331,85 +335,28 @@ def _verify_generation(evaluator: Path, root: Path, models: list[Any], seeds: li
     return f"the evaluator's generation verification did not pass: {detail}"
 
 
-def _sha256(path: Path) -> str:
-    return sha256_file(path)
+@dataclass(frozen=True)
+class ReleaseEvalOptions:
+    """The command line: --phase generate|score."""
+
+    phase: str = field(metadata={"choices": ("generate", "score")})
 
 
-def recompute_score(campaign_dir: Path, content: dict[str, Any]) -> float:
-    """One slice's score, re-read from the evaluator's own score file (`verify --campaign`).
-
-    The chain checked: the receipt's sha256 of our scores.json -> the slice's entry in it ->
-    the evaluator's scores.json (its sha256) -> the evaluator's per-seed completion receipt
-    (same sha256, same score). The evaluator computed the score from its per-row
-    predictions; re-running its scorers needs the judge and GPUs, so the offline check is
-    that every recorded number is the one in the evaluator's files, unchanged.
-    """
-    from trace_tui.evaluator_layout import completion_receipts, score_of
-
-    campaign_dir = Path(campaign_dir)
-    ours = [rel for rel in (content.get("outputs") or {}) if rel.endswith("/scores.json")]
-    if len(ours) != 1:
-        raise ValueError(f"receipt {content.get('step')}: expected one scores.json among its outputs, found {len(ours)}")
-    rel = ours[0]
-    path = campaign_dir / rel
-    if _sha256(path) != content["outputs"][rel]["sha256"]:
-        raise ValueError(f"{rel}: sha256 differs from the receipt")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    want = (content.get("model"), int(content["seed"]), content.get("benchmark"))
-    entry = next((e for e in data.get("slices") or [] if (e.get("model"), e.get("seed"), e.get("benchmark")) == want),
-                 None)
-    if entry is None or not entry.get("scores_path"):
-        raise ValueError(f"{rel}: no score file recorded for {want[0]}/{want[1]}/{want[2]}")
-    root = campaign_dir / data["campaign_root"]
-    score_path = root / entry["scores_path"]
-    resolved_campaign = campaign_dir.resolve()
-    if resolved_campaign not in score_path.resolve().parents:
-        raise ValueError(f"{rel}: names a score file outside the campaign; it was not read")
-    where = f"{data['campaign_root']}/{entry['scores_path']}"
-    if not score_path.is_file():
-        raise ValueError(f"{where}: missing")
-    digest = _sha256(score_path)
-    if digest != entry.get("scores_sha256"):
-        raise ValueError(f"{where}: sha256 {digest[:12]}… differs from {rel}'s {str(entry.get('scores_sha256'))[:12]}…")
-    receipt = completion_receipts(root, [want[1]])[want[1]]
-    if receipt is None:
-        raise ValueError(f"{data['campaign_root']}/scoring/score_campaign_completion_seed_{want[1]}.json: missing")
-    listed = next((e for e in receipt.get("slices") or []
-                   if (e.get("benchmark_key"), e.get("model_slug")) == (want[2], entry.get("slug"))), None)
-    if listed is None:
-        raise ValueError(f"{where}: not in the seed {want[1]} completion receipt")
-    if listed.get("scores_sha256") != digest:
-        raise ValueError(f"{where}: sha256 differs from the seed {want[1]} completion receipt")
-    score = score_of(json.loads(score_path.read_text(encoding="utf-8")), want[2])
-    if score is None:
-        raise ValueError(f"{where}: no 'score' (or 'accuracy') number")
-    if isinstance(listed.get("score"), (int, float)) and abs(float(listed["score"]) - score) > 1e-9:
-        raise ValueError(f"{where}: score {score} differs from the completion receipt's {listed['score']}")
-    return score
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="release_eval")
-    parser.add_argument("--phase", choices=("generate", "score"), required=True)
-    args = parser.parse_args(argv)
-    protocol.stop_on_sigterm()  # a stop terminates run_trace_eval.sh too (run's KeyboardInterrupt handler)
-    job = protocol.load_job()
-    campaign = Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
-    store = Path(os.environ.get("TRACE_TUI_STORE", "/store"))
-    evaluator = Path(os.environ.get("TRACE_TUI_EVALUATOR", "/opt/trace"))
+def run_phase(job: dict[str, Any], context: WorkerContext, opts: ReleaseEvalOptions) -> int:
+    campaign, store, evaluator = context.campaign, context.store, context.evaluator
     if not (evaluator / "rlvr" / "evaluation" / "scripts" / "run_trace_eval.sh").is_file():
         protocol.status("failed", f"no release evaluator at {evaluator} (the GPU flavour of the infer and score "
                         "images carries it; build it with `make appliance FLAVOR=gpu`)", exit_code=3)
         return 3
 
-    try:
-        return run(args.phase, job, campaign, store, evaluator)
-    except TraceTuiError as exc:  # e.g. a model missing from the store: one line, not a traceback
-        protocol.status("failed", exc.line(), exit_code=exc.exit_code)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        protocol.status("failed", "interrupted", exit_code=130)
-        return 130
+    # a model missing from the store (TraceTuiError) or a stop: one status line (run_step), not a traceback
+    return run(opts.phase, job, campaign, store, evaluator)
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_options(ReleaseEvalOptions, argv, prog="release_eval")
+    # a stop terminates run_trace_eval.sh too (run's KeyboardInterrupt handler)
+    return run_step(lambda job, context: run_phase(job, context, opts), quiet=False)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ Standard library only: it runs inside any image that has python3 and the trace_t
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -33,10 +32,15 @@ import random
 import socket
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trace_tui.common.atomic import atomic_write_json
 from trace_tui.stages import protocol
+from trace_tui.stages.entry import parse_options
+from trace_tui.stages.jobs import WorkerContext, run_step
+from trace_tui.workers.recompute_selftest import read_rows, score_rows
 
 
 metric = protocol.metric
@@ -54,45 +58,8 @@ def make_row(seed: int, model: str, benchmark: str, row: int) -> dict:
     return {"row": row, "seed": rs, "value": round(value, 12), "correct": value < 0.5}
 
 
-def read_rows(path: Path) -> tuple[list[dict], int]:
-    """Complete rows in order, and the byte length they take (a torn last line is not a row)."""
-    rows: list[dict] = []
-    good = 0
-    if not path.exists():
-        return rows, 0
-    with open(path, "rb") as fh:
-        for raw in fh:
-            if not raw.endswith(b"\n"):
-                break
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                break
-            if not isinstance(obj, dict) or obj.get("row") != len(rows):
-                break
-            rows.append(obj)
-            good += len(raw)
-    return rows, good
-
-
-def score_rows(rows: list[dict]) -> float:
-    return 100.0 * sum(1 for r in rows if r["correct"]) / len(rows) if rows else 0.0
-
-
-def recompute_score(campaign: Path, receipt_content: dict) -> float:
-    """How `trace-tui verify --campaign` recomputes this worker's score from its per-row results.
-
-    For a whole-step receipt, verify passes the slice it asks about as ``receipt_content["slice"]``.
-    """
-    sl = receipt_content.get("slice") or ""
-    suffix = f"/slices/{sl}/rows.jsonl" if sl.count("/") == 2 and receipt_content.get("slices") else "/rows.jsonl"
-    rows_path = next(campaign / p for p in receipt_content["outputs"] if p.endswith(suffix))
-    rows, _ = read_rows(rows_path)
-    return score_rows(rows)
-
-
 def write_slice(out: Path, campaign: Path, model: str, seed: int, bench: str, total: int,
-                opts: argparse.Namespace, fail_at: int | None) -> float | None:
+                opts: SelftestOptions, fail_at: int | None) -> float | None:
     """Rows of one slice into out/rows.jsonl, resuming at the first missing row; then score.json."""
     out.mkdir(parents=True, exist_ok=True)
     rows_path = out / "rows.jsonl"
@@ -128,13 +95,13 @@ def write_slice(out: Path, campaign: Path, model: str, seed: int, bench: str, to
     return score
 
 
-def _fail_at(opts: argparse.Namespace) -> int | None:
+def _fail_at(opts: SelftestOptions) -> int | None:
     if opts.fail_at is not None:
         return opts.fail_at
     return int(os.environ["SELFTEST_FAIL_AT"]) if os.environ.get("SELFTEST_FAIL_AT") else None
 
 
-def mode_rows(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+def mode_rows(job: dict, campaign: Path, opts: SelftestOptions) -> int:
     if "batch" in job:  # a keep_loaded step: one worker, its slices in turn, one status line per slice
         protocol.log("selftest: model loaded")  # once per worker: what a real worker's model load costs
         for sub in job["batch"]:
@@ -158,7 +125,7 @@ def mode_rows(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
     return 0
 
 
-def mode_matrix(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+def mode_matrix(job: dict, campaign: Path, opts: SelftestOptions) -> int:
     """A whole-step job over the slice matrix (as the release evaluator works): OUTPUT_DIR/slices/M/S/B."""
     out = campaign / job["output_dir"]
     fail_at = _fail_at(opts)
@@ -184,7 +151,7 @@ def mode_report(job: dict, campaign: Path, name: str, report: dict) -> int:
     return 0
 
 
-def mode_network(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+def mode_network(job: dict, campaign: Path, opts: SelftestOptions) -> int:
     try:
         ifaces = sorted(os.listdir("/sys/class/net"))
     except OSError:
@@ -199,7 +166,7 @@ def mode_network(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
     return mode_report(job, campaign, "network", result)
 
 
-def mode_store_write(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+def mode_store_write(job: dict, campaign: Path, opts: SelftestOptions) -> int:
     store = Path(os.environ.get("TRACE_TUI_STORE", "/store"))
     result: dict = {"store": str(store)}
     try:
@@ -212,7 +179,7 @@ def mode_store_write(job: dict, campaign: Path, opts: argparse.Namespace) -> int
     return mode_report(job, campaign, "store-write", result)
 
 
-def mode_whoami(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+def mode_whoami(job: dict, campaign: Path, opts: SelftestOptions) -> int:
     job_path = Path(os.environ.get("TRACE_TUI_JOB", "/job/job.json"))
     try:
         job_path.with_name("selftest-write").write_text("x")
@@ -254,7 +221,7 @@ def _cgroup(v2: str, v1: str) -> str | None:
     return None
 
 
-def mode_oom(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+def mode_oom(job: dict, campaign: Path, opts: SelftestOptions) -> int:
     hold = []
     for i in range(opts.mib):
         hold.append(bytearray(1 << 20))  # pages touched: bytearray zero-fills
@@ -264,7 +231,7 @@ def mode_oom(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
     return 0
 
 
-def mode_events(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+def mode_events(job: dict, campaign: Path, opts: SelftestOptions) -> int:
     n = opts.events
     progress = protocol.progress  # the stages' own path, so the benchmark times what stages pay
     for i in range(n):
@@ -273,7 +240,7 @@ def mode_events(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
     return 0
 
 
-def mode_sleep(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+def mode_sleep(job: dict, campaign: Path, opts: SelftestOptions) -> int:
     """Sleep holding a scratch directory in the output directory, as a worker holds its temporary files:
     a stop (SIGTERM) must interrupt it so that the directory goes, and it says it was interrupted."""
     import tempfile
@@ -293,7 +260,7 @@ def mode_sleep(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
     return 0
 
 
-def mode_noisy(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+def mode_noisy(job: dict, campaign: Path, opts: SelftestOptions) -> int:
     print("plain text from a library")
     print('{"type": "progress", "done": "many"}')  # invalid field
     print('{"not json')
@@ -304,7 +271,7 @@ def mode_noisy(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
     return 0
 
 
-def mode_fail(job: dict, campaign: Path, opts: argparse.Namespace) -> int:
+def mode_fail(job: dict, campaign: Path, opts: SelftestOptions) -> int:
     protocol.log("selftest: about to fail")
     print("selftest: something went wrong (as asked)", file=sys.stderr)
     return 3
@@ -316,24 +283,30 @@ MODES = {"rows": mode_rows, "fail": mode_fail, "oom": mode_oom, "network": mode_
          "matrix": mode_matrix}
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="trace_tui.stages.selftest")
-    p.add_argument("mode", choices=sorted(MODES))
-    p.add_argument("--delay", type=float, default=0.0)
-    p.add_argument("--rows", type=int)
-    p.add_argument("--fail-at", type=int)
-    p.add_argument("--mib", type=int, default=4096)
-    p.add_argument("--events", type=int, default=100_000)
-    p.add_argument("--host", default="172.17.0.1")
-    p.add_argument("--port", type=int, default=2375)
-    opts = p.parse_args(argv)
-    protocol.stop_on_sigterm()
-    job = protocol.load_job()
-    campaign = Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
+@dataclass(frozen=True)
+class SelftestOptions:
+    """The command line: MODE [--delay S] [--rows N] [--fail-at N] [--mib N] [--events N] [--host H] [--port P]."""
+
+    mode: str = field(metadata={"positional": True, "choices": tuple(sorted(MODES))})
+    delay: float = 0.0
+    rows: int | None = None
+    fail_at: int | None = None
+    mib: int = 4096
+    events: int = 100_000
+    host: str = "172.17.0.1"
+    port: int = 2375
+
+
+def run_mode(job: dict[str, Any], context: WorkerContext, opts: SelftestOptions) -> int:
     try:
-        return MODES[opts.mode](job, campaign, opts)
+        return MODES[opts.mode](job, context.campaign, opts)
     finally:
         protocol.flush()  # a mode that ends without a status line (a failure) still shows its last count
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_options(SelftestOptions, argv, prog="trace_tui.stages.selftest")
+    return run_step(lambda job, context: run_mode(job, context, opts), quiet=False)
 
 
 if __name__ == "__main__":

@@ -26,10 +26,15 @@ that importing this module stays cheap.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trace_tui.errors import UsageError
+from trace_tui.stages.entry import parse_options
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 # The Qwen2/Qwen2.5-VL special tokens, in the order the real vocabulary lists them.
 QWEN_SPECIAL_TOKENS: tuple[str, ...] = (
@@ -174,7 +179,7 @@ def _qwen2_fast_tokenizer_v4(vocab: dict[str, int], merges: list[tuple[str, str]
     return Qwen2TokenizerFast(tokenizer_object=tok, **common)
 
 
-def tiny_config(tokenizer: Any):
+def tiny_config(tokenizer: PreTrainedTokenizerBase):
     from transformers import Qwen2_5_VLConfig
 
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in QWEN_SPECIAL_TOKENS}
@@ -284,7 +289,7 @@ def _load_image_processor(path: Path, kwargs: dict[str, int]):
                      hint="point at a Qwen2.5-VL checkpoint directory")
 
 
-def _read_chat_template(path: Path, tokenizer: Any) -> str | None:
+def _read_chat_template(path: Path, tokenizer: PreTrainedTokenizerBase) -> str | None:
     jinja = path / "chat_template.jinja"
     if jinja.is_file():
         return jinja.read_text(encoding="utf-8")
@@ -451,13 +456,17 @@ def supervised_warm_up(model_dir: Path, out_dir: Path, examples: list[dict[str, 
     return out_dir
 
 
-def _main(argv: list[str] | None = None) -> int:
-    import argparse
+@dataclass(frozen=True)
+class TinyModelOptions:
+    """The developer command line: OUT_DIR [--seed N]."""
 
-    parser = argparse.ArgumentParser(description="Write a tiny random Qwen2.5-VL checkpoint (no downloads).")
-    parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    out_dir: Path = field(metadata={"positional": True})
+    seed: int = 0
+
+
+def _main(argv: list[str] | None = None) -> int:
+    args = parse_options(TinyModelOptions, argv,
+                         description="Write a tiny random Qwen2.5-VL checkpoint (no downloads).")
     print(build_tiny_qwen25vl(args.out_dir, seed=args.seed))
     return 0
 

@@ -11,9 +11,12 @@ from pydantic import BaseModel
 
 from trace_tui.common.digest import sha256_file, sha256set
 from trace_tui.errors import RequirementsError, UsageError
+from trace_tui.release import release_lock
 from trace_tui.stages.jobs import DEMO_SYSTEM_PROMPT_FILE, DEMO_TASKS_ENTRY
 from trace_tui.stages.train_job import InputSpec, TrainJob
 from trace_tui.stages.train_profile import load_profile
+from trace_tui.store import names
+from trace_tui.store.store import Store
 
 IMAGE_PLACEHOLDER = "<image>"
 # What identifies a checkpoint: its weights and its config, never trainer state
@@ -89,8 +92,6 @@ def spec_label(spec: InputSpec) -> str:
 
 
 def _entry_path(entry: str, store: Path) -> Path:
-    from trace_tui.store.store import Store
-
     st = Store(store)
     if not st.has(entry):
         raise RequirementsError(f"store entry {entry} is not in the store ({store})",
@@ -119,8 +120,6 @@ def _resolve(spec: InputSpec, store: Path, campaign: Path) -> Path:
 
 def _base_scale(entry: str) -> str | None:
     """The release training scale ('3B'/'7B') whose pinned base model this store entry is, if any."""
-    from trace_tui.release import release_lock
-
     for scale, pin in release_lock().training_base_models.items():
         if _entry_name(entry) == f"model:{pin.repo_id}@{pin.revision}":
             return scale
@@ -154,9 +153,6 @@ def resolve_inputs(job: TrainJob, store: Path, campaign: Path) -> Inputs:
     scale = _base_scale(str(entry)) if entry else None
     release_root: Path | None = None
     if scale is not None and (inp.profile is None or inp.system_prompt is None or inp.train_files is None):
-        from trace_tui.release import release_lock
-        from trace_tui.store import names
-
         lock = release_lock()
         release_name = names.release_entry(lock)
         release_root = _entry_path(release_name, store)
@@ -164,8 +160,6 @@ def resolve_inputs(job: TrainJob, store: Path, campaign: Path) -> Inputs:
     if inp.profile is not None:
         profile_path, profile_label = _resolve(inp.profile, store, campaign), spec_label(inp.profile)
     elif scale is not None:
-        from trace_tui.release import release_lock
-
         rel = release_lock().training.configs[scale]
         profile_path, profile_label = release_root / rel, f"{release_name}/{rel}"
     else:
@@ -192,9 +186,6 @@ def resolve_inputs(job: TrainJob, store: Path, campaign: Path) -> Inputs:
         train_files = [_resolve(f, store, campaign) for f in inp.train_files]
         train_labels = [spec_label(f) for f in inp.train_files]
     elif scale is not None:
-        from trace_tui.release import release_lock
-        from trace_tui.store import names
-
         lock = release_lock()
         ds_name = names.dataset_entry(lock, "train")
         root = _entry_path(ds_name, store)

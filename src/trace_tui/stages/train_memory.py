@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_tui.errors import RequirementsError
+from trace_tui.gpu_needs import ACTIVATION_GIB
 from trace_tui.stages.train_job import TrainSettings
 from trace_tui.stages.train_profile import Hardware, ResolvedTraining
 
@@ -39,8 +40,6 @@ def plan_gpu_memory(model_dir: Path, hardware: Hardware, resolved: ResolvedTrain
     ``auto`` takes bf16 and the receipt says so. Neither fitting is a
     requirements failure naming the sizes.
     """
-    from trace_tui.gpu_needs import ACTIVATION_GIB
-
     if hardware.device != "cuda":
         return None
     cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))

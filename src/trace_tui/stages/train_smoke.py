@@ -59,7 +59,9 @@ from pydantic import ValidationError
 from trace_tui.common.atomic import atomic_write_json
 from trace_tui.common.digest import dir_sha256s, sha256_bytes, sha256_file, sha256_json, sha256set
 from trace_tui.errors import ExitCode, TraceTuiError, UsageError
+from trace_tui.release import release_lock
 from trace_tui.stages import protocol
+from trace_tui.stages.jobs import WorkerContext, run_step
 from trace_tui.stages.train_inputs import (
     checkpoint_sha256set,
     parquet_rows,
@@ -139,8 +141,6 @@ class _Run:
             profile_sha = sha256_file(found.profile_path)
             profile = load_profile(found.profile_path)
         else:
-            from trace_tui.release import release_lock
-
             profile = demo_profile(release_lock().trace_validation.system_prompt_sha256)
             profile_sha = sha256_json(profile)
         self._progress("hash-inputs", 2, total)
@@ -337,13 +337,10 @@ def _offline_env() -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    protocol.stop_on_sigterm()
     hf_home = _offline_env()
     try:
-        return _main()
-    except KeyboardInterrupt:  # a stop before the run's own handling (the job loading): one line, no traceback
-        protocol.status("failed", "interrupted", 130)
-        return 130
+        # a stop before the run's own handling (the job loading): one line, no traceback (run_step)
+        return run_step(train, load=load_train_job, quiet=False)
     finally:
         if hf_home:
             import shutil
@@ -351,23 +348,24 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(hf_home, ignore_errors=True)
 
 
-def _main() -> int:
-    campaign = Path(os.environ.get("TRACE_TUI_CAMPAIGN", "/campaign"))
-    store = Path(os.environ.get("TRACE_TUI_STORE", "/store"))
-    job_path = os.environ.get("TRACE_TUI_JOB", "/job/job.json")
+def load_train_job(job_path: Path) -> TrainJob:
+    """The job spec at ``job_path`` as a TrainJob; UsageError naming the field when it is not one."""
     try:
-        try:
-            raw = protocol.load_job(job_path)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UsageError(f"{job_path}: cannot read the job spec ({exc})", hint="pass a JSON job spec") from None
-        try:
-            job = TrainJob.model_validate(raw)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"])
-            raise UsageError(f"{job_path}: field '{field}': {err['msg']} (got {str(err.get('input'))[:80]!r})",
-                             hint="see the job spec format in trace_tui/stages/train_smoke.py") from None
-        run = _Run(job, campaign, store)
+        raw = protocol.load_job(job_path)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{job_path}: cannot read the job spec ({exc})", hint="pass a JSON job spec") from None
+    try:
+        return TrainJob.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise UsageError(f"{job_path}: field '{field}': {err['msg']} (got {str(err.get('input'))[:80]!r})",
+                         hint="see the job spec format in trace_tui/stages/train_smoke.py") from None
+
+
+def train(job: TrainJob, context: WorkerContext) -> int:
+    try:
+        run = _Run(job, context.campaign, context.store)
     except TraceTuiError as exc:
         protocol.status("failed", exc.line(), exc.exit_code)
         return exc.exit_code

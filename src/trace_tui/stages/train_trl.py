@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_tui.errors import RequirementsError
+from trace_tui.scoring import trace_reward
 from trace_tui.stages.tiny_model import load_processor
 
 
@@ -36,20 +37,8 @@ def trl_processor(model_dir: Path, *, min_pixels: int, max_pixels: int):
     return processor
 
 
-def _trace_reward():
-    try:
-        from trace_tui.scoring import trace_reward
-    except ImportError as exc:  # pragma: no cover - the scoring library ships with the package
-        from trace_tui.errors import RequirementsError
-
-        raise RequirementsError(f"trace_tui.scoring.trace_reward unavailable ({exc})",
-                                hint="install the trace-tui package completely") from None
-    return trace_reward
-
-
 def make_reward_func(answer_key: str, sink: list[float]):
     """TRL reward function over the TRACE training reward (CONTRACTS.md section 3); every value goes to ``sink``."""
-    trace_reward = _trace_reward()
 
     def trace_training_reward(prompts, completions, **kwargs) -> list[float]:
         out = []

@@ -8,9 +8,9 @@ Checks (pure over the campaign's files and its state database, read-only):
   against the receipt;
 - scores: each recorded score recomputed from the per-row results and equal to
   the record, by ``recompute_score(campaign_dir, receipt_content) -> float`` of
-  the step kind's worker module (``step.run[0]``). The scoring workers are a
-  fixed table (KNOWN_RECOMPUTERS): a module a receipt names is never imported,
-  an unknown kind is a failed check;
+  the step kind's worker (``step.run[0]``). The scoring workers and their
+  recomputers are rows of a fixed table (trace_tui.workers.registry): a module
+  a receipt names is never imported, an unknown kind is a failed check;
 - pinned inputs: the model revisions and generation settings a campaign
   recorded against the release lock (and image ids against the image lock, as
   information: images are not bit-reproducible across machines);
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import importlib
 import json
 import math
 import os
@@ -64,6 +63,7 @@ from trace_tui.errors import CheckFailed, TraceTuiError, UsageError
 from trace_tui.recipe_schema import BenchmarkRef, LocalModel, SliceKey, TrainingTarget, config_data
 from trace_tui.release import ModelPin, release_lock
 from trace_tui.verify.workers import ordered_map
+from trace_tui.workers import registry
 
 ScoreRecomputer = Callable[[Path, dict[str, Any]], float | None]
 SCORE_TOLERANCE = 1e-9
@@ -74,37 +74,25 @@ IDENTITY_ID = re.compile(r"[0-9a-f]{16}")
 RECEIPT_LIMIT = 256 * MIB  # a whole-step receipt lists every output of the release evaluator
 
 
-# The step kinds whose scores verify recomputes, and the module of trace-tui that knows how. A fixed
-# table: the kind comes from a receipt, which a campaign handed over may have written to name any module.
-KNOWN_RECOMPUTERS: dict[str, str] = {
-    "trace_tui.stages.score": "trace_tui.stages.score",
-    "trace_tui.stages.release_eval": "trace_tui.stages.release_eval",
-    "trace_tui.stages.selftest": "trace_tui.stages.selftest",
-}
-
-
 def recomputer_for(step_kind: str) -> ScoreRecomputer | None:
-    """The step kind's ``recompute_score`` (None: not a scoring step of trace-tui)."""
-    module_name = KNOWN_RECOMPUTERS.get(step_kind)
-    if module_name is None:
-        return None
-    fn = getattr(importlib.import_module(module_name), "recompute_score", None)
-    return fn if callable(fn) else None
+    """The step kind's ``recompute_score`` (None: not a scoring step of trace-tui). The kind comes from a
+    receipt, which a campaign handed over may have written to name any module: it is only looked up in the
+    worker registry's fixed table."""
+    w = registry.worker(step_kind)
+    return w.recompute if w is not None else None
 
 
 def score_check(kind: str, root: Path, content: dict[str, Any], recorded: float, subject: str,
                 read: dict[str, tuple[str, Any]] | None = None) -> Check:
     """A recorded score against the one its step kind's recomputer gets from the receipt ``content``."""
-    fn = recomputer_for(kind)
-    if fn is None:
+    if recomputer_for(kind) is None:
         return Check(id="score", status="failed", subject=subject,
                      message=f"score {recorded} cannot be recomputed: {str(kind)[:80]!r} is not a scoring step "
                              "of trace-tui")
     try:
         # The score worker's recomputer takes the rows this run already read and hashed (the extract rows):
         # each file is read once, not again to be rescored.
-        again = fn(root, content, read=read) if read is not None and kind == "trace_tui.stages.score" \
-            else fn(root, content)
+        again = registry.recompute(kind, root, content, read=read)
     except Exception as exc:  # noqa: BLE001 - a broken row file is this check's failure
         return Check(id="score", status="failed", subject=subject,
                      message=f"cannot recompute the score: {type(exc).__name__}: {exc}")
@@ -513,11 +501,11 @@ def recipe_against_state(resolved: Any, jobs: list[Any], subs: list[Any]) -> lis
 
 # --------------------------------------------------------------------------- a job's outputs and rows
 
-# The workers whose outputs hold one file per row (OUTPUT_DIR/rows/NNNNNN.json), and what each row proves:
+# The workers whose outputs hold one file per row (OUTPUT_DIR/rows/NNNNNN.json: their row_kind in
+# trace_tui.workers.registry), and what each row proves:
 # a generate row the sha256 of its own response; an extract row the response_sha256 of the generate row of the
 # same name in the step before it (trace_tui.stages.extract reads that step's rows). The score worker's rows
 # are tied by its recomputer (score.json names the extract rows and their sha256).
-ROW_WORKERS: dict[str, str] = {"trace_tui.stages.generate": "generate", "trace_tui.stages.extract": "extract"}
 ROW_LIMIT = 1 << 20  # a row file larger than this is hashed but not parsed (no worker writes one)
 ROW_FAILURES_SHOWN = 10  # per job and kind of problem: the rest are counted in one more line
 PARALLEL_ROWS = 20_000  # from this many rows a campaign's jobs are checked in a process per core
@@ -526,7 +514,7 @@ PARTS_PER_WORKER = 8  # runs of slices per process: one slow run does not leave 
 
 def _row_worker(step: dict[str, Any]) -> str | None:
     run = step.get("run") or []
-    return ROW_WORKERS.get(run[0]) if run else None
+    return registry.row_kind(run[0]) if run else None
 
 
 def _bad_relpath(rel: Any) -> str | None:

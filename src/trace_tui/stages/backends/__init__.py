@@ -11,8 +11,6 @@ when a backend is built.
 
 from __future__ import annotations
 
-from typing import Any
-
 from trace_tui.errors import UsageError
 from trace_tui.stages.backends.request import GenerationBackend, Request, Sampling, render_prompt
 from trace_tui.stages.backends.transformers_backend import TransformersBackend
@@ -23,7 +21,7 @@ __all__ = ["BACKENDS", "GenerationBackend", "Request", "Sampling", "build_backen
 
 
 def build_backend(name: str, model_dir: str, *, min_pixels: int | None = None, max_pixels: int | None = None,
-                  device: str | None = None, dtype: str | None = None, **options: Any) -> GenerationBackend:
+                  device: str | None = None, dtype: str | None = None, **options: object) -> GenerationBackend:
     """Build the named backend over a local model directory (the store entry's files).
 
     ``min_pixels``/``max_pixels`` are the run's image bounds, handed to the model's own

@@ -4,7 +4,10 @@ messages, the images, the sampling settings and the seed), and the prompt every 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase, ProcessorMixin
 
 
 @dataclass(frozen=True)
@@ -20,7 +23,7 @@ class Sampling:
     repetition_penalty: float = 1.0
 
     @classmethod
-    def from_settings(cls, settings: dict[str, Any], **override: Any) -> Sampling:
+    def from_settings(cls, settings: dict[str, Any], **override: object) -> Sampling:
         keys = {f for f in cls.__dataclass_fields__}
         values = {k: settings[k] for k in keys if k in settings}
         values.update(override)
@@ -39,7 +42,7 @@ class Request:
     template_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
-def render_prompt(request: Request, processor: Any, tokenizer: Any) -> str:
+def render_prompt(request: Request, processor: ProcessorMixin | None, tokenizer: PreTrainedTokenizerBase) -> str:
     """The prompt text through the checkpoint's own chat template, the same for every backend.
 
     An image prompt goes through the processor's template; a text one (the judge) through the

@@ -9,11 +9,14 @@ numerics of the padded rows, which is why rows are not batched here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trace_tui.errors import UsageError
 from trace_tui.stages.backends.request import Request, render_prompt
 from trace_tui.stages.tiny_model import load_processor as _load
+
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
 
 TINY_PARAMETERS = 50_000_000
 
@@ -83,6 +86,6 @@ class TransformersBackend:
         return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)[0]
 
 
-def load_processor(model_dir: str, *, min_pixels: int | None = None, max_pixels: int | None = None) -> Any:
+def load_processor(model_dir: str, *, min_pixels: int | None = None, max_pixels: int | None = None) -> ProcessorMixin:
     """The checkpoint's image-only processor with its own chat template (no torchvision needed)."""
     return _load(model_dir, min_pixels=min_pixels, max_pixels=max_pixels)

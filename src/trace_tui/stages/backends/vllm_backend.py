@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trace_tui.errors import RequirementsError
 from trace_tui.stages.backends.request import Request, render_prompt
 from trace_tui.stages.backends.transformers_backend import load_processor
 
@@ -69,8 +70,6 @@ class VllmBackend:
         try:
             from vllm import LLM
         except ImportError as exc:  # the infer image carries vLLM; anywhere else say what to use
-            from trace_tui.errors import RequirementsError
-
             raise RequirementsError(f"the vllm backend needs the vllm package ({exc})",
                                     hint="run inside the infer image, or use --backend transformers") from exc
         import json
