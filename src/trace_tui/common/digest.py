@@ -21,8 +21,8 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any
 
