@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trace_tui.common.digest import canonical_json, sha256_json
 from trace_tui.campaign_files.state import STEP_SLICE, slice_name
@@ -18,8 +18,20 @@ from trace_tui.campaign_files.state import STEP_SLICE, slice_name
 if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
     from trace_tui.campaign_files.state import JobRecord, SliceRecord
     from trace_tui.engine.campaign import Campaign
-    from trace_tui.plan import StepGpus
     from trace_tui.recipe_schema import Recipe, ResolvedRecipe, Step
+
+
+class StepGpuPlan(Protocol):
+    """What the planner reads of a step's entry in the run's GPU plan (trace_tui.plan.StepGpus, a pydantic
+    model this module does not import)."""
+
+    @property
+    def groups(self) -> list[list[int]]: ...
+
+    @property
+    def devices(self) -> list[int]: ...
+
+    def container_groups(self, given: list[int]) -> list[list[int]]: ...
 
 
 def needs_gpus(step: Step) -> bool:
@@ -243,7 +255,7 @@ def plan_rows(plan: Plan, now: float) -> tuple[list[dict[str, Any]], list[dict[s
 
 
 # -- GPUs: which groups a step runs on, and the deal of its jobs over them -------------------
-def step_groups(step: Step, planned: StepGpus | None, gpu_groups: list[list[int]]) -> list[list[int]]:
+def step_groups(step: Step, planned: StepGpuPlan | None, gpu_groups: list[list[int]]) -> list[list[int]]:
     """The host GPUs of each container the step runs at a time (one list per GPU group; [[]]: no GPUs).
 
     ``planned``: the run's GPU plan for this step (trace_tui.plan.run_plan), or None; without one,
@@ -263,7 +275,8 @@ def step_groups(step: Step, planned: StepGpus | None, gpu_groups: list[list[int]
     return [list(range(max(1, step.needs.gpus)))]
 
 
-def visible_groups(step: Step, gpus: list[int], planned: StepGpus | None, gpu_groups: list[list[int]]) -> list[list[int]]:
+def visible_groups(step: Step, gpus: list[int], planned: StepGpuPlan | None,
+                   gpu_groups: list[list[int]]) -> list[list[int]]:
     """The groups a container given host GPUs ``gpus`` sees, numbered as it sees them (0..n-1)."""
     index = {g: i for i, g in enumerate(gpus)}
     if not gpus:
@@ -318,7 +331,7 @@ def job_inputs(resolved: ResolvedRecipe, steps: list[Step], campaign: Campaign, 
 
 
 def job_spec(resolved: ResolvedRecipe, recipe: Recipe, campaign: Campaign, job: PlannedJob, gpus: list[int], *,
-             planned: StepGpus | None, gpu_groups: list[list[int]], offline: bool,
+             planned: StepGpuPlan | None, gpu_groups: list[list[int]], offline: bool,
              extra_inputs: Callable[[Any, PlannedJob, Any], dict[str, Any]] | None = None) -> dict[str, Any]:
     """The job's spec (its job.json) on host GPUs ``gpus``; ``planned``: the GPU plan's entry for its step."""
     r = resolved
