@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import IO, TYPE_CHECKING, Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,7 +25,13 @@ from trace_tui.common.digest import sha256_file
 from trace_tui.errors import CheckFailed, RequirementsError, UsageError
 from trace_tui.evaluator_source import stage_evaluator
 from trace_tui.paths import home as trace_home
-from trace_tui.release import release_lock
+from trace_tui.release import ReleaseLock, release_lock
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tarfile import TarInfo
+
+    from docker import DockerClient
+    from docker.models.images import Image
 
 IMAGE_NAMES: tuple[str, ...] = ("train", "infer", "score")
 Flavor = Literal["cpu", "gpu"]
@@ -119,7 +125,8 @@ def image_stack(pins: dict[str, Any], flavor: str, name: str) -> tuple[str, str]
     return f"common-{flavor}", flavor
 
 
-def resolve_base(client: Any, flavor: str, pin: dict[str, Any], say: Callable[[str], None]) -> tuple[str, str, str | None]:
+def resolve_base(client: DockerClient, flavor: str, pin: dict[str, Any],
+                 say: Callable[[str], None]) -> tuple[str, str, str | None]:
     """(reference to build FROM, base image id, base repo digest or None) for one image's base PIN.
 
     By digest when pinned; else the tag, pulled if absent; where nothing can be
@@ -150,7 +157,7 @@ def resolve_base(client: Any, flavor: str, pin: dict[str, Any], say: Callable[[s
     return ref, image.id, (digests[0].split("@", 1)[1] if digests else None)
 
 
-def _make_local_base(client: Any, local: str, packages: list[str], say: Callable[[str], None]) -> Any:
+def _make_local_base(client: DockerClient, local: str, packages: list[str], say: Callable[[str], None]) -> Image:
     """appliance/make-base-image.sh for LOCAL with PACKAGES: builds it with debootstrap when it is absent or
     lacks one of them, else leaves it; what it did is said, except that it found the base complete."""
     script = repo_root() / "appliance" / "make-base-image.sh"
@@ -181,7 +188,7 @@ def build_wheel(root: Path, dist: Path | None = None) -> Path:
 
 
 def build_images(flavor: Flavor, *, names: tuple[str, ...] = IMAGE_NAMES, root: Path | None = None,
-                 client: Any = None, say: Callable[[str], None] = print,
+                 client: DockerClient | None = None, say: Callable[[str], None] = print,
                  evaluator_source: Path | None = None) -> ImagesLock:
     """Build NAMES of FLAVOR. The gpu infer/score images take the release evaluator from
     EVALUATOR_SOURCE (a local bundle or checkout), or from the network at the pinned commits when None;
@@ -230,7 +237,8 @@ def build_images(flavor: Flavor, *, names: tuple[str, ...] = IMAGE_NAMES, root: 
 EVALUATOR_IMAGES = ("infer", "score")
 
 
-def _build_image(client: Any, root: Path, name: str, flavor: str, locks_dir: Path, rel: Any, staging: Path,
+def _build_image(client: DockerClient, root: Path, name: str, flavor: str, locks_dir: Path, rel: ReleaseLock,
+                 staging: Path,
                  base: tuple[str, str, str | None], stack: tuple[str, str], houses: dict[str, str],
                  say: Callable[[str], None]) -> LockedImage:
     base_ref, base_id, base_digest = base
@@ -266,7 +274,7 @@ def _build_image(client: Any, root: Path, name: str, flavor: str, locks_dir: Pat
 WHEELHOUSE_REPOSITORY = "trace-tui/wheelhouse"
 
 
-def _plain(info: Any) -> Any:
+def _plain(info: TarInfo) -> TarInfo:
     """A tar member without its owner: the same sources give the same context."""
     info.uid = info.gid = 0
     info.uname = info.gname = ""
@@ -281,7 +289,7 @@ def wheelhouse_key(house: Path) -> str:
     return hashlib.sha256(json.dumps(files).encode()).hexdigest()
 
 
-def wheelhouse_image(client: Any, house: Path, say: Callable[[str], None]) -> str:
+def wheelhouse_image(client: DockerClient, house: Path, say: Callable[[str], None]) -> str:
     """The wheelhouse HOUSE as an image of its own (FROM scratch, the wheels at /wheelhouse), tagged by its
     key and built only when no image has that tag yet. The stage images copy their wheels from it (COPY
     --from), so a build sends the wheels (3.4 GB for the cpu vLLM stack) to the daemon once, instead of
@@ -314,7 +322,7 @@ def wheelhouse_image(client: Any, house: Path, say: Callable[[str], None]) -> st
     return tag
 
 
-def write_context(root: Path, name: str, flavor: str, evaluator: Path, out: Any) -> None:
+def write_context(root: Path, name: str, flavor: str, evaluator: Path, out: IO[bytes]) -> None:
     """The build context of one image as a tar: its Dockerfile, its flavour's locks, the project wheel and
     (gpu infer/score) the verified evaluator sources; nothing else of the checkout (its wheelhouse comes
     from the wheelhouse image, WHEELHOUSE_IMAGE)."""
@@ -334,8 +342,8 @@ def write_context(root: Path, name: str, flavor: str, evaluator: Path, out: Any)
             tar.addfile(info)
 
 
-def _build_one(client: Any, root: Path, name: str, flavor: str, evaluator: Path, tag: str,
-               args: dict[str, str]) -> Any:
+def _build_one(client: DockerClient, root: Path, name: str, flavor: str, evaluator: Path, tag: str,
+               args: dict[str, str]) -> Image:
     import tempfile
 
     from docker.errors import BuildError
@@ -354,7 +362,7 @@ def _build_one(client: Any, root: Path, name: str, flavor: str, evaluator: Path,
     return image
 
 
-def _image_sources(client: Any, image_id: str, flavor: str, name: str) -> dict[str, dict[str, str]]:
+def _image_sources(client: DockerClient, image_id: str, flavor: str, name: str) -> dict[str, dict[str, str]]:
     """GPU infer/score images record the evaluator's commits and tree hashes inside the image."""
     if flavor != "gpu" or name == "train":
         return {}
@@ -362,7 +370,7 @@ def _image_sources(client: Any, image_id: str, flavor: str, name: str) -> dict[s
     return json.loads(out)
 
 
-def image_status(client: Any, lock: ImagesLock | None) -> dict[str, str]:
+def image_status(client: DockerClient, lock: ImagesLock | None) -> dict[str, str]:
     """Per image: 'ok', 'different' (tag points elsewhere), 'missing', or 'not built' (no lock)."""
     from docker.errors import ImageNotFound
 
@@ -385,7 +393,8 @@ def image_status(client: Any, lock: ImagesLock | None) -> dict[str, str]:
     return status
 
 
-def push_images(lock: ImagesLock, registry: str, *, client: Any = None, say: Callable[[str], None] = print) -> ImagesLock:
+def push_images(lock: ImagesLock, registry: str, *, client: DockerClient | None = None,
+                say: Callable[[str], None] = print) -> ImagesLock:
     """Push the locked images to REGISTRY (host:port/ns) and record their repo digests."""
     client = client or docker_client()
     registry = registry.rstrip("/")
@@ -406,7 +415,8 @@ def push_images(lock: ImagesLock, registry: str, *, client: Any = None, say: Cal
     return lock.model_copy(update={"images": updated})
 
 
-def pull_images(lock: ImagesLock, registry: str, *, client: Any = None, say: Callable[[str], None] = print) -> None:
+def pull_images(lock: ImagesLock, registry: str, *, client: DockerClient | None = None,
+                say: Callable[[str], None] = print) -> None:
     """Pull each locked image BY DIGEST from REGISTRY, check its id against the lock, tag it locally."""
     client = client or docker_client()
     registry = registry.rstrip("/")

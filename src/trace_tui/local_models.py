@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 
 from trace_tui.errors import UsageError
+from trace_tui.recipe_schema import LocalModel
+from trace_tui.store import Store, local_entry
 
 _SPEC = re.compile(r"^(?P<id>[a-z0-9][a-z0-9.-]*)=(?P<path>[^@]+)(?:@(?P<rev>[A-Za-z0-9:._-]+))?$")
 # hidden_size of the Qwen2.5-VL text models, for the GPU requirement of the checkpoint's size.
@@ -41,9 +43,6 @@ def scale_of(path: Path) -> str:
 
 def import_local_models(specs: list[str], store_root: Path) -> list:
     """Import each checkpoint into the store and describe it for resolve_recipe(local_models=...)."""
-    from trace_tui.recipe_schema import LocalModel
-    from trace_tui.store import Store, local_entry
-
     store = Store(store_root)
     out = []
     for spec in specs:

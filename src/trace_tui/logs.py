@@ -7,9 +7,12 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from trace_tui.errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from structlog.typing import FilteringBoundLogger
 
 # Keys whose values are never written, and environment values scrubbed from any text.
 # A key names a secret when its last word does (hf_token, client_secret, api-key, Authorization),
@@ -33,7 +36,7 @@ def redact_text(text: str) -> str:
     return _URL_USERINFO.sub(rf"\1{REDACTED}@", _TOKEN_SHAPE.sub(REDACTED, text))
 
 
-def redact(value: Any, key: str | None = None) -> Any:
+def redact(value: object, key: str | None = None) -> object:
     """Scrub secrets from a log event or any JSON-like value written to disk."""
     if key is not None and _SECRET_KEY.search(key) and value not in (None, "", False):
         return REDACTED
@@ -46,7 +49,7 @@ def redact(value: Any, key: str | None = None) -> Any:
     return value
 
 
-def _redact_processor(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+def _redact_processor(_logger: object, _name: str, event: dict[str, Any]) -> dict[str, Any]:
     return {k: redact(v, k if k != "event" else None) for k, v in event.items()}
 
 
@@ -86,7 +89,7 @@ def configure(fmt: str = "console", *, log_file: Path | None = None, stream: Tex
             raise UsageError(f"--log-file {log_file}: cannot be written ({exc.strerror or exc})",
                              hint="name a file in a writable directory") from None
 
-    def _emit(logger: Any, name: str, event: dict[str, Any]) -> str:
+    def _emit(logger: object, name: str, event: dict[str, Any]) -> str:
         if log_handle is not None:
             log_handle.write(json_renderer(logger, name, dict(event)) + "\n")
             log_handle.flush()
@@ -100,7 +103,7 @@ def configure(fmt: str = "console", *, log_file: Path | None = None, stream: Tex
     )
 
 
-def get_logger(name: str = "trace-tui") -> Any:
+def get_logger(name: str = "trace-tui") -> FilteringBoundLogger:
     import structlog
 
     return structlog.get_logger(name)

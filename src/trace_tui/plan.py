@@ -27,12 +27,12 @@ per group, which loads its model once and serves that group's slices in turn.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from trace_tui.hardware import REQUIREMENTS, check_step, kv_bytes_per_token, meets, required_tp, step_scales
-from trace_tui.recipe_schema import SliceKey
+from trace_tui.recipe_schema import SliceKey, Step
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.hardware import HardwareReport
@@ -230,7 +230,7 @@ class RunPlan(BaseModel):
         return [s.line() for s in self.steps]
 
 
-def _step_needs_gpus(step: Any) -> bool:
+def _step_needs_gpus(step: Step) -> bool:
     return bool(step.image) and (step.needs.gpus > 0 or step.needs.gpu_profile is not None)
 
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trace_tui import paths
 from trace_tui.hardware import HardwareReport, StepCheck, check_recipe, hardware_report
-from trace_tui.plan import StepGpus, gpu_groups_env, run_plan
+from trace_tui.plan import GpuGroup, RunPlan, StepGpus, gpu_groups_env, run_plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.recipe_schema import ResolvedRecipe
@@ -200,7 +200,7 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
         runtime="local" if runtime == "local" else "docker")
 
 
-def _launcher_groups(run: Any, plan: list[Any]) -> str:
+def _launcher_groups(run: RunPlan, plan: list[GpuGroup]) -> str:
     """GPU_GROUPS as the generation step's container receives it (a whole-step job: the release launcher)."""
     gen = next((s for s in run.steps if s.role == "generation" and s.groups), None)
     if gen is not None and not gen.per_slice:

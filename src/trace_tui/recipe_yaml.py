@@ -4,16 +4,19 @@ values, and keys a mapping repeats (PyYAML keeps the last one silently)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from yaml import Node
 
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def node_line(root: Any, loc: tuple[Any, ...]) -> int:
+def node_line(root: Node | None, loc: tuple[Any, ...]) -> int:
     """1-based line of the deepest YAML node on the path ``loc`` (pydantic error location)."""
     import yaml
 
@@ -54,7 +57,7 @@ def model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | 
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
-def describe_validation_error(exc: ValidationError, root: Any, source: str, model: type[BaseModel]) -> str:
+def describe_validation_error(exc: ValidationError, root: Node | None, source: str, model: type[BaseModel]) -> str:
     err = exc.errors()[0]
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in ("list", "literal"))))
     field = ".".join(str(p) for p in loc) or "(top level)"
@@ -77,7 +80,7 @@ def describe_validation_error(exc: ValidationError, root: Any, source: str, mode
     return f"{source}:{line}: {field}: {msg}{shown}{allowed}{tail}"
 
 
-def short_value(value: Any) -> str:
+def short_value(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -87,7 +90,7 @@ def short_value(value: Any) -> str:
 MAX_INTEGER_DIGITS = 4300
 
 
-def _nodes(root: Any) -> Iterator[Any]:
+def _nodes(root: Node | None) -> Iterator[Node]:
     """Every node of a composed YAML tree, each once: aliases share nodes, so a "billion laughs" stays small."""
     import yaml
 
@@ -106,7 +109,7 @@ def _nodes(root: Any) -> Iterator[Any]:
             stack.extend(n.value)
 
 
-def too_long_integer(node: Any) -> tuple[int, int] | None:
+def too_long_integer(node: Node | None) -> tuple[int, int] | None:
     """(digits, line) of the first integer scalar too long for Python to read, if any."""
     import yaml
 
@@ -118,7 +121,7 @@ def too_long_integer(node: Any) -> tuple[int, int] | None:
     return None
 
 
-def duplicate_key(node: Any) -> tuple[str, int] | None:
+def duplicate_key(node: Node | None) -> tuple[str, int] | None:
     """The first key a YAML mapping repeats (PyYAML keeps the last silently), with its line."""
     import yaml
 

@@ -13,7 +13,7 @@ import tarfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Iterable, Iterator
 
 from pydantic import ValidationError
 
@@ -32,6 +32,9 @@ from trace_tui.bundle.files import (
 )
 from trace_tui.errors import CheckFailed
 from trace_tui.images import IMAGE_NAMES, ImagesLock
+
+if TYPE_CHECKING:  # pragma: no cover
+    from docker import DockerClient
 
 INDEX_LIMIT = 16 << 20  # an archive's manifest.json, repositories, index.json, or one image config
 IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")  # used with fullmatch: `$` would let a newline through
@@ -64,7 +67,7 @@ def is_stage_tag(tag: str, stage: str, version: str, flavor: str) -> bool:
     return re.fullmatch(rf"{repo}:{re.escape(suffix)}", tag) is not None
 
 
-def _read_bundle_lock(src: Path, manifest: BundleManifest) -> Any:
+def _read_bundle_lock(src: Path, manifest: BundleManifest) -> ImagesLock:
     path = src / LOCK_FILE
     if LOCK_FILE not in manifest.files:
         raise CheckFailed(f"{path}: the bundle has no image lock", hint=REEXPORT)
@@ -77,7 +80,7 @@ def _read_bundle_lock(src: Path, manifest: BundleManifest) -> Any:
     return lock
 
 
-def _check_lock(lock: Any, path: Path) -> None:
+def _check_lock(lock: ImagesLock, path: Path) -> None:
     if sorted(lock.images) != sorted(IMAGE_NAMES):
         raise CheckFailed(f"{path}: images {', '.join(shown(n) for n in sorted(lock.images)) or '(none)'}; a bundle's "
                           f"image lock holds one image for each stage, {', '.join(IMAGE_NAMES)}", hint=REEXPORT)
@@ -93,7 +96,7 @@ def _check_lock(lock: Any, path: Path) -> None:
                               hint=f"a bundle may tag only {shown(stage_tag_rule(stage, lock.version, lock.flavor))}")
 
 
-def _check_manifest_images(manifest: BundleManifest, lock: Any, path: Path) -> None:
+def _check_manifest_images(manifest: BundleManifest, lock: ImagesLock, path: Path) -> None:
     locked = {name: img.id for name, img in lock.images.items()}
     for name in sorted(set(manifest.images) | set(locked)):
         if manifest.images.get(name) != locked.get(name):
@@ -160,7 +163,7 @@ def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo, rel: str) -> by
 
 
 def _member_json(tar: tarfile.TarFile, members: dict[str, tarfile.TarInfo], name: str, rel: str,
-                 required: bool = False) -> Any:
+                 required: bool = False) -> object:
     member = members.get(name)
     if member is None:
         if required:
@@ -172,7 +175,7 @@ def _member_json(tar: tarfile.TarFile, members: dict[str, tarfile.TarInfo], name
         raise _not_docker_save(rel, f"its {name} is not valid JSON") from None
 
 
-def _archive_images(tar: tarfile.TarFile, members: dict[str, tarfile.TarInfo], manifest: Any,
+def _archive_images(tar: tarfile.TarFile, members: dict[str, tarfile.TarInfo], manifest: object,
                     rel: str) -> dict[str, list[str]]:
     """image id -> RepoTags, from manifest.json. The id is the sha256 of the image's config as the
     archive holds it (what Docker computes), not the config's file name."""
@@ -192,7 +195,7 @@ def _archive_images(tar: tarfile.TarFile, members: dict[str, tarfile.TarInfo], m
     return tags
 
 
-def _repositories_names(data: Any, rel: str) -> list[str]:
+def _repositories_names(data: object, rel: str) -> list[str]:
     """`repositories` ({repo: {tag: layer id}}): the tags an older `docker load` applies."""
     if data is None:
         return []
@@ -201,7 +204,7 @@ def _repositories_names(data: Any, rel: str) -> list[str]:
     return [f"{repo}:{tag}" for repo, tags in data.items() for tag in tags]
 
 
-def _oci_names(data: Any, rel: str) -> list[str]:
+def _oci_names(data: object, rel: str) -> list[str]:
     """An OCI index.json's image names (`io.containerd.image.name`, which a containerd image store
     applies), written as Docker shows them (docker.io/ and library/ left out)."""
     if data is None:
@@ -218,7 +221,7 @@ def _oci_names(data: Any, rel: str) -> list[str]:
     return names
 
 
-def _check_archives(indexes: dict[str, ArchiveIndex], lock: Any) -> None:
+def _check_archives(indexes: dict[str, ArchiveIndex], lock: ImagesLock) -> None:
     """Every image the archives hold is one the lock names, under none but the lock's tag for it, and
     they hold every image the lock names."""
     allowed: dict[str, set[str]] = {}
@@ -273,7 +276,7 @@ def _untagged_manifest(data: bytes) -> bytes:
     return json.dumps(manifest).encode()
 
 
-def _write_untagged(path: Path, out: Any) -> None:
+def _write_untagged(path: Path, out: IO[bytes]) -> None:
     """ARCHIVE as a tar stream with no tags: manifest.json's RepoTags emptied, `repositories` and the
     OCI index.json (the other places tags come from) left out. Tags are applied from the lock once
     everything passed; and Docker gets exactly the members the index check read."""
@@ -296,7 +299,7 @@ def _write_untagged(path: Path, out: Any) -> None:
             stream.addfile(member, data)
 
 
-def load_untagged(client: Any, path: Path, rel: str, say: Say, loaded: set[str]) -> None:
+def load_untagged(client: DockerClient, path: Path, rel: str, say: Say, loaded: set[str]) -> None:
     """`docker load` of one image archive with no tags (see _write_untagged), streamed through a pipe:
     a multi-GiB archive is never copied. The image ids Docker reports are added to LOADED."""
     read_fd, write_fd = os.pipe()

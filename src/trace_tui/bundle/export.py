@@ -9,13 +9,18 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from trace_tui import __version__
 from trace_tui.bundle.files import CHUNK, MANIFEST, BundleFile, BundleManifest, Say
 from trace_tui.common.digest import sha256_file, sha256_text
 from trace_tui.errors import CheckFailed, UsageError, out_of_space
-from trace_tui.images import build_wheel, repo_root
+from trace_tui.images import ImagesLock, build_wheel, repo_root
+from trace_tui.recipe_schema import ResolvedRecipe
+from trace_tui.store.store import Store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from docker import DockerClient
 
 IMAGES_TAR = "images/stages.tar"
 UNSIZED_STEP = 512 << 20
@@ -76,7 +81,7 @@ def _copy_mode(src: Path) -> int:
     return (stat.S_IMODE(src.stat().st_mode) & 0o444) | 0o200
 
 
-def entries_to_carry(resolved: Any) -> tuple[list[str], list[str]]:
+def entries_to_carry(resolved: ResolvedRecipe) -> tuple[list[str], list[str]]:
     """(the store entries a bundle of RESOLVED carries, those it leaves out): an entry one of the recipe's own
     steps makes (the demo's tiny model and tasks, made by its first step) is made again at the site, as it
     is here; carrying it would ask the exporting host to run the recipe first, and no fetch makes it."""
@@ -85,8 +90,8 @@ def entries_to_carry(resolved: Any) -> tuple[list[str], list[str]]:
     return [e for e in entries if e not in made], [e for e in entries if e in made]
 
 
-def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Any, images_lock: Any,
-                  client: Any, say: Say = print, wheelhouse: bool = True) -> BundleManifest:
+def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Store, images_lock: ImagesLock,
+                  client: DockerClient, say: Say = print, wheelhouse: bool = True) -> BundleManifest:
     """Write the bundle for ``recipe`` into ``dest`` (created; must be empty or absent)."""
     if dest.exists() and any(dest.iterdir()):
         raise UsageError(f"{dest} is not empty", hint="export into a new directory")
@@ -128,8 +133,8 @@ def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Any, im
                           hint=f"free space under {dest} or export to a larger disk") from None
 
 
-def _export(dest: Path, recipe: str, entries: list[str], store: Any, images_lock: Any, client: Any, say: Say,
-            wheelhouse: bool) -> BundleManifest:
+def _export(dest: Path, recipe: str, entries: list[str], store: Store, images_lock: ImagesLock,
+            client: DockerClient, say: Say, wheelhouse: bool) -> BundleManifest:
     files: dict[str, BundleFile] = {}
 
     lock_text = images_lock.model_dump_json(indent=2) + "\n"
@@ -165,7 +170,7 @@ def _export(dest: Path, recipe: str, entries: list[str], store: Any, images_lock
     return manifest
 
 
-def _save_images(client: Any, names: list[str]) -> Iterable[bytes]:
+def _save_images(client: DockerClient, names: list[str]) -> Iterable[bytes]:
     """`docker save NAME...` through the Engine API: docker-py's Image.save takes one image, and
     saving them one by one would write every shared layer once per image."""
     api = client.api

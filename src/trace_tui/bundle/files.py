@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -46,7 +46,7 @@ RECORD_LIMIT = 64 << 20  # an image lock, a store entry's record
 REEXPORT = "export the bundle again with `trace-tui bundle export` where the appliance was built"
 
 
-def shown(text: Any, limit: int = 160) -> str:
+def shown(text: object, limit: int = 160) -> str:
     """Text from a bundle as a message may show it: unprintable characters escaped (a name in a
     bundle must not start a second line, move the cursor or colour the terminal), long text cut."""
     safe = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))

@@ -8,7 +8,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from trace_tui.bundle.archives import _check_archives, _read_bundle_lock, load_untagged, read_archive_index
 from trace_tui.bundle.files import (
@@ -24,15 +24,19 @@ from trace_tui.bundle.files import (
     shown,
 )
 from trace_tui.errors import CheckFailed, TraceTuiError, UsageError
-from trace_tui.images import write_images_lock
+from trace_tui.images import ImagesLock, write_images_lock
 from trace_tui.store.importer import import_entry_dir
+from trace_tui.store.store import Store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from docker import DockerClient
 
 # ---------------------------------------------------------------------------------------------
 # import, part 1: what can be checked without changing the host
 
 # -- store entries: each with a folder and a readable record naming it -----------------------
 
-def _entry_folder(store: Any, entry: str, src: Path) -> Path:
+def _entry_folder(store: Store, entry: str, src: Path) -> Path:
     try:
         return src / "store" / store.entry_dir(entry).relative_to(store.entries_dir)
     except UsageError as exc:  # not an entry name at all
@@ -57,7 +61,7 @@ def _check_entry_record(src: Path, folder: Path, entry: str) -> None:
                           hint=REEXPORT)
 
 
-def _checked_entries(src: Path, store: Any, manifest: BundleManifest, files: set[str]) -> list[str]:
+def _checked_entries(src: Path, store: Store, manifest: BundleManifest, files: set[str]) -> list[str]:
     """The bundle's entries in import order: benchmarks last, as they are checked against the
     provenance matrix of the release imported before them."""
     if len(set(manifest.entries)) != len(manifest.entries):
@@ -78,12 +82,12 @@ class CheckedBundle:
     """A bundle that passed every check that leaves the host as it was."""
 
     manifest: BundleManifest
-    lock: Any  # images.ImagesLock
+    lock: ImagesLock
     archives: list[str]  # its image archives, relative to the bundle
     entries: list[str]  # its store entries, in import order
 
 
-def check_before_import(src: Path, store: Any, say: Say = print) -> CheckedBundle:
+def check_before_import(src: Path, store: Store, say: Say = print) -> CheckedBundle:
     """Everything about the bundle that can be checked without changing this host; the first
     problem is raised, naming the file."""
     if not src.is_dir():
@@ -103,7 +107,8 @@ def check_before_import(src: Path, store: Any, say: Say = print) -> CheckedBundl
 # ---------------------------------------------------------------------------------------------
 # import, part 2: changing the host, and taking a failed import back
 
-def import_bundle(src: Path, *, store: Any, client: Any, images_lock_path: Path, say: Say = print) -> BundleManifest:
+def import_bundle(src: Path, *, store: Store, client: DockerClient, images_lock_path: Path,
+                  say: Say = print) -> BundleManifest:
     """Check the bundle at SRC whole, then fill the store, load the images, tag them and write the image
     lock, in that order; a failure on the way takes back what this import added (see module doc)."""
     checked = check_before_import(src, store, say)
@@ -131,7 +136,7 @@ def import_bundle(src: Path, *, store: Any, client: Any, images_lock_path: Path,
     return checked.manifest
 
 
-def _write_lock(lock: Any, path: Path) -> None:
+def _write_lock(lock: ImagesLock, path: Path) -> None:
     write_images_lock(lock, path)  # atomic: the site's lock is either the old one or this one
 
 
@@ -147,8 +152,8 @@ def _import_failed(exc: Exception, step: str, undone: str, lock_path: Path) -> T
 class HostChanges:
     """What an import changed on this host, so that a failure takes back exactly that and says so."""
 
-    store: Any
-    client: Any
+    store: Store
+    client: DockerClient
     entries_added: list[str] = field(default_factory=list)  # not in the store before: removed on a failure
     entries_again: list[str] = field(default_factory=list)  # in the store before, imported again: left
     present: set[str] = field(default_factory=set)  # locked image ids on the host before the load
@@ -161,7 +166,7 @@ class HostChanges:
         _import_entry(self.store, entry, src, say)
         (self.entries_again if was_there else self.entries_added).append(entry)
 
-    def note_images_present(self, lock: Any) -> None:
+    def note_images_present(self, lock: ImagesLock) -> None:
         self.present = {img.id for img in lock.images.values() if self._image_id(img.id) is not None}
 
     def load(self, path: Path, rel: str, say: Say) -> None:
@@ -179,7 +184,7 @@ class HostChanges:
     def images_added(self) -> list[str]:
         return sorted(self.loaded - self.present)
 
-    def check_loaded(self, lock: Any) -> None:
+    def check_loaded(self, lock: ImagesLock) -> None:
         ids = {img.id for img in lock.images.values()}
         for stage, img in sorted(lock.images.items()):
             if img.id not in self.loaded:
@@ -189,7 +194,7 @@ class HostChanges:
             raise CheckFailed(f"docker loaded {', '.join(sorted(self.loaded - ids))}, which the image lock does "
                               "not name")
 
-    def tag(self, lock: Any) -> None:
+    def tag(self, lock: ImagesLock) -> None:
         from docker.errors import APIError
 
         for _stage, img in sorted(lock.images.items()):
@@ -266,7 +271,7 @@ class HostChanges:
             done.append(f"removed the store entries it had added ({', '.join(reversed(removed))})")
 
 
-def _import_entry(store: Any, entry: str, src: Path, say: Say) -> None:
+def _import_entry(store: Store, entry: str, src: Path, say: Say) -> None:
     """Fill the store through its verifying staging, from the bundled copy of the entry."""
     folder = _entry_folder(store, entry, src)
     _check_entry_record(src, folder, entry)

@@ -10,10 +10,13 @@ import sqlite3
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from trace_tui.common.safe_read import Folder, NotRead
 from trace_tui.errors import CheckFailed, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pydantic import ValidationError
 
 STEP_SLICE = "_step"  # the slice name of a job that covers a whole step
 
@@ -131,7 +134,7 @@ MIB = 1024 * 1024
 TOO_LONG = 80  # characters of a value an error line echoes
 
 
-def cut(value: Any, limit: int = TOO_LONG) -> str:
+def cut(value: object, limit: int = TOO_LONG) -> str:
     """``repr(value)``, cut to ``limit`` characters with "…" (an error line stays one readable line)."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "…"
@@ -168,7 +171,7 @@ def read_campaign_file(path: Path, *, limit: int) -> bytes:
     return data
 
 
-def read_campaign_json(path: Path, *, limit: int) -> Any:
+def read_campaign_json(path: Path, *, limit: int) -> object:
     """A campaign's JSON file (read_campaign_file's rules), parsed; UnsafeFile naming it when it is not JSON."""
     data = read_campaign_file(path, limit=limit)
     try:
@@ -179,7 +182,7 @@ def read_campaign_json(path: Path, *, limit: int) -> Any:
         raise UnsafeFile(f"{path}: not valid JSON ({exc})") from None
 
 
-def validation_problem(exc: Any) -> str:
+def validation_problem(exc: ValidationError) -> str:
     """A pydantic ValidationError as one short phrase naming the first field and its value."""
     errors = exc.errors()
     if not errors:

@@ -7,7 +7,6 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 
 def _umask() -> int:
@@ -68,11 +67,11 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def json_bytes(obj: Any) -> bytes:
+def json_bytes(obj: object) -> bytes:
     """The bytes atomic_write_json writes for ``obj``: readable JSON (indented, sorted keys), UTF-8."""
     return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
+def atomic_write_json(path: Path, obj: object) -> None:
     """Readable JSON (indented, sorted keys), written atomically."""
     atomic_write_bytes(path, json_bytes(obj))

@@ -21,11 +21,6 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-
-TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
-if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any
-
 BLOCK = 8 << 20  # large reads: hashlib releases the GIL per block, and per-call overhead vanishes
 
 
@@ -71,12 +66,12 @@ def response_sha256(value: object) -> str | None:
         return None
 
 
-def canonical_json(obj: Any) -> str:
+def canonical_json(obj: object) -> str:
     """Sorted keys, compact separators, UTF-8 (no ASCII escapes); values JSON cannot hold become ``str``."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def sha256_json(obj: Any) -> str:
+def sha256_json(obj: object) -> str:
     """The hex sha256 of ``canonical_json(obj)``."""
     return sha256_text(canonical_json(obj))
 

@@ -297,7 +297,7 @@ class Campaign:
                 " updated_at=:now", rows)
             self.db.execute("COMMIT")
 
-    def update_slice(self, step: str, slice_: str, **fields: Any) -> None:
+    def update_slice(self, step: str, slice_: str, **fields: object) -> None:
         fields["updated_at"] = time.time()
         cols = ", ".join(f"{k}=?" for k in fields)
         with self._mutex:
@@ -308,7 +308,7 @@ class Campaign:
             self.db.execute("UPDATE slices SET state='completed', rate=NULL, updated_at=?"
                             " WHERE step=? AND expected=1", (time.time(), step))
 
-    def update_job(self, step: str, slice_: str, **fields: Any) -> None:
+    def update_job(self, step: str, slice_: str, **fields: object) -> None:
         fields["updated_at"] = time.time()
         cols = ", ".join(f"{k}=?" for k in fields)
         with self._mutex:

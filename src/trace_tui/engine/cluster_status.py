@@ -56,7 +56,7 @@ _RESUBMIT = ("trace-tui writes it when it submits: move it aside and run the sam
              "again (finished shards are kept)")
 
 
-def _submission_problem(record: Any) -> str | None:
+def _submission_problem(record: object) -> str | None:
     if not isinstance(record, dict):
         return f"a JSON {type(record).__name__}, not an object"
     for key in ("array_job", "merge_job", "verify_job"):

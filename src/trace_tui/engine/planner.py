@@ -10,15 +10,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trace_tui.common.digest import canonical_json, sha256_json
 from trace_tui.campaign_files.state import STEP_SLICE, slice_name
 
 if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
-    from trace_tui.campaign_files.state import JobRecord
+    from trace_tui.campaign_files.state import JobRecord, SliceRecord
     from trace_tui.engine.campaign import Campaign
-    from trace_tui.recipe_schema import Step
+    from trace_tui.recipe_schema import Recipe, ResolvedRecipe, Step
+
+
+class StepGpuPlan(Protocol):
+    """What the planner reads of a step's entry in the run's GPU plan (trace_tui.plan.StepGpus, a pydantic
+    model this module does not import)."""
+
+    @property
+    def groups(self) -> list[list[int]]: ...
+
+    @property
+    def devices(self) -> list[int]: ...
+
+    def container_groups(self, given: list[int]) -> list[list[int]]: ...
 
 
 def needs_gpus(step: Step) -> bool:
@@ -26,7 +39,7 @@ def needs_gpus(step: Step) -> bool:
     return bool(step.image) and (step.needs.gpus > 0 or getattr(step.needs, "gpu_profile", None) is not None)
 
 
-def dump(obj: Any) -> Any:
+def dump(obj: object) -> object:
     if obj is None or isinstance(obj, (str, int, float, bool)):
         return obj
     if hasattr(obj, "model_dump"):
@@ -40,11 +53,11 @@ def dump(obj: Any) -> Any:
     return str(obj)
 
 
-def get_field(obj: Any, key: str, default: Any = None) -> Any:
+def get_field(obj: object, key: str, default: object = None) -> Any:
     return obj.get(key, default) if isinstance(obj, dict) else getattr(obj, key, default)
 
 
-def diff_inputs(old: Any, new: Any, prefix: str = "") -> list[str]:
+def diff_inputs(old: object, new: object, prefix: str = "") -> list[str]:
     """What changed between two pinned-input records, as 'path: old -> new' (short values)."""
     if isinstance(old, dict) and isinstance(new, dict):
         out: list[str] = []
@@ -54,7 +67,7 @@ def diff_inputs(old: Any, new: Any, prefix: str = "") -> list[str]:
     if old == new:
         return []
 
-    def full(v: Any) -> str:
+    def full(v: object) -> str:
         # Whole values: two image ids that differ only after their first characters must not look equal.
         return v if isinstance(v, str) else canonical_json(v)
 
@@ -100,7 +113,8 @@ class Plan:
         return text
 
 
-def decide(job: PlannedJob, record: Any, sub_records: dict[str, Any] | None = None) -> PlannedJob:
+def decide(job: PlannedJob, record: SliceRecord | None,
+           sub_records: dict[str, SliceRecord | None] | None = None) -> PlannedJob:
     """The resume decision for one job and its slices (pure)."""
     for sub in job.subs:
         decide(sub, (sub_records or {}).get(sub.slice))
@@ -163,7 +177,7 @@ def tracks_slices(step: Step) -> bool:
     return not step.per_slice and step.stage in ("infer", "score")
 
 
-def expected_jobs(resolved: Any, steps: list[Step], image_ids: dict[Any, str]) -> list[PlannedJob]:
+def expected_jobs(resolved: ResolvedRecipe, steps: list[Step], image_ids: dict[Any, str]) -> list[PlannedJob]:
     """Every job of the resolved recipe with its pinned inputs and their hash (``image_ids``: each step
     image's id, as its runtime reports it). A step's inputs name the previous step's hashes, so a change
     upstream reaches every job downstream."""
@@ -216,7 +230,7 @@ def expected_jobs(resolved: Any, steps: list[Step], image_ids: dict[Any, str]) -
 
 
 def plan_against(expected: list[PlannedJob], records: dict[tuple[str, str], JobRecord],
-                 sub_records: dict[tuple[str, str], Any]) -> Plan:
+                 sub_records: dict[tuple[str, str], SliceRecord]) -> Plan:
     """The plan: each expected job decided against the campaign's records of jobs and slices."""
     plan = []
     for j in expected:
@@ -241,7 +255,7 @@ def plan_rows(plan: Plan, now: float) -> tuple[list[dict[str, Any]], list[dict[s
 
 
 # -- GPUs: which groups a step runs on, and the deal of its jobs over them -------------------
-def step_groups(step: Step, planned: Any, gpu_groups: list[list[int]]) -> list[list[int]]:
+def step_groups(step: Step, planned: StepGpuPlan | None, gpu_groups: list[list[int]]) -> list[list[int]]:
     """The host GPUs of each container the step runs at a time (one list per GPU group; [[]]: no GPUs).
 
     ``planned``: the run's GPU plan for this step (trace_tui.plan.run_plan), or None; without one,
@@ -261,7 +275,8 @@ def step_groups(step: Step, planned: Any, gpu_groups: list[list[int]]) -> list[l
     return [list(range(max(1, step.needs.gpus)))]
 
 
-def visible_groups(step: Step, gpus: list[int], planned: Any, gpu_groups: list[list[int]]) -> list[list[int]]:
+def visible_groups(step: Step, gpus: list[int], planned: StepGpuPlan | None,
+                   gpu_groups: list[list[int]]) -> list[list[int]]:
     """The groups a container given host GPUs ``gpus`` sees, numbered as it sees them (0..n-1)."""
     index = {g: i for i, g in enumerate(gpus)}
     if not gpus:
@@ -284,7 +299,7 @@ def deal_queues(todo: list[PlannedJob], n_groups: int, dealt: dict[str, int]) ->
 
 
 # -- what each job's worker is given ------------------------------------------------------------
-def job_inputs(resolved: Any, steps: list[Step], campaign: Campaign, job: PlannedJob,
+def job_inputs(resolved: ResolvedRecipe, steps: list[Step], campaign: Campaign, job: PlannedJob,
                extra_inputs: Callable[[Any, PlannedJob, Any], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Named inputs in the workers' input form ({"entry": store entry} / {"campaign": path}).
 
@@ -315,8 +330,8 @@ def job_inputs(resolved: Any, steps: list[Step], campaign: Campaign, job: Planne
     return out
 
 
-def job_spec(resolved: Any, recipe: Any, campaign: Campaign, job: PlannedJob, gpus: list[int], *,
-             planned: Any, gpu_groups: list[list[int]], offline: bool,
+def job_spec(resolved: ResolvedRecipe, recipe: Recipe, campaign: Campaign, job: PlannedJob, gpus: list[int], *,
+             planned: StepGpuPlan | None, gpu_groups: list[list[int]], offline: bool,
              extra_inputs: Callable[[Any, PlannedJob, Any], dict[str, Any]] | None = None) -> dict[str, Any]:
     """The job's spec (its job.json) on host GPUs ``gpus``; ``planned``: the GPU plan's entry for its step."""
     r = resolved

@@ -12,9 +12,12 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from trace_tui.engine.events import Log, Progress, RunState, SliceState, Status, StepState
+from trace_tui.engine.events import Event, Log, Progress, RunState, SliceState, Status, StepState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trace_tui.engine.runner import RunResult
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -28,7 +31,7 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
-def _where(ev: Any) -> str:
+def _where(ev: Event) -> str:
     if getattr(ev, "model", None) is None:
         return ev.step or ""
     return f"{ev.step} {ev.model}/{ev.seed}/{ev.benchmark}"
@@ -73,7 +76,7 @@ class HeadlessPrinter:
         base = self._step_rows.get(step or "", [0, 0])[0]
         return base + sum(g for k, g in self._gain.items() if k[0] == step)
 
-    def __call__(self, ev: Any) -> None:
+    def __call__(self, ev: Event) -> None:
         if self.fmt == "json":
             self.stream.write(ev.model_dump_json(exclude_none=True) + "\n")
             if not isinstance(ev, Progress):
@@ -154,7 +157,7 @@ class HeadlessPrinter:
             return f"{rate}, ETA {eta}"
         return f"{rate}, ETA {step} {eta}, then {', '.join(later)} (not measured yet)"
 
-    def summary(self, result: Any) -> str:
+    def summary(self, result: RunResult) -> str:
         lines = [f"{result.message}",
                  f"jobs {result.jobs_done}/{result.jobs_total}, rows {result.rows_done}/{result.rows_total}, "
                  f"{fmt_duration(result.seconds)}"]

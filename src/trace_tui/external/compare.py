@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
 from trace_tui.evaluator_layout import EvalSlice
+from trace_tui.release import ReleaseLock
 from trace_tui.verify import aggregate as agg
 from trace_tui.verify.campaign import Comparison, compare, load_published
 from trace_tui.verify.tables import ReleaseTables, build_tables
@@ -54,7 +54,7 @@ def records_from_slices(slices: list[EvalSlice], model_of_slug: dict[str, str]) 
             for s in slices if s.score is not None]
 
 
-def reproduction(slices: list[EvalSlice], lock: Any, release_dir: Path | None) -> Reproduction:
+def reproduction(slices: list[EvalSlice], lock: ReleaseLock, release_dir: Path | None) -> Reproduction:
     """Compare what was scored with results.json (when the release copy is at hand)."""
     model_of_slug = {m.evaluator_slug: m.id for m in lock.models}
     records = records_from_slices(slices, model_of_slug)
@@ -71,7 +71,7 @@ def reproduction(slices: list[EvalSlice], lock: Any, release_dir: Path | None) -
     return Reproduction(slices=comparisons, unpublished=unpublished, overall=overall, tables=tables)
 
 
-def _overall(records: list[agg.ScoreRecord], lock: Any, release_dir: Path | None) -> list[OverallComparison]:
+def _overall(records: list[agg.ScoreRecord], lock: ReleaseLock, release_dir: Path | None) -> list[OverallComparison]:
     suite = [b.key for b in lock.trace_eval.benchmarks]
     complete: dict[str, list[int]] = {}
     have = {(r.model_id, r.seed, r.benchmark_id) for r in records}
@@ -100,7 +100,7 @@ def _overall(records: list[agg.ScoreRecord], lock: Any, release_dir: Path | None
     return out
 
 
-def _published_overall(release_dir: Path, lock: Any) -> dict[str, dict[int, float]]:
+def _published_overall(release_dir: Path, lock: ReleaseLock) -> dict[str, dict[int, float]]:
     path = release_dir / lock.trace_eval.results_path
     if not path.is_file():
         return {}

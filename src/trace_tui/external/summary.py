@@ -26,10 +26,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from trace_tui.campaign_files.recipe_file import read_campaign_recipe
+from trace_tui.campaign_files.shard_files import MERGED_FILE, merged_problem, read_plan, shard_dir
+from trace_tui.campaign_files.state import STEP_SLICE, slice_path
 from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
 from trace_tui.common.digest import sha256_file
 from trace_tui.errors import CheckFailed, UsageError
 from trace_tui.evaluator_layout import EvalSlice, receipt_problems, score_of
+from trace_tui.external.compare import reproduction
 from trace_tui.release import release_lock
 from trace_tui.stages import protocol
 from trace_tui.verify.release import release_dir_arg
@@ -108,8 +111,6 @@ def score_step(resolved: dict[str, Any]) -> str | None:
 
 def recorded_scores(campaign: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(resolved recipe, the score step's scores.json, its path relative to the campaign)."""
-    from trace_tui.campaign_files.state import STEP_SLICE, slice_path
-
     resolved = read_campaign_recipe(campaign)
     step = score_step(resolved)
     name = (resolved.get("recipe") or {}).get("name")
@@ -155,8 +156,6 @@ def _slices(campaign: Path, data: dict[str, Any], rel: str) -> tuple[list[Any], 
 
 def _sharded_slices(campaign: Path) -> tuple[dict[str, Any], list[Any], list[str]]:
     """A Slurm campaign: every shard's recorded slices, each checked as in a single-node campaign."""
-    from trace_tui.campaign_files.shard_files import MERGED_FILE, merged_problem, read_plan, shard_dir
-
     plan = read_plan(campaign)
     if not (campaign / MERGED_FILE).exists():
         raise CheckFailed(f"{campaign}: the shards are not merged yet",
@@ -202,8 +201,6 @@ def release_dir_for(release_dir: str | Path | None, home: str | None = None) -> 
 
 
 def campaign_report(campaign_dir: str | Path, release_dir: Path | None, *, lock: Any = None) -> CampaignReport:
-    from trace_tui.external.compare import reproduction
-
     if lock is None:
         lock = release_lock()
     campaign = Path(campaign_dir).expanduser()

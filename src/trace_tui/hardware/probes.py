@@ -7,7 +7,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from trace_tui.clients import docker_from_env, load_nvml
 from trace_tui.common.images_lock import read_image_lock
@@ -24,14 +24,40 @@ from trace_tui.hardware.report import (
 from trace_tui.images import images_lock_path
 from trace_tui.paths import home as default_home
 
+if TYPE_CHECKING:  # pragma: no cover
+    from types import ModuleType
+    from typing import Protocol
+
+    from docker import DockerClient
+
+    class Nvml(Protocol):
+        """What the probe reads of the pynvml module (or of a fake machine with the same functions)."""
+
+        NVMLError: type[Exception]
+        nvmlInit: Callable[[], None]
+        nvmlShutdown: Callable[[], None]
+        nvmlSystemGetDriverVersion: Callable[[], str | bytes]
+        nvmlSystemGetCudaDriverVersion: Callable[[], int]
+        nvmlDeviceGetCount: Callable[[], int]
+        nvmlDeviceGetHandleByIndex: Callable[[int], object]
+        nvmlDeviceGetMemoryInfo: Callable[[object], Any]
+        nvmlDeviceGetCudaComputeCapability: Callable[[object], tuple[int, int]]
+        nvmlDeviceGetMigMode: Callable[[object], Any]
+        nvmlDeviceGetTotalEccErrors: Callable[..., int]
+        nvmlDeviceGetNvLinkState: Callable[[object, int], int]
+        nvmlDeviceGetName: Callable[[object], str | bytes]
+        nvmlDeviceGetUUID: Callable[[object], str | bytes]
+
+_T = TypeVar("_T")
+
 # --------------------------------------------------------------------------- GPU probe (NVML)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def probe_gpus(nvml: Any = None) -> GpuStatus:
+def probe_gpus(nvml: Nvml | None = None) -> GpuStatus:
     """Read the GPUs through NVML. ``nvml`` is the pynvml module or a fake with the same functions."""
     if nvml is None:
         nvml = load_nvml()
@@ -82,7 +108,7 @@ def probe_gpus(nvml: Any = None) -> GpuStatus:
             pass
 
 
-def _optional(nvml: Any, err: type[Exception], fn: Callable[..., Any], *args: Any) -> Any:
+def _optional(nvml: Nvml, err: type[Exception], fn: Callable[..., _T], *args: object) -> _T | None:
     """Call an NVML getter; NotSupported (and other per-feature errors) mean "not available", not failure."""
     try:
         return fn(*args)
@@ -90,7 +116,7 @@ def _optional(nvml: Any, err: type[Exception], fn: Callable[..., Any], *args: An
         return None
 
 
-def _probe_device(nvml: Any, err: type[Exception], index: int) -> GpuInfo:
+def _probe_device(nvml: Nvml, err: type[Exception], index: int) -> GpuInfo:
     h = nvml.nvmlDeviceGetHandleByIndex(index)
     mem = nvml.nvmlDeviceGetMemoryInfo(h)
     cc = _optional(nvml, err, nvml.nvmlDeviceGetCudaComputeCapability, h)
@@ -131,7 +157,7 @@ def image_lock_path(home: Path | None = None) -> Path:
     return images_lock_path(home)
 
 
-def probe_docker(client_factory: Callable[[], Any] | None = None, *, lock_path: Path | None = None,
+def probe_docker(client_factory: Callable[[], DockerClient] | None = None, *, lock_path: Path | None = None,
                  home: Path | None = None) -> DockerStatus:
     """Engine reachable and its version, GPU runtime (nvidia or CDI), and each stage image against the lock."""
     lock_path = lock_path or image_lock_path(home)
@@ -158,7 +184,7 @@ def probe_docker(client_factory: Callable[[], Any] | None = None, *, lock_path: 
                         lock_path=str(lock_path), lock_message=lock_message, lock_flavor=flavor, images=images)
 
 
-def _image_status(client: Any, derr: Any, name: str, entry: dict[str, Any] | None, lock_status: str,
+def _image_status(client: DockerClient, derr: ModuleType, name: str, entry: dict[str, Any] | None, lock_status: str,
                   lock_message: str) -> ImageStatus:
     """present: the locked id exists in the engine; different: only the tag does (rebuilt or replaced
     since the lock was written); not_built: neither (or no lock)."""
@@ -266,7 +292,8 @@ def probe_campaign_disk(home: Path, campaign: Path | None) -> DiskStatus | None:
     return probe_disk(Path(campaign))
 
 
-def hardware_report(home: Path | None = None, *, nvml: Any = None, docker_client_factory: Callable[[], Any] | None = None,
+def hardware_report(home: Path | None = None, *, nvml: Nvml | None = None,
+                    docker_client_factory: Callable[[], DockerClient] | None = None,
                     image_lock: Path | None = None, campaign: Path | None = None) -> HardwareReport:
     """The machine as a run sees it; CAMPAIGN: the folder a run writes (--campaign), whose filesystem's free space
     the steps' disk needs are checked against (the home's, when it is there)."""

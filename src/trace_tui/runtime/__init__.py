@@ -11,7 +11,7 @@ from trace_tui.runtime.local import LocalRuntime
 __all__ = ["DockerRuntime", "ExitInfo", "Handle", "Launch", "LocalRuntime", "Runtime", "make_runtime"]
 
 
-def __getattr__(name: str) -> Any:  # lazy: docker-py is imported only when Docker is used
+def __getattr__(name: str) -> type[Runtime]:  # lazy: docker-py is imported only when Docker is used
     if name == "DockerRuntime":
         return DockerRuntime
     if name == "LocalRuntime":

@@ -15,7 +15,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trace_tui.clients import docker_client
 from trace_tui.common.images_lock import image_refs
@@ -35,6 +35,11 @@ from trace_tui.runtime.base import (
     split_lines,
     step_env,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from docker import DockerClient
+    from docker.models.containers import Container
+    from docker.types import DeviceRequest
 
 UNPRIVILEGED = (65534, 65534)  # nobody:nogroup, for runs invoked as root
 IMAGE_HINT = "build the images: `make appliance`"
@@ -127,7 +132,7 @@ def confinement(mem_limit: str | None) -> dict[str, Any]:
 
 
 class DockerHandle:
-    def __init__(self, container: Any, launch: Launch) -> None:
+    def __init__(self, container: Container, launch: Launch) -> None:
         self.container = container
         self.launch = launch
         self._stopped = threading.Event()
@@ -183,7 +188,8 @@ class DockerHandle:
 class DockerRuntime:
     name = "docker"
 
-    def __init__(self, *, images: dict[str, str] | None = None, client: Any = None, mem_limit: str | None = None,
+    def __init__(self, *, images: dict[str, str] | None = None, client: DockerClient | None = None,
+                 mem_limit: str | None = None,
                  user: tuple[int, int] | None = None, flavour: str = "gpu", **_: object) -> None:
         self._client = client
         self.flavour = flavour
@@ -195,7 +201,7 @@ class DockerRuntime:
         self._info_cache: dict[str, Any] | None = None
 
     @property
-    def client(self) -> Any:
+    def client(self) -> DockerClient:
         if self._client is None:
             self._client = docker_client()
         return self._client
@@ -255,7 +261,7 @@ class DockerRuntime:
 
         return gpu_runtime_of(self._info())
 
-    def gpu_request(self, gpus: list[int]) -> Any:
+    def gpu_request(self, gpus: list[int]) -> DeviceRequest:
         """GPUs by host index: through the nvidia runtime's device driver, or as CDI devices
         (nvidia.com/gpu=N, what `docker run --device nvidia.com/gpu=N` asks for) on a CDI-only engine."""
         from docker.types import DeviceRequest
@@ -330,7 +336,7 @@ class DockerRuntime:
             raise
         return DockerHandle(container, launch)
 
-    def own_containers(self, campaign_id: str) -> list[Any]:
+    def own_containers(self, campaign_id: str) -> list[Container]:
         return self.client.containers.list(all=True, filters={"label": f"{LABEL_CAMPAIGN}={campaign_id}"})
 
     def cleanup(self, campaign_id: str, *, keep_owner: str | None = None) -> int:

@@ -78,7 +78,7 @@ def _whole_wrapped(text: str, opener: re.Pattern[str]) -> str | None:
     return text[m.end() : close]
 
 
-def unwrap_text(text: str, answer_type: str) -> Any:
+def unwrap_text(text: str, answer_type: str) -> str | int | float:
     """The value a text-parser string stands for, before type coercion (CONTRACTS §1 Coercion)."""
     s = text.strip()
     wrapped = None
@@ -135,7 +135,7 @@ def _exact_normalize(d: Decimal) -> Decimal:
     return d.normalize(ctx)
 
 
-def _decimal_of(raw: Any) -> Decimal | str:
+def _decimal_of(raw: object) -> Decimal | str:
     """The decimal a numeric candidate writes, or a rejection reason."""
     if isinstance(raw, bool):
         return "boolean"
@@ -165,7 +165,7 @@ def _decimal_of(raw: Any) -> Decimal | str:
 _FAST_INT_LIMIT = 10**28
 
 
-def _numeric(raw: Any, integer: bool) -> tuple[bool, Any, Any, str | None]:
+def _numeric(raw: object, integer: bool) -> tuple[bool, Any, Any, str | None]:
     # Plain ints and floats, the values JSON gives, skip the general path's digit counting
     # (as_tuple) and give the same Decimal: a float's repr has at most 17 digits.
     kind = type(raw)
@@ -205,11 +205,11 @@ def _numeric(raw: Any, integer: bool) -> tuple[bool, Any, Any, str | None]:
     return (True, f, canon, None)
 
 
-def _not_a_string(raw: Any) -> tuple[bool, Any, Any, str]:
+def _not_a_string(raw: object) -> tuple[bool, Any, Any, str]:
     return _rejected("boolean" if isinstance(raw, bool) else f"not a string ({type(raw).__name__})")
 
 
-def _option(raw: Any) -> tuple[bool, Any, Any, str | None]:
+def _option(raw: object) -> tuple[bool, Any, Any, str | None]:
     if not isinstance(raw, str):
         return _not_a_string(raw)
     m = _OPTION.fullmatch(raw.strip())
@@ -219,7 +219,7 @@ def _option(raw: Any) -> tuple[bool, Any, Any, str | None]:
     return (True, letter, letter, None)
 
 
-def _string(raw: Any) -> tuple[bool, Any, Any, str | None]:
+def _string(raw: object) -> tuple[bool, Any, Any, str | None]:
     if not isinstance(raw, str):
         return _not_a_string(raw)
     s = raw.strip()
@@ -232,7 +232,7 @@ def is_option(text: str) -> bool:
     return _OPTION.fullmatch(text.strip()) is not None
 
 
-def coerce_value(raw: Any, answer_type: str) -> tuple[bool, Any, Any, str | None]:
+def coerce_value(raw: object, answer_type: str) -> tuple[bool, Any, Any, str | None]:
     """coerce_parts for a value as JSON or a literal gave it (never unwrapped).
 
     Booleans need no check of their own: each type rejects them as "boolean".
@@ -251,13 +251,13 @@ def coerce_text(text: str, answer_type: str) -> tuple[bool, Any, Any, str | None
     return coerce_value(unwrap_text(text, answer_type), answer_type)
 
 
-def coerce_parts(raw: Any, parser: str, answer_type: str) -> tuple[bool, Any, Any, str | None]:
+def coerce_parts(raw: object, parser: str, answer_type: str) -> tuple[bool, Any, Any, str | None]:
     """coerce() as the tuple (accepted, value, canonical, rejection)."""
     if parser == PARSER_TEXT and isinstance(raw, str):
         return coerce_text(raw, answer_type)
     return coerce_value(raw, answer_type)
 
 
-def coerce(raw: Any, parser: str, answer_type: str) -> Coerced:
+def coerce(raw: object, parser: str, answer_type: str) -> Coerced:
     """Coerce a raw candidate (from `parser`) to `answer_type` (already normalized)."""
     return Coerced(*coerce_parts(raw, parser, answer_type))

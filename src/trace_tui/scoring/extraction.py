@@ -96,7 +96,7 @@ class Candidate(NamedTuple):
         }
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> str | bool | int | float | None:
     if value is None or isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, float):
@@ -115,7 +115,7 @@ class Extraction(NamedTuple):
     answer_type: str
 
     @property
-    def raw(self) -> Any:
+    def raw(self) -> object:
         return None if self.candidate is None else self.candidate.raw
 
     @property

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from trace_tui.common.digest import sha256_text
 from trace_tui.scoring.extraction import FOUND, extract_answer
@@ -113,7 +113,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _constant(name: str) -> Any:
+def _constant(name: str) -> NoReturn:
     raise _Invalid(f"non-finite constant {name}")
 
 
@@ -124,7 +124,7 @@ _LETTER = re.compile(r"[A-Z]")
 _KEYS = frozenset({"status", "answer", "evidence"})
 
 
-def _typed(answer: Any, kind: str) -> bool:
+def _typed(answer: object, kind: str) -> bool:
     if isinstance(answer, bool):
         return False
     if kind == "integer":
@@ -136,7 +136,7 @@ def _typed(answer: Any, kind: str) -> bool:
     return isinstance(answer, str)
 
 
-def _contains(evidence: str, answer: Any, kind: str) -> bool:
+def _contains(evidence: str, answer: str | int | float, kind: str) -> bool:
     """Whether the evidence contains the answer as the response writes it."""
     if kind in ("option_letter", "string"):
         return answer.casefold() in evidence.casefold()
@@ -212,7 +212,7 @@ class JudgeResult:
     prompt_sha256: str
 
     @property
-    def value(self) -> Any:
+    def value(self) -> str | int | float | None:
         if self.verdict is None or self.verdict.status != STATUS_OK:
             return None
         return self.verdict.answer

@@ -16,7 +16,7 @@ from typing import Any
 CONTRACT_ID = "trace-answer-exact-match-v0"
 
 
-def _canonical_json(value: Any) -> str:
+def _canonical_json(value: object) -> str:
     # Plain json.dumps with sorted keys and compact separators (ASCII escapes, as json.dumps writes by default).
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
 
@@ -39,7 +39,7 @@ def _canonical_number(value: float | int | Decimal | Fraction) -> int | float | 
     return f
 
 
-def canonical(value: Any) -> Any:
+def canonical(value: object) -> object:
     """The canonical form §2 compares (bools stay bools; integral numbers become int)."""
     kind = type(value)  # the usual answers first, by exact type (a subclass takes the general path)
     if kind is str:
@@ -71,7 +71,7 @@ def canonical(value: Any) -> Any:
     return value
 
 
-def answers_match(value: Any, answer_gt: Mapping[str, Any]) -> bool:
+def answers_match(value: object, answer_gt: Mapping[str, Any]) -> bool:
     """Whether `value` equals the reference `answer_gt["value"]` under §2.
 
     answer_gt is the dataset's typed target, e.g. {"type": "integer", "value": 7}.

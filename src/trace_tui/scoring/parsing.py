@@ -10,7 +10,7 @@ import ast
 import json
 import re
 import warnings
-from typing import Any
+from typing import Any, NoReturn
 
 # Parser labels recorded on every candidate (audit trail).
 PARSER_JSON = "json"
@@ -35,7 +35,7 @@ def _pairs_no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _refuse_constant(name: str) -> Any:
+def _refuse_constant(name: str) -> NoReturn:
     raise _NonFinite(name)
 
 
@@ -85,7 +85,7 @@ def parse_expression(text: str) -> ast.Expression:
         return ast.parse(text, mode="eval")
 
 
-def _literal(text: str) -> Any:
+def _literal(text: str) -> object:
     if cannot_be_literal(text):
         return NOTHING
     try:
@@ -120,7 +120,7 @@ _QUOTED_LITERAL = re.compile(rf"""(?:[\[\]{{}},: \t\n0-9.eE+\-]++|'{_PLAIN_STRIN
 _UNSURE: Any = object()
 
 
-def _quoted_literal(text: str) -> Any:
+def _quoted_literal(text: str) -> object:
     """The literal a single-quoted JSON-shaped text writes, NOTHING when refused, _UNSURE otherwise."""
     if _QUOTED_LITERAL.fullmatch(text) is None:
         return _UNSURE

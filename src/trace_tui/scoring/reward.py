@@ -27,7 +27,7 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.IGNORECASE | re.DOTALL)
 _SCAN_TOKENS = re.compile(r'[{}"\\]')
 
 
-def plain_parse(text: str) -> Any:
+def plain_parse(text: str) -> object:
     """json.loads, else ast.literal_eval, else _NOTHING (no refusals)."""
     try:
         return json.loads(text)
@@ -121,11 +121,11 @@ def _entries(text: str) -> list[str]:
     return out
 
 
-def _has_answer_keys(value: Any) -> bool:
+def _has_answer_keys(value: object) -> bool:
     return isinstance(value, Mapping) and ("answer" in value or "annotation" in value)
 
 
-def _payload(block: str | None, parsed_block: Any) -> Any:
+def _payload(block: str | None, parsed_block: object) -> Mapping[Any, Any] | None:
     if block is None:
         return None
     if isinstance(parsed_block, Mapping):
@@ -137,7 +137,7 @@ def _payload(block: str | None, parsed_block: Any) -> Any:
     return None
 
 
-def _answer(response: str, payload: Any) -> Any:
+def _answer(response: str, payload: Mapping[Any, Any] | None) -> object:
     answer: Any = None
     if _has_answer_keys(payload):
         answer = payload.get("answer")
@@ -151,14 +151,14 @@ def _answer(response: str, payload: Any) -> Any:
     return response if answer is None else answer
 
 
-def _check_gt(answer_gt: Any) -> None:
+def _check_gt(answer_gt: object) -> None:
     if not isinstance(answer_gt, Mapping) or "value" not in answer_gt:
         raise ValueError(
             f"answer_gt must be a mapping with a 'value' key, like {{'type': 'integer', 'value': 7}}; got {answer_gt!r}"
         )
 
 
-def reward_answer(response: str) -> Any:
+def reward_answer(response: str) -> object:
     """The answer §3 scores: from the final block's payload, else the candidate list, else the whole text."""
     block = final_block(response)
     parsed_block = _NOTHING if block is None else plain_parse(block)

@@ -23,7 +23,7 @@ import fcntl
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from trace_tui.errors import CheckFailed, RequirementsError, TraceTuiError
@@ -32,7 +32,7 @@ from trace_tui.store import names as N
 from trace_tui.store import sources as S
 from trace_tui.store.importer import dataset_plan_checked, provenance_bytes
 from trace_tui.store.manifest import EntryRecord, Expected, Source
-from trace_tui.store.store import Store
+from trace_tui.store.store import Staging, Store
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
@@ -93,7 +93,7 @@ def _offline() -> bool:
 class _CountingFile:
     """The file object http_get writes to: counts bytes for per-file progress."""
 
-    def __init__(self, fh: Any, on_bytes: Callable[[int], None]) -> None:
+    def __init__(self, fh: IO[bytes], on_bytes: Callable[[int], None]) -> None:
         self._fh = fh
         self._on_bytes = on_bytes
 
@@ -213,7 +213,7 @@ class Fetcher:
                 return None
             raise _hub_error(exc, f"{entry} {rel} ({_safe_url(url)})") from None
 
-    def _stage_part(self, st: Any, entry: str, rel: str, part: Path, expected: list[Expected],
+    def _stage_part(self, st: Staging, entry: str, rel: str, part: Path, expected: list[Expected],
                     size: int | None, display: str) -> None:
         """Move a complete .part into the staging folder and verify it there; a bad file is deleted,
         never resumed (its bytes are complete and wrong)."""
@@ -252,7 +252,7 @@ class Fetcher:
         return [{"path": p, "size": found[p].size, "blob_id": found[p].blob_id,
                  "sha256": found[p].lfs.sha256 if found[p].lfs else None} for p in paths]
 
-    def _fetch_hub_file(self, st: Any, entry: str, repo_id: str, revision: str, repo_type: str, item: dict,
+    def _fetch_hub_file(self, st: Staging, entry: str, repo_id: str, revision: str, repo_type: str, item: dict,
                         rel: str, extra: list[Expected] = ()) -> None:
         from huggingface_hub import hf_hub_url
         from huggingface_hub.file_download import get_hf_file_metadata

@@ -17,10 +17,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from trace_tui import paths
 from trace_tui.campaign_files.state import recorded_runtime
 from trace_tui.clients import load_nvml
-from trace_tui.engine.campaign_list import list_campaigns
 from trace_tui.runtime import make_runtime
 from trace_tui.runtime.docker import docker_available
-from trace_tui.service.campaigns import OpenedCampaign, OwnedRunner, read_campaign, session_campaign_folder, without_steps
+from trace_tui.service import load_session
+from trace_tui.service.campaigns import (
+    OpenedCampaign,
+    OwnedRunner,
+    read_campaign,
+    session_campaign_folder,
+    without_steps,
+)
 from trace_tui.service.requests import RunRequest
 from trace_tui.service.requirements import probe_hardware, requirement_problems, run_gpu_plan
 from trace_tui.tui.cluster_backend import cluster_backend
@@ -125,7 +131,7 @@ class Backends:
     def campaigns(self) -> list[CampaignSummary]:
         """Every campaign under campaigns_dir, from the same status `trace-tui status` prints."""
         root = self.campaigns_dir
-        return list_campaigns(root) if root is not None else []
+        return load_session().list_campaigns(root) if root is not None else []
 
     def problems(self, resolved: ResolvedRecipe, report: HardwareReport | None) -> list[str]:
         """Why a run of `resolved` would be refused here; empty when it can start."""
@@ -225,27 +231,19 @@ def default_backends(request: RunRequest | None = None) -> Backends:
         return probe_hardware(home, Path(opts.campaign).expanduser() if opts.campaign else None)
 
     def known() -> list[str]:
-        from trace_tui import recipes
-
-        return recipes.known_recipes()
+        return load_session().known_recipes()
 
     def load(name: str) -> Recipe:
-        from trace_tui import recipes
-
-        return recipes.load_recipe(name)
+        return load_session().load_recipe(name)
 
     def resolve(recipe: Recipe, models: list[str] | None = None, seeds: list[int] | None = None) -> ResolvedRecipe:
-        from trace_tui import recipes
-
         # models and seeds: the UI's choices (which start as the command line's --models/--seeds)
         benchmarks = request.selection.benchmarks
-        return recipes.resolve_recipe(recipe, models=models, seeds=seeds,
+        return load_session().resolve_recipe(recipe, models=models, seeds=seeds,
                                       benchmarks=list(benchmarks) if benchmarks else None)
 
     def check(resolved: ResolvedRecipe, report: HardwareReport) -> list[StepCheck]:
-        from trace_tui import hardware
-
-        return hardware.check_recipe(resolved, report, runtime=runtime_for(campaign_dir_for(resolved)))
+        return load_session().check_recipe(resolved, report, runtime=runtime_for(campaign_dir_for(resolved)))
 
     def run_problems(resolved: ResolvedRecipe, report: HardwareReport | None) -> list[str]:
         runtime = make_runtime(runtime_for(campaign_dir_for(resolved)), flavour=resolved.recipe.image_flavor)
@@ -255,36 +253,22 @@ def default_backends(request: RunRequest | None = None) -> Backends:
         return session_campaign_folder(given, resolved, home)
 
     def runner_factory(resolved: ResolvedRecipe, campaign_dir: Path, skip: frozenset[str] = frozenset()) -> OwnedRunner:
-        from trace_tui.engine.campaign import Campaign
-        from trace_tui.engine.runner import Runner
-        from trace_tui.recipes import trusted_resolved
-
-        # A resumed campaign's recipe comes from its recipe.json, which is data: what runs is the recipe
-        # trace-tui ships (or the user's --recipe FILE) for the same selection, as a headless run takes it.
-        resolved = trusted_resolved(resolved, source=str(Path(campaign_dir) / "recipe.json"),
-                                    recipe_file=request.recipe)
+        session = load_session()
+        resolved = session.trusted(resolved, campaign_dir, request.recipe)
         steps = without_steps(resolved, skip)
         plan = run_gpu_plan(steps, hardware_probe())  # the same plan a headless run of it gets
-        campaign = Campaign(campaign_dir)
-        try:
-            runner = Runner(steps, campaign, make_runtime(runtime_for(campaign_dir), flavour=resolved.recipe.image_flavor),
-                            store=paths.store_dir(home), offline=chosen["offline"], plan=plan,
-                            # finished work with changed inputs: the run screen shows the one line
-                            # listing the change unless the TUI was started with --redo
-                            redo=opts.redo,
-                            listed_steps=resolved.recipe.steps)  # skipped steps are listed as skipped
-        except BaseException:
-            campaign.close()
-            raise
-        return OwnedRunner(runner, campaign)
+        runtime = make_runtime(runtime_for(campaign_dir), flavour=resolved.recipe.image_flavor)
+        # finished work with changed inputs: the run screen shows the one line listing the change unless the TUI
+        # was started with --redo; skipped steps are listed as skipped
+        return session.open_runner(steps, campaign_dir, runtime, store=paths.store_dir(home),
+                                   offline=chosen["offline"], plan=plan, redo=opts.redo,
+                                   listed_steps=resolved.recipe.steps)
 
     def verify_release(path: Path) -> ReleaseVerification:
         return verify(path)
 
     def verify_campaign(path: Path) -> CampaignVerification:
-        from trace_tui.verify import campaign
-
-        return campaign.verify_campaign(path)
+        return load_session().verify_campaign(path)
 
     return Backends(
         hardware_probe=hardware_probe, gpu_sampler=nvml_sampler(), known_recipes=known,
@@ -303,6 +287,4 @@ def default_backends(request: RunRequest | None = None) -> Backends:
 def default_preview(resolved: ResolvedRecipe, report: HardwareReport | None, *, home: Path, campaign_dir: Path,
                     runtime: str = "docker") -> Preview:
     """The configuration-only preview: the same object `trace-tui preview NAME` prints."""
-    from trace_tui.preview import build_preview
-
-    return build_preview(resolved, report, home=home, campaign_dir=campaign_dir, runtime=runtime)
+    return load_session().build_preview(resolved, report, home=home, campaign_dir=campaign_dir, runtime=runtime)

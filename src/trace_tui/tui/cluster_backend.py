@@ -10,16 +10,14 @@ Screens see only :class:`ClusterBackend`'s callables, never the engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trace_tui.errors import UsageError
-from trace_tui.local_models import import_local_models
-from trace_tui.paths import home as home_dir
-from trace_tui.paths import store_dir
+from trace_tui.service import load_session
 from trace_tui.service.requests import RunRequest, SlurmOptions, SubmitRequest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -143,13 +141,9 @@ def open_sharded(path: Path, home: Path | None = None) -> OpenedCluster:
     """A sharded parent read without writing: shards.json, the last submission's options, and its recipe
     resolved again as the same command line would (`r` resubmits with it); resolved is None, and
     ``problem`` says why, where that is no longer the campaign's recipe."""
-    from trace_tui.campaign_files.shard_files import read_plan
-    from trace_tui.engine.cluster_status import read_submissions
-
+    session = load_session()
     path = Path(path).expanduser().resolve()
-    plan = read_plan(path)
-    subs = read_submissions(path)
-    last = dict(subs[-1].get("options", {})) if subs else {}
+    plan, last = session.read_sharded(path)
     choice = SchedulerChoice(scheduler="slurm", partition=last.get("partition"), account=last.get("account"),
                              gpus_per_node=last.get("gpus_per_node"), time=last.get("time"),
                              max_parallel=last.get("max_parallel"), shard_by=plan.shard_by)
@@ -158,7 +152,7 @@ def open_sharded(path: Path, home: Path | None = None) -> OpenedCluster:
         run_options["benchmarks"] = list(plan.benchmarks)
     resolved, problem = None, ""
     try:
-        resolved = _resolve_again(plan, run_options.get("local_model"), home)
+        resolved = session.resolve_again(plan, run_options.get("local_model"), home)
     except Exception as exc:  # noqa: BLE001 - shown on the screen; the campaign is still followed
         problem = exc.line() if hasattr(exc, "line") else f"{type(exc).__name__}: {exc}"
     if resolved is not None and resolved.config_sha256 != plan.config_sha256:
@@ -167,46 +161,26 @@ def open_sharded(path: Path, home: Path | None = None) -> OpenedCluster:
     return OpenedCluster(path=path, resolved=resolved, choice=choice, run_options=run_options, problem=problem)
 
 
-def _resolve_again(plan: Any, local_model: list[str] | None, home: Path | None) -> Any:
-    """The plan's recipe and narrowing, resolved as `trace-tui --recipe NAME --models ... --seeds ...` does."""
-    from trace_tui.recipes import load_recipe, resolve_recipe
-
-    own = None
-    if local_model:
-        own = import_local_models(local_model, store_dir(home_dir(home)))
-    return resolve_recipe(load_recipe(plan.recipe), models=plan.models, seeds=plan.seeds,
-                          benchmarks=plan.benchmarks if plan.narrowed_benchmarks else None, local_models=own)
-
-
 def cluster_backend(request: RunRequest | None = None) -> ClusterBackend:
     """The real one: the service's Slurm submission and the engine's cluster code, over Slurm's own commands."""
 
     def submit(resolved: ResolvedRecipe, choice: SchedulerChoice, campaign_dir: Path,
                run_options: dict[str, Any] | None = None) -> Submitted:
-        from trace_tui.service.submit import prepare_submission, submit_prepared  # pydantic: the shard plan
-
         if not choice.slurm:
             raise UsageError("this run is not for Slurm", hint="choose the Slurm scheduler first")
-        submission = submission_request(request, choice, campaign_dir, run_options)
-        return submit_prepared(submission, prepare_submission(submission, resolved))
+        return load_session().submit(submission_request(request, choice, campaign_dir, run_options), resolved)
 
     def status(path: Path) -> dict[str, Any]:
-        from trace_tui.engine.cluster_status import cluster_status
-
-        return cluster_status(path)
+        return load_session().cluster_status(path)
 
     def reopen(path: Path) -> OpenedCluster:
         return open_sharded(path, request.options.home if request else None)
 
     def is_sharded(path: Path) -> bool:
-        from trace_tui.campaign_files.shard_files import is_sharded as sharded  # pydantic: the shard plan
-
-        return sharded(path)
+        return load_session().is_sharded(path)
 
     def cancel(path: Path) -> list[str]:
-        from trace_tui.engine.cluster import cancel_campaign  # pydantic: the shard plan
-
-        return cancel_campaign(Path(path))
+        return load_session().cancel_campaign(Path(path))
 
     return ClusterBackend(is_sharded=is_sharded, submit=submit, status=status, cancel=cancel, open=reopen)
 

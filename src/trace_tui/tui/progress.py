@@ -234,7 +234,7 @@ class ProgressModel:
             self.dirty = True
 
     # -- events ------------------------------------------------------------------
-    def apply(self, event: Any) -> None:
+    def apply(self, event: ev.Event) -> None:
         self.events_applied += 1
         self.dirty = True
         step_id = getattr(event, "step", None) or "run"
@@ -394,7 +394,7 @@ class EventPump:
         self.pushed = 0
         self.signals = 0
 
-    def push(self, event: Any) -> None:
+    def push(self, event: ev.Event) -> None:
         with self._lock:
             self._buffer.append(event)
             self.pushed += 1

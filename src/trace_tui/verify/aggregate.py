@@ -23,10 +23,10 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from trace_tui.verify.record import FrozenRecord
 
-TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any
 

@@ -12,14 +12,12 @@ from __future__ import annotations
 import math
 from collections import Counter, namedtuple
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from trace_tui.verify import aggregate as agg
 from trace_tui.verify import documents as d
 
-TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any
-
     from trace_tui.release import ReleaseLock
 
 TOLERANCE = 1e-9
@@ -177,7 +175,7 @@ class _Compare:
         if not _close(stored, recomputed):
             self.problems.append(Problem(f"{what}: stored {stored!r}, recomputed {recomputed!r}", recomputed, stored))
 
-    def equal(self, what: str, stored: Any, expected: Any) -> None:
+    def equal(self, what: str, stored: object, expected: object) -> None:
         if stored != expected:
             self.problems.append(Problem(f"{what}: stored {stored!r}, expected {expected!r}", expected, stored))
 

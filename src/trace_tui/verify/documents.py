@@ -9,18 +9,19 @@ may carry more than we read.
 import re
 import types
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 # No `from __future__ import annotations` here: with real (not string) annotations, compiling a
 # schema reads them as they are, and never evals a string on the timed first use.
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
-    from typing import Annotated, Any
+    from typing import Annotated, Any, TypeVar
 
     Sha256 = Annotated[str, "sha256"]
+    _D = TypeVar("_D", bound="Doc")
 else:
-    # At run time the schemas name these two markers instead: importing typing (and reading its
-    # Annotated, get_type_hints) costs `trace-tui verify` more than all the schemas' validation.
+    # At run time the schemas name these two markers instead: reading typing's Annotated through
+    # get_type_hints costs `trace-tui verify` more than all the schemas' validation.
     class Any:
         """Any JSON value (typing.Any to type checkers)."""
 
@@ -52,12 +53,12 @@ class SchemaError(ValueError):
         return self.line()
 
 
-def _name(value: Any) -> str:
+def _name(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
 @lru_cache(maxsize=None)
-def _compile(tp: Any) -> "Callable[[Any], Any]":
+def _compile(tp: object) -> "Callable[[object], object]":
     """A validator for one annotation: returns the (converted) value or raises SchemaError."""
     if tp is Any:
         return lambda v: v
@@ -65,26 +66,26 @@ def _compile(tp: Any) -> "Callable[[Any], Any]":
     if tp is Sha256:
         inner = _compile(str)
 
-        def sha(v: Any) -> Any:
+        def sha(v: object) -> str:
             v = inner(v)
             if not _SHA.fullmatch(v):
                 raise SchemaError(f"expected a sha256 (64 lower-case hex digits), got {v[:20]!r}")
             return v
         return sha
     if tp is str:
-        def string(v: Any) -> Any:
+        def string(v: object) -> str:
             if type(v) is not str:
                 raise SchemaError(f"expected a string, got {_name(v)}")
             return v
         return string
     if tp is int:
-        def integer(v: Any) -> Any:
+        def integer(v: object) -> int:
             if type(v) is not int:
                 raise SchemaError(f"expected an integer, got {_name(v)}")
             return v
         return integer
     if tp is float:
-        def number(v: Any) -> Any:
+        def number(v: object) -> float:
             if type(v) is float:
                 return v
             if type(v) is int:
@@ -92,7 +93,7 @@ def _compile(tp: Any) -> "Callable[[Any], Any]":
             raise SchemaError(f"expected a number, got {_name(v)}")
         return number
     if tp is bool:
-        def boolean(v: Any) -> Any:
+        def boolean(v: object) -> bool:
             if type(v) is not bool:
                 raise SchemaError(f"expected true or false, got {_name(v)}")
             return v
@@ -101,7 +102,7 @@ def _compile(tp: Any) -> "Callable[[Any], Any]":
         (item_tp,) = tp.__args__
         item = _compile(item_tp)
 
-        def seq(v: Any) -> Any:
+        def seq(v: object) -> list[object]:
             if type(v) is not list:
                 raise SchemaError(f"expected a list, got {_name(v)}")
             out = []
@@ -117,7 +118,7 @@ def _compile(tp: Any) -> "Callable[[Any], Any]":
         _k, val_tp = tp.__args__
         val = _compile(val_tp)
 
-        def mapping(v: Any) -> Any:
+        def mapping(v: object) -> dict[str, object]:
             if type(v) is not dict:
                 raise SchemaError(f"expected an object, got {_name(v)}")
             out = {}
@@ -132,7 +133,7 @@ def _compile(tp: Any) -> "Callable[[Any], Any]":
     if isinstance(tp, types.UnionType):  # X | Y
         options = [_compile(a) for a in tp.__args__]
 
-        def union(v: Any) -> Any:
+        def union(v: object) -> object:
             errors = []
             for opt in options:
                 try:
@@ -142,7 +143,7 @@ def _compile(tp: Any) -> "Callable[[Any], Any]":
             raise SchemaError(" or ".join(errors))
         return union
     if tp is type(None):
-        def none(v: Any) -> Any:
+        def none(v: object) -> None:
             if v is not None:
                 raise SchemaError(f"expected null, got {_name(v)}")
             return v
@@ -158,7 +159,7 @@ class Doc:
     _fields = None  # field -> its validator, made on first use
 
     @classmethod
-    def _field_validators(cls) -> "dict[str, Callable[[Any], Any]]":
+    def _field_validators(cls) -> "dict[str, Callable[[object], object]]":
         if cls.__dict__.get("_fields") is None:
             hints: dict = {}
             for klass in reversed(cls.__mro__):  # a base's fields first, as typing.get_type_hints orders them
@@ -167,7 +168,7 @@ class Doc:
         return cls._fields  # type: ignore[return-value]
 
     @classmethod
-    def _validate(cls, value: Any) -> Any:
+    def _validate(cls: "type[_D]", value: object) -> "_D":
         if type(value) is not dict:
             raise SchemaError(f"expected an object, got {_name(value)}")
         obj = cls.__new__(cls)
@@ -186,7 +187,7 @@ class Doc:
         return obj
 
     @classmethod
-    def model_validate(cls, value: Any) -> Any:
+    def model_validate(cls: "type[_D]", value: object) -> "_D":
         """Validate parsed JSON/YAML; raises SchemaError naming the field path."""
         return cls._validate(value)
 
@@ -522,7 +523,7 @@ class AnyObject(Doc):
     """A document we only require to be a JSON object (its hash is checked elsewhere)."""
 
     @classmethod
-    def _validate(cls, value: Any) -> Any:
+    def _validate(cls: "type[_D]", value: object) -> "_D":
         if type(value) is not dict:
             raise SchemaError(f"expected an object, got {_name(value)}")
         obj = cls.__new__(cls)

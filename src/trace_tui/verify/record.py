@@ -9,16 +9,21 @@ factory, e.g. ``list``); a field without a default is required.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Callable
     from typing import Any, ClassVar
+
+    from pydantic import GetCoreSchemaHandler
+    from pydantic_core import CoreSchema
 
 
 class Record:
     __slots__ = ()
     _defaults: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, **fields: Any) -> None:
+    def __init__(self, **fields: object) -> None:
         # The first record of a class makes the class its own keyword-only __init__ (as dataclasses
         # do, without their import): hundreds of checks and summaries per verify, each built with
         # plain assignments instead of a loop over the slots and the defaults.
@@ -28,7 +33,7 @@ class Record:
             cls.__init__ = init  # type: ignore[method-assign]
         init(self, **fields)
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "__init__" not in cls.__dict__:  # never a base's made __init__: a subclass has slots of its own
             cls.__init__ = Record.__dict__["__init__"]  # type: ignore[method-assign]
@@ -47,14 +52,14 @@ class Record:
         return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
 
     @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+    def __get_pydantic_core_schema__(cls, source: object, handler: GetCoreSchemaHandler) -> CoreSchema:
         """As a field of a pydantic model: accepted as itself or its dump, dumped as its dump.
 
         pydantic_core is imported only here, i.e. when some pydantic model is being built anyway.
         """
         from pydantic_core import core_schema
 
-        def coerce(value: Any) -> Any:
+        def coerce(value: object) -> Record:
             if isinstance(value, cls):
                 return value
             if isinstance(value, dict):
@@ -70,7 +75,7 @@ class FrozenRecord(Record):
 
     __slots__ = ()
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is frozen")
 
     def __hash__(self) -> int:  # type: ignore[override]
@@ -80,7 +85,7 @@ class FrozenRecord(Record):
 _NO_VALUE = object()
 
 
-def _make_init(cls: type) -> Any:
+def _make_init(cls: type[Record]) -> Callable[..., None]:
     """A keyword-only __init__ for CLS: each slot required, or its default (a callable one: a factory)."""
     defaults = cls._defaults
     params, body = [], []
@@ -104,7 +109,7 @@ def _make_init(cls: type) -> Any:
     return init
 
 
-def _dump(value: Any) -> Any:
+def _dump(value: object) -> object:
     if isinstance(value, Record):
         return value.model_dump()
     if isinstance(value, list):
@@ -114,7 +119,7 @@ def _dump(value: Any) -> Any:
     return value
 
 
-def _freeze(value: Any) -> Any:
+def _freeze(value: object) -> object:
     if isinstance(value, dict):
         return tuple(sorted(value.items()))
     if isinstance(value, list):

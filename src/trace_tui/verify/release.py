@@ -19,6 +19,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trace_tui.errors import CheckFailed, UsageError
 from trace_tui.resources import release_lock_path
@@ -29,12 +30,12 @@ from trace_tui.verify.checklist import Check, FileReport, ReleaseVerification
 from trace_tui.verify.trust import NOT_READ
 from trace_tui.verify.yaml_docs import BackgroundParse, is_yaml
 
-TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any
 
     from trace_tui.release import ReleaseLock
     from trace_tui.verify.checklist import FileState
+    from trace_tui.verify.tables import ReleaseTables
 
     # (check id, group, title, the file it is about, the documents it reads, what it computes from them)
     _ContentSpec = tuple[str, str, str, str, Sequence[str], Callable[..., tuple[str, list[ct.Problem]]]]
@@ -231,7 +232,7 @@ def verify_release(release_dir: Path | str, lock: ReleaseLock | None = None, *,
     return _Verifier(Path(release_dir), lock if lock is not None else _packaged_lock(), yaml_ahead).run()
 
 
-def checked_release_tables(root: Path, *, warn: Callable[[str], None] | None = None) -> Any:
+def checked_release_tables(root: Path, *, warn: Callable[[str], None] | None = None) -> ReleaseTables:
     """verify.tables.release_tables of ROOT (`report`, `verify --report-dir`), once verify's reader has read
     the documents they are made from.
 
@@ -280,7 +281,7 @@ class _LockView(dict):
         return f"{self['repo_id']}@{self['revision']}"
 
 
-def _packaged_lock() -> Any:
+def _packaged_lock() -> _LockView:
     return json.loads(release_lock_path().read_text(encoding="utf-8"), object_hook=_LockView)
 
 

@@ -10,9 +10,9 @@ file's own labels), figures from the aggregation functions.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -24,7 +24,7 @@ from trace_tui.verify import documents as d
 from trace_tui.verify.documents import SchemaError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trace_tui.release import ReleaseLock
+    from trace_tui.release import ModelPin, ReleaseLock
 
 DASH = "—"
 
@@ -193,7 +193,7 @@ def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]
     return lines
 
 
-def _is_trace(m: Any) -> bool:
+def _is_trace(m: ModelPin) -> bool:
     return not m.is_base and bool(m.post_training_data) and m.post_training_data.startswith("TRACE")
 
 
@@ -274,7 +274,10 @@ def build_tables(records: Iterable[Any], lock: ReleaseLock, *, labels: Mapping[s
 
 # --------------------------------------------------------------------------- from a release directory
 
-def _load(root: Path, rel: str, schema: type, check: str) -> Any:
+_DocT = TypeVar("_DocT", bound=d.Doc)
+
+
+def _load(root: Path, rel: str, schema: type[_DocT], check: str) -> _DocT:
     """A release document, or CheckFailed naming the file and what is wrong with it."""
     path = root / rel
     if not path.is_file():
@@ -293,7 +296,8 @@ def _load(root: Path, rel: str, schema: type, check: str) -> Any:
         raise CheckFailed(f"{rel}: {check}: schema: {exc.line()}") from None
 
 
-def release_tables(root: Path, *, warn: Any = None, lock: Any = None) -> ReleaseTables:
+def release_tables(root: Path, *, warn: Callable[[str], None] | None = None,
+                   lock: ReleaseLock | None = None) -> ReleaseTables:
     """ReleaseTables from a release directory (results.json required; validation table when present)."""
     if lock is None:
         lock = release_lock()

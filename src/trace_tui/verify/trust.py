@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections import namedtuple
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trace_tui.common.digest import sha256_bytes
 from trace_tui.common.safe_read import MAX_DOCUMENT_BYTES, Folder, NotRead
@@ -22,7 +23,6 @@ from trace_tui.verify import documents as d
 from trace_tui.verify.checklist import Check
 from trace_tui.verify.yaml_docs import TOO_DEEP, BackgroundParse, is_yaml, parse as parse_yaml
 
-TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any
 

@@ -22,7 +22,7 @@ def _start_worker() -> None:
     gc.disable()
 
 
-def _call(part: Any) -> Any:
+def _call(part: object) -> object:
     assert _work is not None
     try:
         return _work(part)

@@ -17,11 +17,11 @@ import marshal
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trace_tui.common.safe_read import MAX_DOCUMENT_BYTES, Folder, NotRead
 from trace_tui.resources import release_lock_path
 
-TYPE_CHECKING = False  # typing only for type checkers: importing it costs `trace-tui verify` 2-3 ms
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import work
@@ -19,9 +19,12 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from trace_tui.engine.campaign_list import read_summary, sort_key
+from trace_tui.engine.campaign_list import CampaignSummary, read_summary, sort_key
 from trace_tui.tui.messages import CampaignsRead
 from trace_tui.tui.widgets.table import LiteralTable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trace_tui.tui.backends import Backends
 
 REFRESH_INTERVAL_S = 3.0
 STATE_STYLE = {"running": "bold cyan", "failed": "bold red", "unreadable": "bold red", "partial": "yellow",
@@ -33,11 +36,11 @@ def when(t: float | None) -> str:
     return "—" if t is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
 
 
-def rows_cell(s: Any) -> str:
+def rows_cell(s: CampaignSummary) -> str:
     return f"{s.rows_done}/{s.rows_total}" if s.rows_total else "—"
 
 
-def open_problem(backends: Any, path: Path, seen: dict[Path, tuple[tuple[tuple[int, int], ...], str]]) -> str:
+def open_problem(backends: Backends, path: Path, seen: dict[Path, tuple[tuple[tuple[int, int], ...], str]]) -> str:
     """Why the campaign at PATH cannot be opened to watch or resume (its recipe.json is not a resolved
     recipe, ...), or "". `trace-tui status` reads only the database, so a campaign it calls complete may
     still be one that `w` and `r` cannot open: the list says so before the user tries. The answer is kept
@@ -62,7 +65,7 @@ def open_problem(backends: Any, path: Path, seen: dict[Path, tuple[tuple[tuple[i
     return problem
 
 
-def with_open_problems(backends: Any, found: list[Any], seen: dict) -> list[Any]:
+def with_open_problems(backends: Backends, found: list[CampaignSummary], seen: dict) -> list[CampaignSummary]:
     """The summaries, a campaign that cannot be opened shown as unreadable with its reason (in order again)."""
     from dataclasses import replace
 
@@ -73,7 +76,7 @@ def with_open_problems(backends: Any, found: list[Any], seen: dict) -> list[Any]
     return sorted(out, key=sort_key)
 
 
-def campaign_details(s: Any) -> list[tuple[str, str]]:
+def campaign_details(s: CampaignSummary) -> list[tuple[str, str]]:
     out = [("campaign", str(s.path)), ("recipe", s.recipe), ("run tag", s.run_tag), ("state", s.state),
            ("rows", rows_cell(s)), ("last change", when(s.last_change)), ("scheduler", s.scheduler)]
     if s.message:
@@ -174,7 +177,7 @@ class CampaignsScreen(Screen):
         else:
             self._show_selected()
 
-    def selected(self) -> Any:
+    def selected(self) -> CampaignSummary | None:
         key = self.query_one(LiteralTable).selected_key()
         return next((s for s in self.summaries or () if str(s.path) == key), None)
 

@@ -10,7 +10,7 @@ leaving the screen or the app leaves them running, and opening the campaign agai
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -22,6 +22,10 @@ from trace_tui.tui.messages import ClusterDone, ClusterRead
 from trace_tui.tui.progress import CLUSTER_COLUMNS, cluster_details, cluster_rows, cluster_summary
 from trace_tui.tui.screens.confirm import ConfirmScreen
 from trace_tui.tui.widgets.table import LiteralTable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.tui.cluster_backend import SchedulerChoice
 
 POLL_S = 2.0
 
@@ -40,7 +44,8 @@ class ClusterScreen(Screen):
         Binding("escape", "back", "Back"),
     ]
 
-    def __init__(self, campaign_dir: Path, *, resolved: Any = None, choice: Any = None, submit: bool = False,
+    def __init__(self, campaign_dir: Path, *, resolved: ResolvedRecipe | None = None,
+                 choice: SchedulerChoice | None = None, submit: bool = False,
                  run_options: dict[str, Any] | None = None, note: str = "", poll_s: float = POLL_S) -> None:
         super().__init__()
         self.campaign_dir = Path(campaign_dir)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -27,6 +27,11 @@ from trace_tui.tui.views import run_env_text
 from trace_tui.tui.widgets.gpu_panel import GpuPanel
 from trace_tui.tui.widgets.progress_grid import ProgressGrid
 from trace_tui.tui.widgets.step_list import StepList
+
+if TYPE_CHECKING:  # pragma: no cover
+    from trace_tui.engine.runner import RunResult
+    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.tui.backends import OpenedCampaign
 
 REDRAW_INTERVAL_S = 0.1
 # Below these sizes the run screen makes room for the grid: the step list shows marks only (narrow), the
@@ -66,7 +71,7 @@ def tail_step_log(campaign_dir: Path, step_id: str) -> tuple[str, list[str], boo
     return newest.relative_to(campaign_dir).as_posix(), lines[-LOG_TAIL_LINES:], cut
 
 
-def seed_model(model: ProgressModel, resolved: Any, skip: frozenset[str] = frozenset()) -> None:
+def seed_model(model: ProgressModel, resolved: ResolvedRecipe, skip: frozenset[str] = frozenset()) -> None:
     """Steps and slices known before the first event, so the grid shows the whole campaign."""
     for step in resolved.recipe.steps:
         model.add_step(step.id, step.title, "skipped" if step.id in skip else "pending")
@@ -86,7 +91,7 @@ def seed_model(model: ProgressModel, resolved: Any, skip: frozenset[str] = froze
         model.grid_step = per_slice[0]
 
 
-def campaign_state(opened: Any, keep: frozenset[str] = frozenset()) -> CampaignState:
+def campaign_state(opened: OpenedCampaign, keep: frozenset[str] = frozenset()) -> CampaignState:
     """An opened campaign (backends.open_campaign) as the state the run screen's model starts from."""
     return CampaignState(events=list(getattr(opened, "events", None) or []),
                          step_states=dict(getattr(opened, "step_states", None) or {}),
@@ -107,7 +112,7 @@ class RunScreen(Screen):
         Binding("escape", "back", "Back"),  # while a run goes on: to the campaigns list (the run continues)
     ]
 
-    def __init__(self, resolved: Any, campaign_dir: Path, skip: frozenset[str] = frozenset(),
+    def __init__(self, resolved: ResolvedRecipe, campaign_dir: Path, skip: frozenset[str] = frozenset(),
                  start: bool = True, model: ProgressModel | None = None, note: str = "",
                  clock: Callable[[], float] = time.monotonic, watch: bool = False, runtime: str = "") -> None:
         super().__init__()
@@ -257,7 +262,7 @@ class RunScreen(Screen):
             return
         self.pump.push(campaign_state(opened, keep=self.skip))
 
-    def _outcome_of(self, result: Any) -> str:
+    def _outcome_of(self, result: RunResult) -> str:
         # Drained on the UI thread later; here we look only at what the runner said.
         if getattr(self.runner, "cancelled", False) is True:
             return "cancelled"
@@ -328,7 +333,7 @@ class RunScreen(Screen):
         self._fit_layout()
         self._update_log()
 
-    def on_resize(self, event: Any) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         self._fit_layout()
 
     def _fit_layout(self) -> None:

@@ -13,27 +13,31 @@ details view (``i``) finds a row's data by the order it was added, whatever is s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
 from textual.widgets import DataTable, Input
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from trace_tui.tui.screens.detail import DetailScreen
+
+if TYPE_CHECKING:  # pragma: no cover
+    from typing_extensions import Self
 
 # Sorting puts what needs attention first: failures, then what is absent or missing, then the rest.
 ATTENTION = {"failed": 0, "fail": 0, "cannot run": 0, "error": 0, "unreadable": 0, "outside": 0,
              "absent": 1, "missing": 1, "not built": 1, "partial": 1}
 
 
-def literal(value: Any) -> Any:
+def literal(value: object) -> object:
     """Strings as Text (never markup); Text and other renderables unchanged."""
     return Text(value) if isinstance(value, str) else value
 
 
-def plain(cell: Any) -> str:
+def plain(cell: object) -> str:
     return cell.plain if isinstance(cell, Text) else str(cell)
 
 
@@ -121,7 +125,7 @@ class LiteralTable(DataTable):
         self._widths_may_grow = False
 
     # -- rows ----------------------------------------------------------------------
-    def add_row(self, *cells: Any, **kwargs: Any) -> Any:
+    def add_row(self, *cells: object, **kwargs: Any) -> RowKey | str:
         cells = tuple(literal(c) for c in cells)
         if self._arranging:
             return super().add_row(*cells, **kwargs)
@@ -136,21 +140,22 @@ class LiteralTable(DataTable):
         self._widths_may_grow = True
         return super().add_row(*cells, key=key, **kwargs)
 
-    def clear(self, columns: bool = False) -> Any:
+    def clear(self, columns: bool = False) -> Self:
         if not self._arranging:
             self.source, self._index = [], {}
             if columns:
                 self._labels, self.sort_column = [], None
         return super().clear(columns=columns)
 
-    def add_column(self, label: Any, **kwargs: Any) -> Any:
+    def add_column(self, label: str | Text, **kwargs: Any) -> ColumnKey:
         self._labels.append(literal(label))
         return super().add_column(literal(label), **kwargs)
 
-    def add_columns(self, *labels: Any) -> Any:
+    def add_columns(self, *labels: str | Text) -> list[ColumnKey]:
         return [self.add_column(label) for label in labels]
 
-    def update_cell(self, row_key: Any, column_key: Any, value: Any, *, update_width: bool = False) -> None:
+    def update_cell(self, row_key: RowKey | str, column_key: ColumnKey | str, value: object, *,
+                    update_width: bool = False) -> None:
         value = literal(value)
         # The row as added is updated too: the filter, the sort, wrapping and row_text re-show rows from it.
         column = self.get_column_index(column_key)
@@ -313,7 +318,7 @@ class LiteralTable(DataTable):
         if self.wrap_columns and self.source and event.size.width != self._wrap_width:
             self.call_after_refresh(self._arrange)
 
-    def _cursor_key(self) -> Any:
+    def _cursor_key(self) -> RowKey | None:
         if not self.row_count or self.cursor_row < 0 or self.cursor_row >= self.row_count:
             return None
         return self.coordinate_to_cell_key((self.cursor_row, 0)).row_key
@@ -371,7 +376,7 @@ class LiteralTable(DataTable):
         title = self.details_title or (fields[0][1] if fields else "")
         self.app.push_screen(DetailScreen(title, fields))
 
-    def selected_key(self) -> Any:
+    def selected_key(self) -> str | None:
         key = self._cursor_key()
         return None if key is None else key.value
 
