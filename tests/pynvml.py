@@ -25,7 +25,14 @@ def _load_real() -> types.ModuleType:
     if spec is None or spec.loader is None:
         raise ImportError("the real pynvml (nvidia-ml-py) is not installed")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # The binding sets its error classes on sys.modules["pynvml"] as it loads: that must be itself, not this module.
+    stand_in = sys.modules.get("pynvml")
+    sys.modules["pynvml"] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if stand_in is not None:
+            sys.modules["pynvml"] = stand_in
     return module
 
 
