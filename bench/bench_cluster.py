@@ -56,9 +56,9 @@ def _complete_campaign(path: Path, resolved, slices) -> None:
 
 def synthetic_full_layout(parent: Path):
     """PARENT/shards.json and 24 complete shard campaigns of `full`; returns (resolved, plan)."""
-    from trace_tui.engine.cluster import prepare_parent
     from trace_tui.campaign_files.shards import plan_shards
-    from trace_tui.recipes import resolve_recipe
+    from trace_tui.engine.cluster import prepare_parent
+    from trace_tui.recipe.catalog import resolve_recipe
 
     resolved = resolve_recipe("full")
     plan = plan_shards(resolved)

@@ -30,7 +30,7 @@ REPEAT = 7  # alternated runs of ~0.2 s each: three medians ranged 0.71-0.88 on 
 
 
 def _recipe(steps: list[Any]) -> Any:
-    from trace_tui.recipe_schema import LocalModel, Recipe
+    from trace_tui.recipe.schema import LocalModel, Recipe
 
     return Recipe(name="bench", title="bench", purpose="bench", canonical=False, selection={"suite": "demo"},
                   local_models=[LocalModel(id="m", label="m", store_entry="local:model/m")],
@@ -38,7 +38,7 @@ def _recipe(steps: list[Any]) -> Any:
 
 
 def _resolved(recipe: Any, rows: int = 1) -> Any:
-    from trace_tui.recipe_schema import BenchmarkRef, LocalModel, ResolvedRecipe, SliceKey
+    from trace_tui.recipe.schema import BenchmarkRef, LocalModel, ResolvedRecipe, SliceKey
 
     return ResolvedRecipe(recipe=recipe, suite="demo", models=[LocalModel(id="m", label="m",
                                                                           store_entry="local:model/m")],
@@ -48,7 +48,7 @@ def _resolved(recipe: Any, rows: int = 1) -> Any:
 
 
 def _step(mode: str, *args: str, image: str | None = None) -> Any:
-    from trace_tui.recipe_schema import Step
+    from trace_tui.recipe.schema import Step
 
     return Step(id="s", title="s", stage="infer" if image else "host", image=image,
                 run=["trace_tui.stages.selftest", mode, *args], per_slice=True)
@@ -129,7 +129,7 @@ def bench_planning() -> list[str]:
     from trace_tui.common.digest import canonical_json
     from trace_tui.engine.campaign import Campaign
     from trace_tui.engine.runner import Runner
-    from trace_tui.recipes import load_recipe, resolve_recipe
+    from trace_tui.recipe.catalog import load_recipe, resolve_recipe
     from trace_tui.runtime.local import LocalRuntime
 
     resolved = resolve_recipe(load_recipe("full"))
@@ -181,10 +181,10 @@ def bench_container_start() -> list[str]:
         return ["container start: skipped (no trace-tui/debian-base:bookworm: run `make base-image`)"]
     subprocess.run(["docker", "build", "-q", "-t", TEST_IMAGE, "-f", str(REPO / "tests/docker_image/Dockerfile"),
                     str(REPO / "src")], check=True, capture_output=True)
+    from trace_tui.common.atomic import atomic_write_json
     from trace_tui.engine.campaign import Campaign
     from trace_tui.runtime.base import Launch
     from trace_tui.runtime.docker import DockerRuntime
-    from trace_tui.common.atomic import atomic_write_json
 
     runtime = DockerRuntime(images={"infer": TEST_IMAGE}, client=client)
     ours, base = [], []

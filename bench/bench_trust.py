@@ -93,7 +93,7 @@ def plan_resume(campaign: Path) -> tuple[float, float, str]:
     from trace_tui.campaign_files.recipe_file import read_campaign_recipe
     from trace_tui.engine.campaign import Campaign
     from trace_tui.engine.runner import Runner
-    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.recipe.schema import ResolvedRecipe
 
     resolved = ResolvedRecipe.model_validate(read_campaign_recipe(campaign))
     t0 = time.perf_counter()

@@ -37,7 +37,7 @@ def demo_shaped_recipe(*, models: list[str], seeds: list[int], benchmarks: dict[
                        name: str = "trustbench") -> Any:
     """A resolved recipe of the demo's generate -> extract -> score steps over local models."""
     from trace_tui.common.digest import sha256_json
-    from trace_tui.recipe_schema import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step, config_data
+    from trace_tui.recipe.schema import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step, config_data
 
     steps = [Step(id="generate", title="Generate", stage="infer", image="infer", run=["trace_tui.stages.generate"],
                   per_slice=True),

@@ -236,8 +236,8 @@ def test_an_edited_recipe_json_fails_verify_naming_the_field(single: Path, field
     hashed = "recipe.json slices" if field == "slices" else "recipe.json config_sha256"
     assert any(hashed in x for x in failed), failed
     # and with its hash made to fit, what the campaign's jobs ran still tells it apart
+    from trace_tui.recipe.schema import config_data
     from trace_tui.verify.campaign import _model_objects, _recipe_file_model
-    from trace_tui.recipe_schema import config_data
 
     def rehash(d: dict[str, Any]) -> None:
         r: Any = _recipe_file_model().model_validate(d)
@@ -256,8 +256,8 @@ def test_a_recipe_json_whose_fields_are_mistyped_fails_verify(single: Path,
 
 
 def test_recipe_json_config_hash_is_the_resolvers() -> None:
-    """What verify recomputes is what trace_tui.recipes computed, for every shipped recipe (release pins too)."""
-    from trace_tui.recipes import known_recipes, resolve_recipe
+    """What verify recomputes is what trace_tui.recipe.catalog computed, for every shipped recipe (release pins too)."""
+    from trace_tui.recipe.catalog import known_recipes, resolve_recipe
     from trace_tui.verify.campaign import recipe_checks
 
     for name in known_recipes():

@@ -69,7 +69,7 @@ def _add_step(campaign: Path, step: dict, *, rehash: bool) -> None:
     from types import SimpleNamespace as NS
 
     from trace_tui.common.digest import sha256_json
-    from trace_tui.recipe_schema import BenchmarkRef, config_data
+    from trace_tui.recipe.schema import BenchmarkRef, config_data
 
     data = json.loads((campaign / "recipe.json").read_text())
     data["recipe"]["steps"].append(step)
@@ -139,8 +139,8 @@ def test_a_run_naming_anything_but_trace_tuis_entry_points_is_refused_by_the_sch
     from trace_tui.engine.campaign import Campaign
     from trace_tui.engine.runner import Runner
     from trace_tui.errors import UsageError
-    from trace_tui.recipe_schema import Step
-    from trace_tui.recipes import parse_recipe
+    from trace_tui.recipe.catalog import parse_recipe
+    from trace_tui.recipe.schema import Step
     from trace_tui.runtime.base import Launch
     from trace_tui.runtime.local import LocalRuntime
 
@@ -180,7 +180,7 @@ def test_a_slurm_plan_naming_a_recipe_file_is_refused(tmp_path: Path) -> None:
     from trace_tui.campaign_files.shards import plan_shards
     from trace_tui.engine.cluster import read_plan
     from trace_tui.errors import TraceTuiError
-    from trace_tui.recipes import resolve_recipe
+    from trace_tui.recipe.catalog import resolve_recipe
 
     (tmp_path / "evil.yaml").write_text("name: demo\n")
     data = plan_shards(resolve_recipe("demo")).model_dump(mode="json")

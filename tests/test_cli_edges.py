@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from test_engine_support import make_recipe, resolved_for, selftest_step
+
 from tests.tmpfs import tmpfs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -175,7 +176,7 @@ def shlex_join(argv: list[str]) -> str:
 
 def test_seeds_have_the_recipe_files_range(tmp_path: Path) -> None:
     from trace_tui.commands.arguments import SEED_MAX
-    from trace_tui.recipes import SEED_RANGE
+    from trace_tui.recipe.catalog import SEED_RANGE
 
     assert (0, SEED_MAX) == SEED_RANGE
     for seed in ("-1", "1" * 35, "4294967296"):

@@ -15,7 +15,7 @@ import pytest
 
 from trace_tui.campaign_files.shards import coverage_problems, plan_shards, shard_arguments
 from trace_tui.errors import UsageError
-from trace_tui.recipes import resolve_recipe
+from trace_tui.recipe.catalog import resolve_recipe
 from trace_tui.runtime import slurm
 
 REPO = Path(__file__).resolve().parent.parent

@@ -291,11 +291,11 @@ async def test_tui_chooses_slurm_submits_follows_and_cancels_then_reopens_and_re
     import socket
 
     from trace_tui.tui.app import build_app
+    from trace_tui.tui.dialogs.confirm import ConfirmScreen
+    from trace_tui.tui.dialogs.steps import StepsScreen
     from trace_tui.tui.screens.cluster import ClusterScreen
-    from trace_tui.tui.screens.confirm import ConfirmScreen
     from trace_tui.tui.screens.preview import PreviewScreen
     from trace_tui.tui.screens.scheduler import SchedulerScreen
-    from trace_tui.tui.screens.steps import StepsScreen
 
     home, camp = tmp_path / "home", tmp_path / "c"
     node = socket.gethostname().split(".")[0]

@@ -76,7 +76,7 @@ def test_canonical_json_is_sorted_compact_utf8_and_keeps_old_hashes():
 def test_no_second_copy_of_the_helpers_remains():
     """Every module that hashes or writes atomically uses the common one (no local twin)."""
     from trace_tui.engine import planner, receipts
-    from trace_tui import recipes
+    from trace_tui.recipe import catalog as recipes
     from trace_tui.stages import generate, jobs, train_smoke
     from trace_tui.store import hashing
 
@@ -186,7 +186,7 @@ def test_the_seams_name_their_types():
     import typing
 
     from trace_tui.engine.planner import PlannedJob, needs_gpus, step_groups
-    from trace_tui.recipe_schema import Step
+    from trace_tui.recipe.schema import Step
     from trace_tui.scoring.extraction import Extraction
     from trace_tui.scoring.judge import ValidationRowScore
 

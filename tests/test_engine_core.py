@@ -13,15 +13,29 @@ import time
 from pathlib import Path
 
 import pytest
-from test_engine_support import (REPO, content_of, make_recipe, rederived, resolved_for, selftest_step,
-                                 stop_a_worker_holding_scratch)
+from test_engine_support import (
+    REPO,
+    content_of,
+    make_recipe,
+    rederived,
+    resolved_for,
+    selftest_step,
+    stop_a_worker_holding_scratch,
+)
 
 from trace_tui.campaign_files.state import JobRecord
 from trace_tui.engine.campaign import Campaign
-from trace_tui.engine.events import (Log, Progress, RunState, SliceState, coalesce_progress, parse_stage_line,
-                                     progress_key)
-from trace_tui.engine.printer import HeadlessPrinter
+from trace_tui.engine.events import (
+    Log,
+    Progress,
+    RunState,
+    SliceState,
+    coalesce_progress,
+    parse_stage_line,
+    progress_key,
+)
 from trace_tui.engine.planner import PlannedJob, decide, diff_inputs
+from trace_tui.engine.printer import HeadlessPrinter
 from trace_tui.engine.runner import Runner, RunResult
 from trace_tui.engine.status import campaign_status
 from trace_tui.runtime.local import LocalRuntime
@@ -498,7 +512,7 @@ def test_status_from_another_process_while_a_run_goes_on(tmp_path: Path) -> None
 
 def test_verify_checks_release_pins(tmp_path: Path) -> None:
     """A campaign whose recorded model revision differs from the release lock fails the pin check."""
-    from trace_tui.recipe_schema import ResolvedRecipe, SliceKey
+    from trace_tui.recipe.schema import ResolvedRecipe, SliceKey
     from trace_tui.release import release_lock
 
     pin = release_lock().models[0]

@@ -19,11 +19,11 @@ from test_engine_support import content_of, make_recipe, resolved_for, selftest_
 
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.events import Log, Progress, SliceState
-from trace_tui.engine.printer import HeadlessPrinter
 from trace_tui.engine.planner import PlannedJob, deal_batches
+from trace_tui.engine.printer import HeadlessPrinter
 from trace_tui.engine.runner import Runner, RunResult
 from trace_tui.engine.status import campaign_status
-from trace_tui.recipes import Step
+from trace_tui.recipe.catalog import Step
 from trace_tui.runtime.local import LocalRuntime
 from trace_tui.tui.progress import ProgressModel
 from trace_tui.verify.campaign import verify_campaign

@@ -1,7 +1,7 @@
 """Shared helpers for the engine tests (no tests here).
 
 ``resolved_for(recipe, ...)`` builds a ResolvedRecipe for hand-made recipes of the
-selftest worker: the real model from trace_tui.recipes where it is importable, with
+selftest worker: the real model from trace_tui.recipe.catalog where it is importable, with
 synthetic local models (no release identity), so engine tests do not depend on the
 shipped recipes.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_tui.common.digest import sha256_json
-from trace_tui.recipe_schema import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step, config_data
+from trace_tui.recipe.schema import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step, config_data
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_IMAGE = "trace-tui/engine-test:latest"
@@ -50,7 +50,7 @@ def resolved_for(recipe: Recipe, *, models: list[str] = ("tiny-a",), seeds: list
     data = {"recipe": recipe.model_dump(mode="json"), "models": list(models), "seeds": list(seeds),
             "benchmarks": benchmarks, "settings": settings}
     sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()  # names the run, as it always has
-    # the configuration's hash as trace_tui.recipes computes it: `verify --campaign` recomputes it from recipe.json
+    # the configuration's hash as trace_tui.recipe.catalog computes it: `verify --campaign` recomputes it from recipe.json
     config = sha256_json(config_data(recipe, "demo", None, ms, list(seeds), bs, settings, None, {}))
     return ResolvedRecipe(recipe=recipe, suite="demo", models=ms, seeds=list(seeds), benchmarks=bs,
                           settings=settings, slices=slices, rows_total=sum(benchmarks[s.benchmark] for s in slices),
@@ -59,7 +59,7 @@ def resolved_for(recipe: Recipe, *, models: list[str] = ("tiny-a",), seeds: list
 
 def rederived(resolved: ResolvedRecipe) -> ResolvedRecipe:
     """RESOLVED after a model_copy changed its selection: its rows_total and config_sha256 again from its
-    content, as trace_tui.recipes derives them (`verify --campaign` derives them again from recipe.json)."""
+    content, as trace_tui.recipe.catalog derives them (`verify --campaign` derives them again from recipe.json)."""
     rows = {b.key: b.rows for b in resolved.benchmarks}
     config = config_data(resolved.recipe, resolved.suite, resolved.suite_sha256, resolved.models, resolved.seeds,
                          resolved.benchmarks, resolved.settings, resolved.training, resolved.store_entries)

@@ -28,8 +28,8 @@ from test_external_prepare import fill_store, prepared_dataset_view
 
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.runner import Runner
-from trace_tui.recipe_schema import LocalModel, SliceKey
-from trace_tui.recipes import resolve_recipe
+from trace_tui.recipe.catalog import resolve_recipe
+from trace_tui.recipe.schema import LocalModel, SliceKey
 from trace_tui.release import release_lock
 from trace_tui.runtime.local import LocalRuntime
 
@@ -242,7 +242,7 @@ def test_our_tables_equal_the_evaluators_summary(campaigns, tmp_path):
     done = run_script(camp.parent / "trace-equal", "summarize_trace_eval.py", *args)
     assert done.returncode == 0, done.stderr[-800:]
     theirs = pd.read_excel(tmp_path / "r.xlsx", sheet_name="mean_std")
-    from trace_tui.evaluator_layout import EvalSlice
+    from trace_tui.evaluator.layout import EvalSlice
 
     slices = [EvalSlice(**{k: v for k, v in s.items() if k in EvalSlice.model_fields}) for s in data["slices"]]
     records = records_from_slices(slices, {slug: m["model_id"] for slug, m in models.items()})

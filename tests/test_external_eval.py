@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from trace_tui import evaluator_launcher as launcher, evaluator_layout as layout
+from trace_tui.evaluator import launcher, layout
 from trace_tui.external.compare import reproduction
 from trace_tui.release import release_lock
 

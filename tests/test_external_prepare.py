@@ -248,7 +248,7 @@ def test_argument_lists_are_data(trace_release_dir):
     assert eval_prepare.verify_argv("py", [("a", "/m/a", "r1"), ("b", "/m/b", "r2")])[2:] == [
         "verify", "--entry", "a=/m/a=r1", "--entry", "b=/m/b=r2", "--deep"]
     # the launcher's PYTHONPATH (run_trace_eval.sh), for the scripts run outside it
-    from trace_tui.evaluator_launcher import script_pythonpath
+    from trace_tui.evaluator.launcher import script_pythonpath
 
     assert script_pythonpath("/opt/trace/", "/app") == ("/opt/trace/rlvr/evaluation/.work/eval_deps:/opt/trace/src:"
                                                         "/opt/trace/rlvr/evaluation/scripts:/opt/trace/external/VLMEvalKit:"
@@ -329,7 +329,7 @@ def test_the_launcher_runs_with_the_views_hf_home(release_evaluator, tmp_path):
     """The score image sets HF_HOME=/tmp/hf and the launcher keeps an inherited HF_HOME
     (`${HF_HOME:-${LMUData}/.hf-cache}`) and hands it to the scorer (--hf-home): our launch environment points
     it at the view's cache, the launcher's own default."""
-    from trace_tui import evaluator_launcher as launcher
+    from trace_tui.evaluator import launcher
     from trace_tui.stages.release_eval import launch_environment
 
     text = (release_evaluator / launcher.LAUNCHER).read_text()

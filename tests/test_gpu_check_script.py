@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_hardware_nvml import report_for
-from trace_tui.plan import run_plan
-from trace_tui.recipes import resolve_recipe
+
+from trace_tui.gpu_plan import run_plan
+from trace_tui.recipe.catalog import resolve_recipe
 
 TESTS = Path(__file__).resolve().parent
 SCRIPT = TESTS / "gpu" / "gpu_check.py"

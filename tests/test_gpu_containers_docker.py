@@ -17,14 +17,14 @@ from typing import Any
 import docker
 import pytest
 from test_engine_docker import IMAGES, docker_image, labelled  # noqa: F401 - the engine tests' image fixture
-
 from test_hardware_nvml import report_for
+
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.runner import Runner
 from trace_tui.errors import RequirementsError
+from trace_tui.gpu_plan import run_plan
 from trace_tui.hardware import probe_docker
-from trace_tui.plan import run_plan
-from trace_tui.recipes import resolve_recipe
+from trace_tui.recipe.catalog import resolve_recipe
 from trace_tui.runtime.docker import DockerRuntime
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

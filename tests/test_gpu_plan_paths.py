@@ -13,17 +13,17 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_hardware_nvml import report_for
+
 from trace_tui.engine.campaign import Campaign
-from trace_tui.service.requests import RunOptions, RunRequest, Selection
-from trace_tui.service.requirements import run_gpu_plan
 from trace_tui.engine.runner import Runner
 from trace_tui.engine.status import campaign_status, render_status
-from trace_tui import evaluator_launcher as launcher
-from trace_tui.plan import run_plan
-from trace_tui.recipes import resolve_recipe
+from trace_tui.evaluator import launcher
+from trace_tui.gpu_plan import run_plan
+from trace_tui.recipe.catalog import resolve_recipe
 from trace_tui.runtime.local import LocalRuntime
+from trace_tui.service.requests import RunOptions, RunRequest, Selection
+from trace_tui.service.requirements import run_gpu_plan
 from trace_tui.stages.release_eval import job_gpu_groups
 
 TESTS = Path(__file__).resolve().parent
@@ -121,6 +121,7 @@ def test_full_with_benchmarks_is_refused_up_front_by_preview_and_headless(tmp_pa
 async def test_full_with_benchmarks_is_refused_in_the_tui(tmp_path, monkeypatch):
     """The TUI's preview of `full` under --benchmarks says why it cannot run, and offers no steps."""
     from test_tui_flows import SIZE, hardware_ready, text_of, wait_for
+
     from trace_tui.tui.app import TraceTuiApp
     from trace_tui.tui.backends import default_backends
     from trace_tui.tui.screens.preview import PreviewScreen

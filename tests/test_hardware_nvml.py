@@ -10,10 +10,10 @@ here it is a plain model so the verdicts are about GPUs alone.
 
 from __future__ import annotations
 
+import fake_nvml
 import pynvml
 import pytest
 
-import fake_nvml
 from trace_tui.hardware import (
     GIB,
     DiskStatus,
@@ -24,7 +24,7 @@ from trace_tui.hardware import (
     probe_gpus,
     worst,
 )
-from trace_tui.recipes import resolve_recipe
+from trace_tui.recipe.catalog import resolve_recipe
 
 
 def docker_ok(flavor: str = "gpu", runtime: str | None = "nvidia") -> DockerStatus:

@@ -1,4 +1,4 @@
-"""The GPU plan (trace_tui.plan.gpu_plan): groups = GPUs // tp, every slice exactly once, rows balanced."""
+"""The GPU plan (trace_tui.gpu_plan.gpu_plan): groups = GPUs // tp, every slice exactly once, rows balanced."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from collections import Counter
 
 import fake_nvml
 from test_hardware_nvml import report_for
-from trace_tui.plan import gpu_groups_env, gpu_plan
-from trace_tui.recipes import resolve_recipe
+
+from trace_tui.gpu_plan import gpu_groups_env, gpu_plan
+from trace_tui.recipe.catalog import resolve_recipe
 
 
 def test_paper_matrix_on_8x_h100_is_8_balanced_groups():
@@ -30,8 +31,9 @@ def test_validation_gives_each_model_its_own_group():
 
 def test_7b_on_24gb_gpus_uses_tp_2():
     spec = fake_nvml.FakeMachine(gpus=[fake_nvml.MACHINES["rtx4090"].gpus[0]] * 4)
-    from trace_tui.hardware import DiskStatus, HardwareReport, probe_gpus
     from test_hardware_nvml import docker_ok
+
+    from trace_tui.hardware import DiskStatus, HardwareReport, probe_gpus
 
     rep = HardwareReport(home="/h", gpu=probe_gpus(fake_nvml.build(spec)), docker=docker_ok(),
                          disk=DiskStatus(path="/h", free_bytes=10**13, total_bytes=10**13))
@@ -52,8 +54,9 @@ def test_no_plan_without_suitable_gpus_and_cpu_plan_for_the_demo():
 def test_mig_gpus_are_left_out_of_groups():
     spec = fake_nvml.FakeMachine(gpus=[fake_nvml.MACHINES["a100-mig"].gpus[0],
                                        fake_nvml.MACHINES["8xh100"].gpus[0], fake_nvml.MACHINES["8xh100"].gpus[1]])
-    from trace_tui.hardware import DiskStatus, HardwareReport, probe_gpus
     from test_hardware_nvml import docker_ok
+
+    from trace_tui.hardware import DiskStatus, HardwareReport, probe_gpus
 
     rep = HardwareReport(home="/h", gpu=probe_gpus(fake_nvml.build(spec)), docker=docker_ok(),
                          disk=DiskStatus(path="/h", free_bytes=10**13, total_bytes=10**13))

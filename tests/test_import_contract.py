@@ -37,6 +37,8 @@ PLANTS = [
     ("scoring/match.py", "from trace_tui.engine import runner", "trace_tui.engine.runner"),  # scoring and what runs
     ("hardware/verdicts.py", "from trace_tui.stages import train_profile", "trace_tui.stages.train_profile"),
     ("verify/campaign.py", "from trace_tui.engine import campaign", "trace_tui.engine.campaign"),
+    ("engine/runner.py", "import argparse", "argparse"),  # a parsed command line below the faces
+    ("tui/widgets/table.py", "from trace_tui.tui.screens import hardware", "trace_tui.tui.screens.hardware"),
 ]
 
 

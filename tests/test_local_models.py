@@ -11,7 +11,7 @@ import pytest
 
 from trace_tui.errors import UsageError
 from trace_tui.local_models import import_local_models, parse_local_model
-from trace_tui.recipes import resolve_recipe
+from trace_tui.recipe.catalog import resolve_recipe
 
 
 @pytest.fixture()

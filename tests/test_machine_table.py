@@ -2,7 +2,7 @@
 
 Fake machines at the NVML edge only (tests/fake_nvml.py: pynvml's functions over
 the memory nvidia-smi reports on such hosts); the real hardware report, the real
-run plan (trace_tui.plan.run_plan), the real runner's job specs, preview, and
+run plan (trace_tui.gpu_plan.run_plan), the real runner's job specs, preview, and
 (in test_container_requests_through_the_docker_engine) the real Docker runtime
 against the real engine.
 
@@ -22,7 +22,7 @@ larger tp. Groups are tp consecutive eligible GPUs, as many as there are.
   any two GPUs can host) -> "0 1"; 3B only -> all four at tp 1 "0 1 2 3".
 - the MIG-partitioned H100 hosts nothing whole: refused.
 
-Judge (Qwen3-32B; trace_tui.plan.judge_tp_sizes / judge_fits): tp must divide
+Judge (Qwen3-32B; trace_tui.gpu_plan.judge_tp_sizes / judge_fits): tp must divide
 its 64 attention heads and 8 KV heads (1, 2, 4, 8); at vLLM's 0.90 memory
 utilisation less 2 GiB per GPU, tp GPUs of M GiB must hold the 61.1 GiB bf16
 weights plus 16,384 tokens of KV (2 x the 8,192-token context, 256 KiB/token =
@@ -51,10 +51,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_hardware_nvml import report_for
-from trace_tui.plan import run_plan
-from trace_tui.recipes import resolve_recipe
+
+from trace_tui.gpu_plan import run_plan
+from trace_tui.recipe.catalog import resolve_recipe
 
 TESTS = Path(__file__).resolve().parent
 THREE_B = ["qwen2.5-vl-3b-base", "trace-qwen2.5-vl-3b"]
@@ -176,8 +176,8 @@ def test_the_machine_table(machine):
 
 def test_the_judge_tp_divides_its_heads_and_agrees_with_the_requirement_table():
     """The judge's own plan (from its memory need) and the hardware check's table say the same per card class."""
+    from trace_tui.gpu_plan import JUDGE_ATTENTION_HEADS, JUDGE_KV_HEADS, judge_fits, judge_tp_sizes
     from trace_tui.hardware import REQUIREMENTS
-    from trace_tui.plan import JUDGE_ATTENTION_HEADS, JUDGE_KV_HEADS, judge_fits, judge_tp_sizes
 
     assert judge_tp_sizes() == [1, 2, 4, 8]
     assert all(JUDGE_ATTENTION_HEADS % tp == 0 and JUDGE_KV_HEADS % tp == 0 for tp in judge_tp_sizes())
@@ -238,7 +238,7 @@ def test_preview_prints_the_plan_the_containers_receive(tmp_path, machine):
     out = _cli("preview", "--recipe", "full", "--json", home=tmp_path / "h", machine=machine)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    from trace_tui.plan import StepGpus
+    from trace_tui.gpu_plan import StepGpus
 
     got = observed(type("P", (), {"steps": [StepGpus.model_validate(s) for s in data["step_gpus"]]})())
     for step, golden in GOLDEN[machine]["full"].items():

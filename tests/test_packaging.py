@@ -21,7 +21,7 @@ def test_the_wheel_carries_recipes_and_lock_and_an_install_uses_them(tmp_path):
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
                    check=True, capture_output=True)
-    code = ("import trace_tui, trace_tui.recipes as r, trace_tui.release as rel;"
+    code = ("import trace_tui, trace_tui.recipe.catalog as r, trace_tui.release as rel;"
             "print(trace_tui.__file__); print(len(rel.release_lock().models)); print(','.join(r.known_recipes()))")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(target)})

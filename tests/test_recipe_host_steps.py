@@ -13,7 +13,7 @@ import pytest
 
 from trace_tui.cli import main
 from trace_tui.engine.launches import expand_arguments, selection_flags
-from trace_tui.recipes import resolve_recipe
+from trace_tui.recipe.catalog import resolve_recipe
 from trace_tui.service.requests import RunOptions, RunRequest
 
 

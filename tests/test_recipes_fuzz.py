@@ -14,12 +14,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_recipes_load import VALID
 
 from trace_tui.errors import UsageError
-from trace_tui.recipe_schema import Recipe
-from trace_tui.recipes import load_recipe, parse_recipe, resolve_recipe
-
-from test_recipes_load import VALID
+from trace_tui.recipe.catalog import load_recipe, parse_recipe, resolve_recipe
+from trace_tui.recipe.schema import Recipe
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

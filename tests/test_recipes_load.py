@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trace_tui.errors import UsageError
-from trace_tui.recipes import (
+from trace_tui.recipe.catalog import (
     SYMBOLIC_NEEDS,
     SliceKey,
     known_recipes,
@@ -228,7 +228,7 @@ def test_error_for_bad_yaml_and_non_mappings():
 
 def test_shipped_file_name_must_match(monkeypatch, tmp_path):
     (tmp_path / "alpha.yaml").write_text(VALID)
-    monkeypatch.setattr("trace_tui.recipes.recipes_dir", lambda: tmp_path)
+    monkeypatch.setattr("trace_tui.recipe.catalog.recipes_dir", lambda: tmp_path)
     with pytest.raises(UsageError, match="differs from the file name"):
         load_recipe("alpha")
 

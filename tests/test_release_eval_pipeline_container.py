@@ -47,7 +47,7 @@ from test_release_eval_container import infer_image  # noqa: F401 - the fixture,
 
 from trace_tui import images
 from trace_tui.common.digest import sha256_file
-from trace_tui.evaluator_layout import receipt_problems, scan_campaign
+from trace_tui.evaluator.layout import receipt_problems, scan_campaign
 from trace_tui.release import release_lock
 from trace_tui.runtime.docker import DockerRuntime, ensure_writable
 from trace_tui.stages.eval_prepare import work_root

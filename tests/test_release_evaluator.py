@@ -22,7 +22,7 @@ import pytest
 from fixtures_evaluator import RLVR_TREE, VLMEVALKIT_COMMIT, copy_checkout, run_script, script_env
 from test_external_prepare import fill_store
 
-from trace_tui import evaluator_launcher as launcher, evaluator_layout as layout
+from trace_tui.evaluator import launcher, layout
 from trace_tui.release import release_lock
 from trace_tui.stages import release_eval
 from trace_tui.store import local_entry

@@ -26,7 +26,7 @@ import evaluator_layout as lay
 import pytest
 from fixtures_evaluator import run_script
 
-from trace_tui import evaluator_layout as layout
+from trace_tui.evaluator import layout
 from trace_tui.external.compare import records_from_slices
 from trace_tui.release import release_lock
 from trace_tui.verify import aggregate as agg

@@ -26,9 +26,9 @@ from trace_tui.commands.launch import run_request
 from trace_tui.runtime.base import LABEL_STEP
 from trace_tui.tui.app import TraceTuiApp
 from trace_tui.tui.backends import default_backends
+from trace_tui.tui.dialogs.steps import StepsScreen
 from trace_tui.tui.screens.preview import PreviewScreen
 from trace_tui.tui.screens.refused import RefusedScreen
-from trace_tui.tui.screens.steps import StepsScreen
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,6 @@ import json
 import shutil
 
 import pytest
-
 from fixtures_stages import trace_tui_cli
 
 # The demo's wall time ("under 5 minutes on two cores") is a benchmark (bench/bench_tui_demo.py, `make bench`),
@@ -154,7 +153,7 @@ def test_demo_answers_are_what_the_images_show() -> None:
 
 
 def test_recipe_demo_tasks_match_the_generator() -> None:
-    from trace_tui.recipes import load_recipe
+    from trace_tui.recipe.catalog import load_recipe
     from trace_tui.stages.demo_tasks import GROUPS, ROWS_PER_GROUP
 
     recipe = load_recipe("demo")
@@ -166,6 +165,7 @@ def test_recipe_demo_tasks_match_the_generator() -> None:
 @pytest.mark.slow
 def test_demo_prepare_imports_unpinned_entries_once(monkeypatch, tmp_path) -> None:
     from stages_support import run_worker
+
     from trace_tui.stages import demo_prepare
     from trace_tui.stages.demo_tasks import RELEASE_SYSTEM_PROMPT
     from trace_tui.stages.jobs import JobError

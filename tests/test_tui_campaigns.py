@@ -17,8 +17,8 @@ from tui_support import make_backends, selftest_resolved
 from trace_tui.engine.campaign_list import list_campaigns, summary_state
 from trace_tui.engine.status import campaign_status
 from trace_tui.tui.app import TraceTuiApp
+from trace_tui.tui.dialogs.detail import DetailScreen
 from trace_tui.tui.screens.campaigns import CampaignsScreen
-from trace_tui.tui.screens.detail import DetailScreen
 from trace_tui.tui.screens.run import RunScreen
 from trace_tui.tui.screens.verify import VerifyScreen
 from trace_tui.tui.widgets.table import LiteralTable

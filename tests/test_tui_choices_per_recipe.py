@@ -23,7 +23,7 @@ from test_tui_whole import parses, screen_text
 from trace_tui.cli import build_parser
 from trace_tui.commands.launch import run_request, slurm_options
 from trace_tui.tui.app import TraceTuiApp, build_app
-from trace_tui.tui.screens.options import OptionsScreen
+from trace_tui.tui.dialogs.options import OptionsScreen
 from trace_tui.tui.screens.preview import PreviewScreen
 from trace_tui.tui.screens.run import RunScreen
 

@@ -16,18 +16,17 @@ from pathlib import Path
 import pytest
 from test_tui_flows import SIZE, hardware_ready, start_run, text_of, wait_for
 from test_tui_whole import parses, screen_text
+from textual.css.query import NoMatches
 from tui_support import make_backends, selftest_resolved
 
-from textual.css.query import NoMatches
-
 from trace_tui.cli import build_parser
+from trace_tui.commands.launch import run_request, slurm_options
 from trace_tui.tui.app import TraceTuiApp
 from trace_tui.tui.backends import default_backends
-from trace_tui.commands.launch import run_request, slurm_options
 from trace_tui.tui.choices import RunChoices, choices_from_request
+from trace_tui.tui.dialogs.detail import DetailScreen
+from trace_tui.tui.dialogs.options import OptionsScreen
 from trace_tui.tui.screens.campaigns import CampaignsScreen
-from trace_tui.tui.screens.detail import DetailScreen
-from trace_tui.tui.screens.options import OptionsScreen
 from trace_tui.tui.screens.preview import PreviewScreen
 from trace_tui.tui.screens.run import RunScreen
 from trace_tui.tui.views import run_env_text
@@ -151,7 +150,7 @@ async def test_the_slurm_choice_submits_through_the_cluster_module(tmp_path: Pat
 
 
 async def test_the_run_screen_shows_runtime_and_images(tmp_path: Path) -> None:
-    from trace_tui import recipes
+    from trace_tui.recipe import catalog as recipes
 
     backends = make_backends(tmp_path)
     app = TraceTuiApp(backends)

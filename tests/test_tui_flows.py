@@ -17,13 +17,13 @@ from tui_support import make_backends, selftest_resolved
 
 from trace_tui.engine.events import Progress
 from trace_tui.tui.app import TraceTuiApp
-from trace_tui.tui.screens.confirm import ConfirmScreen
+from trace_tui.tui.dialogs.confirm import ConfirmScreen
+from trace_tui.tui.dialogs.steps import StepsScreen
 from trace_tui.tui.screens.hardware import HardwareScreen
 from trace_tui.tui.screens.help import HelpScreen
 from trace_tui.tui.screens.preview import PreviewScreen
 from trace_tui.tui.screens.recipes import RecipesScreen
 from trace_tui.tui.screens.run import RunScreen
-from trace_tui.tui.screens.steps import StepsScreen
 from trace_tui.tui.screens.verify import VerifyScreen
 from trace_tui.tui.widgets.progress_grid import ProgressGrid
 

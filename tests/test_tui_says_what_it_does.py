@@ -16,9 +16,9 @@ from test_tui_whole import screen_text
 from tui_support import make_backends
 
 from trace_tui.tui.app import TraceTuiApp
+from trace_tui.tui.dialogs.steps import StepsScreen
 from trace_tui.tui.screens.preview import PreviewScreen
 from trace_tui.tui.screens.run import RunScreen
-from trace_tui.tui.screens.steps import StepsScreen
 
 SIZES = [(80, 24), (120, 40)]
 
@@ -90,7 +90,7 @@ async def test_cancel_under_the_local_runtime_speaks_of_processes(tmp_path: Path
     from test_tui_flows import start_run
     from tui_support import selftest_resolved
 
-    from trace_tui.tui.screens.confirm import ConfirmScreen
+    from trace_tui.tui.dialogs.confirm import ConfirmScreen
 
     resolved = selftest_resolved(name="tuilocalcancel", rows=200, delay=0.05, host_step=False)
     backends = make_backends(tmp_path, extra_recipes={"tuilocalcancel": resolved})
@@ -167,7 +167,7 @@ def prep_and_rows_recipe(name: str):
     does: 2/2), which no plan counts."""
     from tui_support import selftest_resolved
 
-    from trace_tui.recipe_schema import Step
+    from trace_tui.recipe.schema import Step
 
     resolved = selftest_resolved(name=name, rows=3, host_step=False)
     prep = Step(id="prep", title="Prepare (selftest)", stage="host", run=["trace_tui.stages.selftest", "rows", "--rows", "2"])
@@ -395,7 +395,7 @@ async def test_the_hardware_screen_says_each_thing_once_and_leaves_no_gap(tmp_pa
 async def test_the_hardware_screen_sees_the_store_a_run_filled(tmp_path: Path) -> None:
     """"Store: ... (empty: nothing fetched yet)" stayed after the demo had filled the store: back on the
     hardware screen, the line says what is there now."""
-    from trace_tui.tui.screens.confirm import ConfirmScreen
+    from trace_tui.tui.dialogs.confirm import ConfirmScreen
 
     app = TraceTuiApp(make_backends(tmp_path))
     async with app.run_test(size=(80, 24)) as pilot:
@@ -414,8 +414,7 @@ async def test_the_hardware_screen_sees_the_store_a_run_filled(tmp_path: Path) -
 def test_steps_with_the_same_reason_share_its_line() -> None:
     """The recipes table said the image-lock sentence once per step of a recipe (three times for
     validation at 80x24): steps with the same reason share one line, every step still named."""
-    from trace_tui.tui.screens.hardware import recipe_reason_cell
-    from trace_tui.tui.views import RecipeRow
+    from trace_tui.tui.views import RecipeRow, recipe_reason_cell
 
     lock = "image infer not built: no image lock at /h/appliance/images.lock.json (run `make appliance`)"
     row = RecipeRow(name="validation", title="V", verdict="fail",
@@ -431,7 +430,7 @@ async def test_options_say_which_choice_is_on_without_colour(tmp_path: Path, mon
     from textual.filter import NoColor
     from textual.widgets import Checkbox, RadioButton
 
-    from trace_tui.tui.screens.options import OptionsScreen
+    from trace_tui.tui.dialogs.options import OptionsScreen
 
     monkeypatch.setenv("NO_COLOR", "1")
     app = TraceTuiApp(make_backends(tmp_path))
@@ -480,10 +479,11 @@ async def test_first_start_says_the_demo_runs_here_with_the_local_runtime(tmp_pa
     import dataclasses
 
     import docker
-
-    from trace_tui import hardware, recipes
-    from trace_tui.hardware import worst
     import fake_nvml
+
+    from trace_tui import hardware
+    from trace_tui.hardware import worst
+    from trace_tui.recipe import catalog as recipes
 
     try:
         docker.from_env(timeout=10).ping()
@@ -511,7 +511,7 @@ async def test_first_start_says_the_demo_runs_here_with_the_local_runtime(tmp_pa
         screen.query_one("#hw-recipes").move_cursor(row=[r.name for r in screen.view.recipes].index("demo"))
         await pilot.pause()
         assert "demo: " in screen_text(app) and "can run (--runtime local)" in screen_text(app)
-        from trace_tui.tui.screens.hardware import recipe_details
+        from trace_tui.tui.views import recipe_details
         assert ("how", "runtime local under Options (o on its preview), or `trace-tui --recipe demo --runtime "
                        "local`") in recipe_details(demo)
         # a recipe that needs a GPU still cannot run, whatever the runtime
@@ -555,7 +555,8 @@ async def test_under_the_local_runtime_preview_and_steps_speak_of_processes_not_
 async def test_a_check_that_says_more_lists_the_rest_in_the_preview(tmp_path: Path, size) -> None:
     """A step's check line ended in "(+1 more)" with no way to see it: the preview now lists each further
     finding under the line (Steps lists every finding of the step under "on this machine")."""
-    from trace_tui import hardware, recipes
+    from trace_tui import hardware
+    from trace_tui.recipe import catalog as recipes
 
     backends = make_backends(tmp_path, runtime="docker")  # no GPU, Docker not reachable: two findings a step
     checks = hardware.check_recipe(recipes.resolve_recipe(recipes.load_recipe("full")), backends.hardware_probe(),

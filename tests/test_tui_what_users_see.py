@@ -218,7 +218,7 @@ async def test_campaigns_list_shows_damage_and_why_keys_do_nothing(tmp_path: Pat
     from campaigns_support import build_campaigns
     from test_tui_campaigns import backends_for, open_campaigns
 
-    from trace_tui.tui.screens.detail import DetailScreen
+    from trace_tui.tui.dialogs.detail import DetailScreen
     from trace_tui.tui.widgets.table import LiteralTable
 
     made = build_campaigns(tmp_path / "campaigns", tmp_path / "home")
@@ -416,7 +416,7 @@ async def test_campaigns_list_at_60_columns_cuts_no_time(tmp_path: Path) -> None
 async def test_options_runtime_choices_are_whole_at_60x15(tmp_path: Path) -> None:
     from rich.cells import cell_len
 
-    from trace_tui.tui.screens.options import OptionsScreen
+    from trace_tui.tui.dialogs.options import OptionsScreen
     from trace_tui.tui.screens.preview import PreviewScreen
 
     app = TraceTuiApp(make_backends(tmp_path))
@@ -506,7 +506,7 @@ async def test_enter_on_the_where_list_uses_it(tmp_path: Path) -> None:
 
 
 async def test_options_dialog_footer_shows_its_own_keys(tmp_path: Path) -> None:
-    from trace_tui.tui.screens.options import OptionsScreen
+    from trace_tui.tui.dialogs.options import OptionsScreen
     from trace_tui.tui.screens.preview import PreviewScreen
 
     app = TraceTuiApp(make_backends(tmp_path))
@@ -658,8 +658,8 @@ async def test_sorting_the_campaigns_marks_the_sorted_column(tmp_path: Path) -> 
 
 
 async def test_every_demo_step_says_what_it_does(tmp_path: Path) -> None:
+    from trace_tui.tui.dialogs.steps import StepsScreen
     from trace_tui.tui.screens.preview import PreviewScreen
-    from trace_tui.tui.screens.steps import StepsScreen
 
     app = TraceTuiApp(make_backends(tmp_path))
     async with app.run_test(size=SIZE) as pilot:

@@ -22,13 +22,13 @@ from tui_support import make_backends, selftest_resolved
 from trace_tui.cli import build_parser
 from trace_tui.engine.events import Log, Progress, SliceState, StepState
 from trace_tui.tui.app import TraceTuiApp
-from trace_tui.tui.screens.confirm import ConfirmScreen
-from trace_tui.tui.screens.detail import DetailScreen
+from trace_tui.tui.dialogs.confirm import ConfirmScreen
+from trace_tui.tui.dialogs.detail import DetailScreen
+from trace_tui.tui.dialogs.steps import StepsScreen
 from trace_tui.tui.screens.help import HelpScreen
 from trace_tui.tui.screens.preview import PreviewScreen
 from trace_tui.tui.screens.refused import RefusedScreen
 from trace_tui.tui.screens.run import RunScreen
-from trace_tui.tui.screens.steps import StepsScreen
 from trace_tui.tui.screens.verify import VerifyScreen
 
 
@@ -45,8 +45,8 @@ def screen_text(app) -> str:
 
 async def test_bracketed_text_in_the_full_preview_is_shown(tmp_path: Path) -> None:
     """`full`'s preview lists `MathVision ... [Visual Math]` as the CLI prints it."""
-    from trace_tui import recipes
     from trace_tui.preview import build_preview
+    from trace_tui.recipe import catalog as recipes
 
     cli_text = build_preview(recipes.resolve_recipe(recipes.load_recipe("full")), None, home=tmp_path / "home",
                              campaign_dir=tmp_path / "c", runtime="local").render_text()
@@ -132,10 +132,10 @@ async def test_every_command_in_help_and_palette_parses(tmp_path: Path) -> None:
 
 async def test_refused_run_creates_nothing_and_says_every_reason(tmp_path: Path, monkeypatch) -> None:
     """`validation` on a machine without GPUs: the real backends (headless's exit-3 check) refuse it."""
-    from trace_tui.service.requests import RunOptions, RunRequest
-    from trace_tui.service.requirements import requirement_problems
     from trace_tui.hardware import hardware_report
     from trace_tui.runtime import make_runtime
+    from trace_tui.service.requests import RunOptions, RunRequest
+    from trace_tui.service.requirements import requirement_problems
     from trace_tui.tui.backends import default_backends
 
     monkeypatch.setenv("TRACE_TUI_FAKE_NVML", "none")

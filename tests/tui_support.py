@@ -1,6 +1,6 @@
 """Helpers for the TUI tests (no tests here): backends with injected hardware, and run recipes.
 
-What is real: the recipes (trace_tui.recipes), the hardware report and per-step
+What is real: the recipes (trace_tui.recipe.catalog), the hardware report and per-step
 checks (trace_tui.hardware), the engine Runner with the local runtime over the
 selftest stage worker, and verify over the real release copy. What is faked,
 at the narrowest edge and only where no real one exists here:
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_tui import hardware
-from trace_tui import recipes as recipes_mod
+from trace_tui.recipe import catalog as recipes_mod
 from trace_tui.service.campaigns import OwnedRunner, read_campaign, without_steps
 from trace_tui.tui.backends import Backends, GpuSample, default_preview
 
@@ -178,7 +178,7 @@ def selftest_resolved(name: str = "tuitest", *, rows: int = 6, delay: float = 0.
     import json
 
     from trace_tui.common.digest import sha256_json
-    from trace_tui.recipe_schema import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step, config_data
+    from trace_tui.recipe.schema import BenchmarkRef, LocalModel, Recipe, ResolvedRecipe, SliceKey, Step, config_data
 
     benchmarks = benchmarks or {"t1": rows, "t2": rows}
     args = ["--delay", str(delay)] if delay else []
@@ -199,7 +199,7 @@ def selftest_resolved(name: str = "tuitest", *, rows: int = 6, delay: float = 0.
     data = {"recipe": recipe.model_dump(mode="json"), "seeds": list(seeds), "benchmarks": benchmarks}
     sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()  # names the run, as it always has
     refs = [BenchmarkRef(key=k, rows=n) for k, n in benchmarks.items()]
-    # the configuration's hash as trace_tui.recipes computes it: `verify --campaign` recomputes it from recipe.json
+    # the configuration's hash as trace_tui.recipe.catalog computes it: `verify --campaign` recomputes it from recipe.json
     config = sha256_json(config_data(recipe, "demo", None, ms, list(seeds), refs, {"max_tokens": 8}, None, {}))
     return ResolvedRecipe(recipe=recipe, suite="demo", models=ms, seeds=list(seeds), benchmarks=refs,
                           settings={"max_tokens": 8}, slices=slices,

@@ -20,7 +20,6 @@ from trace_tui.commands.arguments import MAX_PARALLEL, add_recipe_selection, non
 from trace_tui.errors import ExitCode, TraceTuiError, UsageError, os_error_line, printable
 from trace_tui.logs import redact_text
 
-
 # name -> one line of help
 COMMANDS: dict[str, str] = {
     "images": "build, check, push and pull the pinned stage images",
@@ -37,7 +36,8 @@ COMMANDS: dict[str, str] = {
 
 
 def command_module(name: str) -> ModuleType:
-    """The module of command NAME (``add_arguments(parser)`` and ``run(args) -> int``), or of the run (no command).
+    """The module of command NAME (``add_arguments(parser)`` and ``run(args) -> int``); "run" for a run of a recipe
+    (`--recipe NAME`), "" for the TUI.
 
     Imported only when it is the command given: what each one's work needs (pydantic models, the engine, the
     verifier) would otherwise load on every start, and `trace-tui verify` is measured against sha256sum.
@@ -63,6 +63,8 @@ def command_module(name: str) -> ModuleType:
         from trace_tui.commands import store as module
     elif name == "merge":
         from trace_tui.commands import merge as module
+    elif name == "run":
+        from trace_tui.commands import run_recipe as module
     else:
         from trace_tui.commands import launch as module
     return module
@@ -238,7 +240,7 @@ class _LazyCommands(argparse._SubParsersAction):
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    module = getattr(args, "_module", None) or command_module("")
+    module = getattr(args, "_module", None) or command_module("run" if args.recipe else "")
     return int(module.run(args))
 
 

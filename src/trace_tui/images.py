@@ -19,11 +19,11 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trace_tui import __version__
-from trace_tui.common.atomic import atomic_write_bytes
 from trace_tui.clients import docker_client
+from trace_tui.common.atomic import atomic_write_bytes
 from trace_tui.common.digest import sha256_file
 from trace_tui.errors import CheckFailed, RequirementsError, UsageError
-from trace_tui.evaluator_source import stage_evaluator
+from trace_tui.evaluator.source import stage_evaluator
 from trace_tui.paths import home as trace_home
 from trace_tui.release import ReleaseLock, release_lock
 

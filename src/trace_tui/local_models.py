@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from trace_tui.errors import UsageError
-from trace_tui.recipe_schema import LocalModel
+from trace_tui.recipe.schema import LocalModel
 from trace_tui.store import Store, local_entry
 
 _SPEC = re.compile(r"^(?P<id>[a-z0-9][a-z0-9.-]*)=(?P<path>[^@]+)(?:@(?P<rev>[A-Za-z0-9:._-]+))?$")

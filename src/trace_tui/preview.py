@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from trace_tui import paths
+from trace_tui.gpu_plan import GpuGroup, RunPlan, StepGpus, gpu_groups_env, run_plan
 from trace_tui.hardware import HardwareReport, StepCheck, check_recipe, hardware_report
-from trace_tui.plan import GpuGroup, RunPlan, StepGpus, gpu_groups_env, run_plan
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.recipe.schema import ResolvedRecipe
 
 PAPER_MATRIX = "8 models x 3 seeds x 32,805 rows = 787,320"
 
@@ -99,7 +99,7 @@ class Preview(_Model):
     gpu_plan: list[GroupLine]
     gpu_groups: str  # GPU_GROUPS for the release evaluator
     gpu_plan_note: str
-    step_gpus: list[StepGpus] = []  # what each step's containers are given (trace_tui.plan.run_plan)
+    step_gpus: list[StepGpus] = []  # what each step's containers are given (trace_tui.gpu_plan.run_plan)
     # where the steps run: "docker" (each stage's image) or "local" (processes with this host's Python)
     runtime: str = "docker"
     starts_nothing: bool = Field(True, description="a preview never starts or writes anything")

@@ -13,7 +13,7 @@ Parts (each bounded by its own time limit; a part that fails or times out says w
             the GPU, N rows run twice: seconds per row, peak GPU memory, same responses twice
   train     one TRL GRPO step on the tiny model in bf16 (tests/gpu/train_smoke_gpu.py):
             step time, peak GPU memory, grad norm
-  plan      the GPU plan on this machine (trace_tui.plan.run_plan) for validation, full,
+  plan      the GPU plan on this machine (trace_tui.gpu_plan.run_plan) for validation, full,
             smoke-3b and smoke-7b: what each step's containers would be given
 
 Exit 0 when every part asked for passed, 1 otherwise, 2 for bad arguments. `--device cpu`
@@ -186,9 +186,9 @@ def part_train(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def part_plan(args: argparse.Namespace) -> dict[str, Any]:
     sys.path[:0] = [str(REPO / "src")]
+    from trace_tui.gpu_plan import run_plan
     from trace_tui.hardware import hardware_report
-    from trace_tui.plan import run_plan
-    from trace_tui.recipes import resolve_recipe
+    from trace_tui.recipe.catalog import resolve_recipe
 
     with tempfile.TemporaryDirectory(prefix="gpu-check-home-") as home:
         report = hardware_report(Path(home))

@@ -16,7 +16,7 @@ from trace_tui.bundle.files import CHUNK, MANIFEST, BundleFile, BundleManifest, 
 from trace_tui.common.digest import sha256_file, sha256_text
 from trace_tui.errors import CheckFailed, UsageError, out_of_space
 from trace_tui.images import ImagesLock, build_wheel, repo_root
-from trace_tui.recipe_schema import ResolvedRecipe
+from trace_tui.recipe.schema import ResolvedRecipe
 from trace_tui.store.store import Store
 
 if TYPE_CHECKING:  # pragma: no cover

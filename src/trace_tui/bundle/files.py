@@ -11,7 +11,7 @@ from typing import Annotated, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trace_tui.errors import CheckFailed, UsageError
-from trace_tui.recipe_schema import Recipe
+from trace_tui.recipe.schema import Recipe
 from trace_tui.store.hashing import sha256_files
 
 MANIFEST = "manifest.json"

@@ -31,7 +31,7 @@ def non_empty(text: str) -> str:
     return text
 
 
-# A seed is what a recipe file's seeds may be (trace_tui.recipes.SEED_RANGE): an unsigned 32-bit number, as the
+# A seed is what a recipe file's seeds may be (trace_tui.recipe.catalog.SEED_RANGE): an unsigned 32-bit number, as the
 # generation backends take it. A larger one overflowed half-way through making the campaign.
 SEED_MAX = 2**32 - 1
 # At most this many array tasks at once: Slurm's default MaxArraySize (1001) allows no larger array, and a

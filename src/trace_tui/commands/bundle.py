@@ -10,7 +10,7 @@ from trace_tui.clients import docker_client
 from trace_tui.commands.arguments import add_recipe_selection, non_empty
 from trace_tui.errors import UsageError
 from trace_tui.paths import home, store_dir
-from trace_tui.recipes import known_recipes, resolve_recipe
+from trace_tui.recipe.catalog import known_recipes, resolve_recipe
 from trace_tui.store import Store
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from trace_tui import hardware, paths, recipes
+from trace_tui import hardware, paths
 from trace_tui.commands.arguments import add_recipe_selection
 from trace_tui.errors import ExitCode, TraceTuiError
+from trace_tui.recipe import catalog as recipes
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,10 +1,7 @@
-"""`trace-tui` without a subcommand: run a recipe (--recipe) or open the TUI. The flags become the service's
-typed requests here; nothing below sees the parsed command line.
-
-This module is what every run and every opening of the TUI imports first, so it imports neither side's heavy
-half: the TUI (textual) and a run of a recipe (`commands/run_recipe.py`: pydantic's recipe models, the engine)
-are each imported when chosen, and the TUI paints its first screen without loading pydantic.
-"""
+"""`trace-tui` without a subcommand or a recipe: open the TUI. The flags of a run become the service's typed
+requests here (`commands/run_recipe.py`, the run of `--recipe NAME`, builds its requests with these too);
+nothing below sees the parsed command line. Nothing heavy is imported at the top: opening the TUI loads no
+pydantic before its first paint (textual itself is imported when the UI opens)."""
 
 from __future__ import annotations
 
@@ -37,10 +34,6 @@ def slurm_options(args: argparse.Namespace) -> SlurmOptions | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.recipe:
-        from trace_tui.commands.run_recipe import run_recipe  # pydantic and the engine: only for a run
-
-        return run_recipe(args)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("the terminal UI needs a terminal",
                          hint="run it in a terminal, or use a command: `trace-tui --help`")

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 
-from trace_tui import paths, recipes
+from trace_tui import paths
 from trace_tui.commands.arguments import add_recipe_selection
 from trace_tui.preview import build_preview
+from trace_tui.recipe import catalog as recipes
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from trace_tui import hardware, paths, recipes
+from trace_tui import hardware, paths
 from trace_tui.errors import TraceTuiError
+from trace_tui.recipe import catalog as recipes
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

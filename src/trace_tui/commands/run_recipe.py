@@ -15,7 +15,7 @@ from trace_tui.service.requests import SubmitRequest
 from trace_tui.service.run import resolve_request, run_on_this_machine
 
 
-def run_recipe(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """`--recipe NAME`: the TUI drives the runner in a terminal (unless --yes); headless otherwise."""
     if args.campaign:  # before anything is resolved or created
         campaign_dir_arg(args.campaign, new_ok=True)

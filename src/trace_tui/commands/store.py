@@ -15,9 +15,10 @@ import sys
 import time
 from typing import Any
 
-from trace_tui import paths, recipes
+from trace_tui import paths
 from trace_tui.commands.arguments import add_recipe_selection, non_empty
 from trace_tui.errors import CheckFailed, ExitCode, UsageError, out_of_space
+from trace_tui.recipe import catalog as recipes
 from trace_tui.release import release_lock
 from trace_tui.stages import protocol
 from trace_tui.stages.protocol import stop_on_sigterm

@@ -18,7 +18,7 @@ from trace_tui.service.requests import SubmitRequest
 from trace_tui.service.submit import prepare_submission, submit_prepared
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.recipe.schema import ResolvedRecipe
 
 POLL_S = 5.0
 

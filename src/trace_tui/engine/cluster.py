@@ -35,7 +35,7 @@ from trace_tui.errors import CheckFailed, UsageError
 from trace_tui.runtime import slurm
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.recipe.schema import ResolvedRecipe
 
 def write_parent_json(path: Path, data: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ from trace_tui.engine.receipts import short_slices_reason, write_receipt
 from trace_tui.runtime.base import ExitInfo, Runtime
 
 if TYPE_CHECKING:
-    from trace_tui.recipe_schema import Step
+    from trace_tui.recipe.schema import Step
 
 
 class Execution:

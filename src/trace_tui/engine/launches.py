@@ -17,15 +17,15 @@ from trace_tui.common.safe_write import NotWritten, check_not_link, directory_in
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.planner import PlannedJob, job_spec
 from trace_tui.errors import UsageError
-from trace_tui.recipe_schema import LocalModel, entry_point_problem
+from trace_tui.recipe.schema import LocalModel, entry_point_problem
 from trace_tui.release import release_lock
 from trace_tui.runtime.base import LABEL_CAMPAIGN, Launch
 from trace_tui.store import Store
 from trace_tui.store.names import expand_needs
 
 if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
-    from trace_tui.plan import StepGpus
-    from trace_tui.recipe_schema import ResolvedRecipe, Step
+    from trace_tui.gpu_plan import StepGpus
+    from trace_tui.recipe.schema import ResolvedRecipe, Step
 
 ExtraInputs = Callable[[Any, PlannedJob, Any], dict[str, Any]]
 

@@ -12,17 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from trace_tui.common.digest import canonical_json, sha256_json
 from trace_tui.campaign_files.state import STEP_SLICE, slice_name
+from trace_tui.common.digest import canonical_json, sha256_json
 
 if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
     from trace_tui.campaign_files.state import JobRecord, SliceRecord
     from trace_tui.engine.campaign import Campaign
-    from trace_tui.recipe_schema import Recipe, ResolvedRecipe, Step
+    from trace_tui.recipe.schema import Recipe, ResolvedRecipe, Step
 
 
 class StepGpuPlan(Protocol):
-    """What the planner reads of a step's entry in the run's GPU plan (trace_tui.plan.StepGpus, a pydantic
+    """What the planner reads of a step's entry in the run's GPU plan (trace_tui.gpu_plan.StepGpus, a pydantic
     model this module does not import)."""
 
     @property
@@ -258,7 +258,7 @@ def plan_rows(plan: Plan, now: float) -> tuple[list[dict[str, Any]], list[dict[s
 def step_groups(step: Step, planned: StepGpuPlan | None, gpu_groups: list[list[int]]) -> list[list[int]]:
     """The host GPUs of each container the step runs at a time (one list per GPU group; [[]]: no GPUs).
 
-    ``planned``: the run's GPU plan for this step (trace_tui.plan.run_plan), or None; without one,
+    ``planned``: the run's GPU plan for this step (trace_tui.gpu_plan.run_plan), or None; without one,
     ``gpu_groups`` (the caller's groups) decide.
     """
     if not needs_gpus(step):

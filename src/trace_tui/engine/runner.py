@@ -51,13 +51,13 @@ from trace_tui.engine.planner import (
 )
 from trace_tui.engine.scheduling import run_batches, run_on_groups
 from trace_tui.errors import CheckFailed, ExitCode, RequirementsError, UsageError, out_of_space
-from trace_tui.recipe_schema import entry_point_problem
+from trace_tui.recipe.schema import entry_point_problem
 from trace_tui.runtime.base import Runtime
 from trace_tui.runtime.local import LocalRuntime
 
 if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
-    from trace_tui.plan import RunPlan, StepGpus
-    from trace_tui.recipe_schema import ResolvedRecipe, Step
+    from trace_tui.gpu_plan import RunPlan, StepGpus
+    from trace_tui.recipe.schema import ResolvedRecipe, Step
 
 EventSink = Callable[[Event], None]
 
@@ -94,10 +94,10 @@ class Runner:
         self.host_runtime = host_runtime
         self.offline = offline
         # GPU groups (one model endpoint each) and which group each slice was dealt to
-        # (trace_tui.plan.gpu_plan); a group that runs out of its own slices takes others' (work stealing).
+        # (trace_tui.gpu_plan.gpu_plan); a group that runs out of its own slices takes others' (work stealing).
         self.gpu_groups = [list(g) for g in (gpu_groups or []) if g]
         self.slice_groups = slice_groups or {}
-        # The run's GPU plan (trace_tui.plan.run_plan): each step's own groups (generation, judge, trainer).
+        # The run's GPU plan (trace_tui.gpu_plan.run_plan): each step's own groups (generation, judge, trainer).
         # Given, it decides every step's GPUs; gpu_groups/slice_groups remain for callers without one.
         self.gpu_plan = plan
         if plan is not None:

@@ -112,7 +112,7 @@ def _superseded(path: Path) -> list[dict[str, Any]]:
 
 
 def _gpu_plan(meta: dict[str, Any]) -> list[dict[str, Any]]:
-    """The GPU plan the last run gave its steps (trace_tui.plan.RunPlan, as the runner recorded it)."""
+    """The GPU plan the last run gave its steps (trace_tui.gpu_plan.RunPlan, as the runner recorded it)."""
     import json
 
     try:
@@ -125,7 +125,7 @@ def _gpu_plan(meta: dict[str, Any]) -> list[dict[str, Any]]:
 def gpu_plan_lines(steps: list[dict[str, Any]]) -> list[str]:
     if not steps:
         return []
-    from trace_tui.plan import StepGpus
+    from trace_tui.gpu_plan import StepGpus
 
     out = []
     for raw in steps:

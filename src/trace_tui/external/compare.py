@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from trace_tui.evaluator_layout import EvalSlice
+from trace_tui.evaluator.layout import EvalSlice
 from trace_tui.release import ReleaseLock
 from trace_tui.verify import aggregate as agg
 from trace_tui.verify.campaign import Comparison, compare, load_published

@@ -31,7 +31,7 @@ from trace_tui.campaign_files.state import STEP_SLICE, slice_path
 from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
 from trace_tui.common.digest import sha256_file
 from trace_tui.errors import CheckFailed, UsageError
-from trace_tui.evaluator_layout import EvalSlice, receipt_problems, score_of
+from trace_tui.evaluator.layout import EvalSlice, receipt_problems, score_of
 from trace_tui.external.compare import reproduction
 from trace_tui.release import release_lock
 from trace_tui.stages import protocol

@@ -40,7 +40,7 @@ Scoring, profile ``judge`` (Qwen3-32B, temperature 0, short outputs <= 512
 tokens): bf16 weights 61 GiB, KV 256 KiB/token (64 layers x 8 KV heads x 128
 x 2 x 2 bytes) → 1 GPU with >= 80 GiB (tp 1, ~11 GiB left for KV at vLLM's 0.90
 memory utilisation, ~44k tokens), or tp 2 on >= 40 GiB, or tp 4 on >= 24 GiB. The run plan
-(trace_tui.plan.judge_groups) derives the judge's tp from the same need on each GPU's reported
+(trace_tui.gpu_plan.judge_groups) derives the judge's tp from the same need on each GPU's reported
 memory, among the sizes that divide its 64 attention and 8 KV heads; a test keeps the two equal.
 Training, profile ``train`` (one GRPO step, TRL, in one process on one GPU —
 the smoke worker does not shard): the worker's own estimate
@@ -67,17 +67,17 @@ from trace_tui.hardware.probes import (
 )
 from trace_tui.hardware.report import (
     GIB,
+    MEMORY_SLACK,
     DiskStatus,
     DockerStatus,
     GpuInfo,
     GpuStatus,
     HardwareReport,
     ImageStatus,
-    MEMORY_SLACK,
 )
 from trace_tui.hardware.requirements import (
-    EndpointOption,
     REQUIREMENTS,
+    EndpointOption,
     describe_requirement,
     estimate_generate_gib,
     kv_bytes_per_token,

@@ -6,12 +6,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-
-from trace_tui.hardware.report import FIX_IMAGES, GIB, GpuInfo, HardwareReport, MEMORY_SLACK, _Model
+from trace_tui.hardware.report import FIX_IMAGES, GIB, MEMORY_SLACK, GpuInfo, HardwareReport, _Model
 from trace_tui.hardware.requirements import REQUIREMENTS, _cc, _gpus, describe_requirement, meets, required_tp
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trace_tui.recipe_schema import ResolvedRecipe, Step
+    from trace_tui.recipe.schema import ResolvedRecipe, Step
 
 
 # --------------------------------------------------------------------------- per-step verdicts

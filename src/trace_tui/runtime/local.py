@@ -130,7 +130,7 @@ class LocalRuntime:
         return f"local:python{sys.version_info[0]}.{sys.version_info[1]}:trace-tui-{__version__}"
 
     def start(self, launch: Launch) -> LocalHandle:
-        from trace_tui.recipe_schema import entry_point_problem
+        from trace_tui.recipe.schema import entry_point_problem
 
         problem = entry_point_problem([launch.module, *launch.args])
         if problem is not None:  # the last gate before a process starts: only trace-tui's own workers

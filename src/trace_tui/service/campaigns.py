@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover - the pydantic models, loaded where a camp
     from trace_tui.engine.campaign import Campaign
     from trace_tui.engine.events import Event, SliceState
     from trace_tui.engine.runner import Runner, RunResult
-    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.recipe.schema import ResolvedRecipe
 
 
 @dataclass
@@ -39,7 +39,7 @@ def read_campaign(path: Path) -> OpenedCampaign:
     """The campaign's state from its SQLite database and recipe.json, read-only."""
     # pydantic (the recipe and event models): loaded when a campaign is opened, not before the first screen
     from trace_tui.engine.events import SliceState
-    from trace_tui.recipes import recorded_recipe
+    from trace_tui.recipe.catalog import recorded_recipe
 
     path = Path(path).expanduser().resolve()
     # validated: a field no recipe may hold is one line naming the file (shown; a run takes the shipped recipe)
@@ -86,9 +86,9 @@ def without_steps(resolved: ResolvedRecipe, skip: frozenset[str]) -> ResolvedRec
     entries = {k: v for k, v in resolved.store_entries.items() if k not in skip}
     narrowed = recipe.model_copy(update={"steps": kept})
     # The campaign records the recipe it ran, less the skipped steps; its configuration hash is the one of
-    # that content (as trace_tui.recipes computes it), so `verify --campaign` recomputes it and a skip is not
+    # that content (as trace_tui.recipe.catalog computes it), so `verify --campaign` recomputes it and a skip is not
     # taken for an edit. The run tag stays: it names the campaign folder the run was planned in.
-    from trace_tui.recipe_schema import config_data  # pydantic: loaded when steps are skipped
+    from trace_tui.recipe.schema import config_data  # pydantic: loaded when steps are skipped
 
     sha = sha256_json(config_data(narrowed, resolved.suite, resolved.suite_sha256, resolved.models, resolved.seeds,
                                   resolved.benchmarks, resolved.settings, resolved.training, entries))

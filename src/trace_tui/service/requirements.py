@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 from trace_tui.engine.planner import needs_gpus
 
 if TYPE_CHECKING:  # pragma: no cover - the pydantic models, loaded where a check runs
+    from trace_tui.gpu_plan import RunPlan
     from trace_tui.hardware.report import HardwareReport
-    from trace_tui.plan import RunPlan
-    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.recipe.schema import ResolvedRecipe
     from trace_tui.runtime.base import Runtime
 
 
@@ -51,10 +51,10 @@ def requirement_problems(resolved: ResolvedRecipe, runtime: Runtime, home: Path,
 
 
 def run_gpu_plan(resolved: ResolvedRecipe, report: HardwareReport | None) -> RunPlan | None:
-    """The run's one GPU plan (trace_tui.plan.run_plan); None when there is no hardware report (the runner then
+    """The run's one GPU plan (trace_tui.gpu_plan.run_plan); None when there is no hardware report (the runner then
     falls back to each step's own GPU count)."""
     if report is None:
         return None
-    from trace_tui.plan import run_plan  # pydantic: only for a run
+    from trace_tui.gpu_plan import run_plan  # pydantic: only for a run
 
     return run_plan(resolved, report)

@@ -17,14 +17,14 @@ from trace_tui.engine.recovery import check_campaign_dir
 from trace_tui.engine.runner import Runner
 from trace_tui.errors import RequirementsError
 from trace_tui.local_models import import_local_models
-from trace_tui.recipes import load_recipe, resolve_recipe
+from trace_tui.recipe.catalog import load_recipe, resolve_recipe
 from trace_tui.runtime import make_runtime
 from trace_tui.service.requests import RunOutcome, RunRequest
 from trace_tui.service.requirements import probe_hardware, requirement_problems, run_gpu_plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.engine.runner import EventSink
-    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.recipe.schema import ResolvedRecipe
 
 
 def resolve_request(request: RunRequest) -> ResolvedRecipe:

@@ -19,15 +19,15 @@ from trace_tui.engine.runner import Runner
 from trace_tui.hardware import check_recipe
 from trace_tui.local_models import import_local_models
 from trace_tui.preview import build_preview
-from trace_tui.recipe_schema import ResolvedRecipe, Step
-from trace_tui.recipes import known_recipes, load_recipe, resolve_recipe, trusted_resolved
+from trace_tui.recipe.catalog import known_recipes, load_recipe, resolve_recipe, trusted_resolved
+from trace_tui.recipe.schema import ResolvedRecipe, Step
 from trace_tui.service.campaigns import OwnedRunner
 from trace_tui.service.requests import SubmitRequest
 from trace_tui.service.submit import prepare_submission, submit_prepared
 from trace_tui.verify.campaign import verify_campaign
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trace_tui.plan import RunPlan
+    from trace_tui.gpu_plan import RunPlan
     from trace_tui.runtime.base import Runtime
 
 # what the session offers beside its own functions below

@@ -30,7 +30,7 @@ from trace_tui.runtime import slurm
 from trace_tui.service.requests import RunOptions, SlurmOptions, SubmitRequest
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.recipe.schema import ResolvedRecipe
 
 
 # Python before 3.11 has no -P: the same, by hand (sys.path[0] is the working directory under -c).

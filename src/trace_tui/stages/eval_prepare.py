@@ -49,8 +49,8 @@ from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
 from trace_tui.common.digest import sha256_file
 from trace_tui.errors import CheckFailed, RequirementsError
 from trace_tui.stages import protocol
-from trace_tui.stages.hub_dataset_cache import cache_hub_dataset
 from trace_tui.stages.entry import parse_options
+from trace_tui.stages.hub_dataset_cache import cache_hub_dataset
 from trace_tui.stages.jobs import WorkerContext, described_models, run_step
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ def link_dataset_view(lmu: Path, store: Store, sources: dict[str, BenchmarkSourc
 def script_env(evaluator: str | Path, environ: dict[str, str]) -> dict[str, str]:
     """ENVIRON with the launcher's PYTHONPATH in front (the manifest script imports VLMEvalKit, whose
     dependencies the image installs in the checkout's eval_deps, not in its python)."""
-    from trace_tui.evaluator_launcher import script_pythonpath
+    from trace_tui.evaluator.launcher import script_pythonpath
 
     return {**environ, "PYTHONPATH": script_pythonpath(os.path.abspath(evaluator), environ.get("PYTHONPATH"))}
 
@@ -291,7 +291,7 @@ def prepare(job: dict[str, Any], campaign: Path, store_root: Path, evaluator: Pa
     release_eval steps call this at their start, so a campaign is prepared once, in the campaign).
     Raises CheckFailed / RequirementsError with one line naming the cause.
     """
-    from trace_tui.evaluator_launcher import local_source
+    from trace_tui.evaluator.launcher import local_source
     from trace_tui.release import release_lock
     from trace_tui.store import Store, benchmark_entry, fix_command
     from trace_tui.store.sources import PROVENANCE, benchmark_sources

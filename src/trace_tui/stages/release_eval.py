@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from trace_tui.common.atomic import atomic_write_bytes, atomic_write_json
 from trace_tui.errors import RequirementsError
 from trace_tui.stages import eval_prepare, protocol
+from trace_tui.stages.entry import parse_options
 from trace_tui.stages.eval_prepare import (
     EVAL_DEPS,
     hf_home,
@@ -45,7 +46,6 @@ from trace_tui.stages.eval_prepare import (
     prepared_model_path,
     work_root,
 )
-from trace_tui.stages.entry import parse_options
 from trace_tui.stages.jobs import WorkerContext, described_models, run_step
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def evaluator_models(job: dict[str, Any], lock: ReleaseLock, store: Path, campai
     Where this campaign's prepare step made the model's directory (links into the store plus the
     evaluator's revision marker, trace_tui.stages.eval_prepare), that directory is the path.
     """
-    from trace_tui.evaluator_launcher import EvaluatorModel, local_source
+    from trace_tui.evaluator.launcher import EvaluatorModel, local_source
     from trace_tui.store import Store, model_entry
 
     st = Store(store)
@@ -178,7 +178,7 @@ def launch_environment(environ: dict[str, str], evaluator: Path, work: Path, run
 
 
 def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator: Path) -> int:
-    from trace_tui.evaluator_launcher import (
+    from trace_tui.evaluator.launcher import (
         config_mismatches,
         deltas_for,
         launcher_argv,
@@ -186,7 +186,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
         parse_print_config,
         verifier_argv,
     )
-    from trace_tui.evaluator_layout import receipt_problems, scan_campaign
+    from trace_tui.evaluator.layout import receipt_problems, scan_campaign
     from trace_tui.release import release_lock
 
     lock = release_lock()
@@ -312,7 +312,7 @@ def run(phase: str, job: dict[str, Any], campaign: Path, store: Path, evaluator:
 def _verify_generation(evaluator: Path, root: Path, models: list[Any], seeds: list[int], out_dir: Path,
                        campaign: Path, manifest: Path) -> str | None:
     """verify_trace_eval.py --phase generation with the launcher's fingerprints; a failure line, or None."""
-    from trace_tui.evaluator_launcher import generation_verifier_argv, provenance_argvs
+    from trace_tui.evaluator.launcher import generation_verifier_argv, provenance_argvs
 
     first, second = provenance_argvs(sys.executable)
     ev = subprocess.run(first, cwd=evaluator, capture_output=True, text=True, check=False)

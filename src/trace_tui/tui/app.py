@@ -25,14 +25,14 @@ from trace_tui.service.requests import RunRequest, SlurmOptions
 from trace_tui.tui.backends import default_backends
 from trace_tui.tui.choices import SLURM_FIELDS, RunChoices, choices_from_request
 from trace_tui.tui.cluster_backend import SchedulerChoice
+from trace_tui.tui.dialogs.confirm import ConfirmScreen
+from trace_tui.tui.dialogs.steps import StepsScreen
 from trace_tui.tui.messages import SchedulerChanged
 from trace_tui.tui.screens.campaigns import CampaignsScreen
-from trace_tui.tui.screens.confirm import ConfirmScreen
 from trace_tui.tui.screens.hardware import HardwareScreen
 from trace_tui.tui.screens.help import HelpScreen
 from trace_tui.tui.screens.recipes import RecipesScreen
 from trace_tui.tui.screens.refused import RefusedScreen, cannot_open
-from trace_tui.tui.screens.steps import StepsScreen
 from trace_tui.tui.screens.verify import VerifyScreen
 
 if TYPE_CHECKING:  # pragma: no cover

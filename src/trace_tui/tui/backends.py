@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # what the backends return; a screen gets them through Backen
     from trace_tui.engine.runner import RunResult
     from trace_tui.hardware import HardwareReport, StepCheck
     from trace_tui.preview import Preview
-    from trace_tui.recipe_schema import Recipe, ResolvedRecipe
+    from trace_tui.recipe.schema import Recipe, ResolvedRecipe
     from trace_tui.tui.choices import RunChoices
     from trace_tui.tui.cluster_backend import ClusterBackend
     from trace_tui.verify.campaign import CampaignVerification

@@ -22,7 +22,7 @@ from trace_tui.service.requests import RunRequest, SlurmOptions, SubmitRequest
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.engine.cluster import Submitted
-    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.recipe.schema import ResolvedRecipe
 
 SCHEDULERS = ("none", "slurm")  # the command line's --scheduler values: none = this machine
 

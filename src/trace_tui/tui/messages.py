@@ -9,7 +9,7 @@ from textual.message import Message
 if TYPE_CHECKING:
     from trace_tui.engine.campaign_list import CampaignSummary
     from trace_tui.hardware import HardwareReport, StepCheck
-    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.recipe.schema import ResolvedRecipe
     from trace_tui.service.campaigns import OpenedCampaign
     from trace_tui.tui.backends import GpuSample
     from trace_tui.tui.views import HardwareView, VerifyView

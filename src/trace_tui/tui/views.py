@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trace_tui.verify.checklist import ReleaseVerification
+from trace_tui.verify.release import view_tables
 
 if TYPE_CHECKING:  # the backends' models: annotations only, so that drawing a screen imports none of them
     from trace_tui.engine.events import SliceState
     from trace_tui.hardware import HardwareReport, StepCheck
     from trace_tui.preview import Preview
-    from trace_tui.recipe_schema import Recipe, StepNeeds
+    from trace_tui.recipe.schema import Recipe, StepNeeds
     from trace_tui.verify.campaign import CampaignVerification, Comparison
     from trace_tui.verify.checklist import Check
     from trace_tui.verify.tables import SimpleTable
@@ -328,7 +329,7 @@ def verify_view(result: ReleaseVerification | CampaignVerification, target: str,
         aggregates = _aggregates_table(result.checks)
         if aggregates is not None:
             tables.append(aggregates)
-        tables += [_table_view(t) for t in result.tables]  # empty when results.json did not pass its checks
+        tables += [_table_view(t) for t in view_tables(result)]  # empty when results.json did not pass its checks
         ok = result.ok()
     else:
         checks = _campaign_rows(result)
@@ -368,3 +369,42 @@ def previewed_recipe(recipe: Recipe) -> str | None:
             return None
         names.add(run[run.index("--recipe") + 1])
     return names.pop() if len(names) == 1 else None
+
+
+# ---- words the screens share (each screen imports these, never another screen) ----
+
+VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "unknown": "dim"}
+
+
+def again(what: str, done: int) -> str:
+    """The words after a check that was done again: "checked again" after the first f5, then how many times."""
+    if done < 2:
+        return ""
+    return f" · {what} again" + (f" ({done - 1} times)" if done > 2 else "")
+
+
+def recipe_reason(row: RecipeRow) -> str:
+    """Every reason, in full (the detail line under the table and the details view wrap it)."""
+    if row.verdict == "pass":
+        return ""
+    return "; ".join(row.reasons) or row.status
+
+
+def recipe_reason_cell(row: RecipeRow) -> str:
+    """Every reason, each on its own line (the column wraps: nothing is cut); steps with the same reason
+    share its line ("generate, extract: image infer not built ...", not the sentence once per step)."""
+    if row.verdict == "pass" or not row.reasons:
+        return recipe_reason(row)
+    steps_of: dict[str, list[str]] = {}
+    for reason in row.reasons:
+        step, sep, text = reason.partition(": ")
+        key = text if sep else reason
+        steps_of.setdefault(key, []).extend([step] if sep else [])
+    return "\n".join(f"{', '.join(steps)}: {text}" if steps else text for text, steps in steps_of.items())
+
+
+def recipe_details(row: RecipeRow) -> list[tuple[str, str]]:
+    local = ([("how", f"runtime local under Options (o on its preview), or `trace-tui --recipe {row.name} "
+                      f"--runtime local`")] if row.verdict == "fail" and row.local_runtime else [])
+    return [("recipe", row.name), ("title", row.title), ("here", row.status), *local,
+            *[("why not" if i == 0 else "", r) for i, r in enumerate(row.reasons)]]

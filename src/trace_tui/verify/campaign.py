@@ -60,7 +60,7 @@ from trace_tui.campaign_files.state import (
 from trace_tui.common.digest import sha256_json
 from trace_tui.common.safe_read import Folder, NotRead
 from trace_tui.errors import CheckFailed, TraceTuiError, UsageError
-from trace_tui.recipe_schema import BenchmarkRef, LocalModel, SliceKey, TrainingTarget, config_data
+from trace_tui.recipe.schema import BenchmarkRef, LocalModel, SliceKey, TrainingTarget, config_data
 from trace_tui.release import ModelPin, release_lock
 from trace_tui.verify.workers import ordered_map
 from trace_tui.workers import registry
@@ -391,7 +391,7 @@ def _model_objects(models: list[Any]) -> list[Any]:
 
 def recipe_checks(data: dict[str, Any], meta: dict[str, Any]) -> tuple[Any, list[Check]]:
     """(the resolved recipe, checks) for recipe.json's content: every field the runner writes present and
-    typed, config_sha256 recomputed from the content (as trace_tui.recipes.resolve_recipe computes it),
+    typed, config_sha256 recomputed from the content (as trace_tui.recipe.catalog.resolve_recipe computes it),
     slices and rows derived from it, and config_sha256, run tag and recipe name equal to what the state
     database recorded for the run (``meta``). The resolved recipe is None when the file is not one (then
     nothing else about it can be checked)."""

@@ -6,13 +6,12 @@ Nothing here prints or exits; the command and the TUI render the checklist.
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trace_tui.verify.record import Record
 
 if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any, Literal
+    from typing import Literal
 
     Status = Literal["passed", "failed", "absent"]
     FileState = Literal["verified", "failed", "absent", "unverified"]
@@ -91,21 +90,3 @@ class ReleaseVerification(Record):
 
     def exit_code(self, strict: bool = False) -> int:
         return 0 if self.ok(strict) else 1
-
-    @property
-    def tables(self) -> list[Any]:
-        """The release page's tables (verify.tables.SimpleTable), for the TUI's Tables tab.
-
-        Computed on demand, never on the CLI's timed path; empty unless results.json passed
-        its completeness and aggregate checks (tables from a broken results file would mislead).
-        """
-        if any(c.status != "passed" for c in self.checks if c.group in ("results", "aggregates")):
-            return []
-        try:
-            from trace_tui.verify.release import checked_release_tables
-            from trace_tui.verify.tables import as_simple_tables
-
-            # verify's reader first: never a results file through a link out of the release, a FIFO, ...
-            return as_simple_tables(checked_release_tables(Path(self.release_dir)))
-        except Exception:  # noqa: BLE001 - a view extra; the checklist already says what is wrong
-            return []

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from trace_tui.release import ReleaseLock
     from trace_tui.verify.checklist import FileState
-    from trace_tui.verify.tables import ReleaseTables
+    from trace_tui.verify.tables import ReleaseTables, SimpleTable
 
     # (check id, group, title, the file it is about, the documents it reads, what it computes from them)
     _ContentSpec = tuple[str, str, str, str, Sequence[str], Callable[..., tuple[str, list[ct.Problem]]]]
@@ -307,3 +307,18 @@ def release_dir_arg(value: str | None, *, option: str = "--release-dir") -> Path
         raise UsageError(f"{option} {value}: cannot be read ({exc.strerror or exc})",
                          hint="give a release directory this user can read") from None
     return path
+
+
+def view_tables(result: ReleaseVerification) -> list[SimpleTable]:
+    """The release page's tables for the TUI's Tables tab, computed on demand (never on the CLI's timed path);
+    empty unless results.json passed its completeness and aggregate checks (tables from a broken results file
+    would mislead), and read by verify's reader: never a results file through a link out of the release."""
+    if any(c.status != "passed" for c in result.checks if c.group in ("results", "aggregates")):
+        return []
+    from trace_tui.verify.tables import as_simple_tables  # pydantic: never on `verify --release-dir`'s path
+
+    try:
+        return as_simple_tables(checked_release_tables(Path(result.release_dir)))
+    except Exception:  # noqa: BLE001 - a view extra; the checklist already says what is wrong
+        return []
+

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_tui.common.digest import sha256_file
-from trace_tui.evaluator_layout import completion_receipts, score_of
+from trace_tui.evaluator.layout import completion_receipts, score_of
 
 
 def recompute_score(campaign_dir: Path, content: dict[str, Any]) -> float:

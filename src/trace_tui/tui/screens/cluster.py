@@ -18,13 +18,13 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from trace_tui.tui.dialogs.confirm import ConfirmScreen
 from trace_tui.tui.messages import ClusterDone, ClusterRead
 from trace_tui.tui.progress import CLUSTER_COLUMNS, cluster_details, cluster_rows, cluster_summary
-from trace_tui.tui.screens.confirm import ConfirmScreen
 from trace_tui.tui.widgets.table import LiteralTable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.recipe.schema import ResolvedRecipe
     from trace_tui.tui.cluster_backend import SchedulerChoice
 
 POLL_S = 2.0

@@ -13,22 +13,24 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from trace_tui.tui.messages import HardwareReady
-from trace_tui.tui.views import HardwareView, RecipeRow, hardware_view, recipe_row, store_text
+from trace_tui.tui.views import (
+    VERDICT_STYLE,
+    HardwareView,
+    RecipeRow,
+    again,
+    hardware_view,
+    recipe_details,
+    recipe_reason_cell,
+    recipe_row,
+    store_text,
+)
 from trace_tui.tui.widgets.table import LiteralTable
 
 if TYPE_CHECKING:
     from trace_tui.hardware import HardwareReport
     from trace_tui.tui.backends import Backends
 
-VERDICT_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "unknown": "dim"}
 NO_GPU_RECIPES = ("verify", "eval-preview", "demo")
-
-
-def again(what: str, done: int) -> str:
-    """The words after a check that was done again: "checked again" after the first f5, then how many times."""
-    if done < 2:
-        return ""
-    return f" · {what} again" + (f" ({done - 1} times)" if done > 2 else "")
 
 
 def probe_all(backends: Backends) -> tuple[HardwareView, HardwareReport | None, str]:
@@ -54,33 +56,6 @@ def probe_all(backends: Backends) -> tuple[HardwareView, HardwareReport | None, 
         except Exception as exc:  # noqa: BLE001 - a recipe that cannot be checked says why
             rows.append(RecipeRow(name=name, title=title, verdict="fail", reasons=(str(exc),)))
     return hardware_view(report, rows), report, ""
-
-
-def recipe_reason(row: RecipeRow) -> str:
-    """Every reason, in full (the detail line under the table and the details view wrap it)."""
-    if row.verdict == "pass":
-        return ""
-    return "; ".join(row.reasons) or row.status
-
-
-def recipe_reason_cell(row: RecipeRow) -> str:
-    """Every reason, each on its own line (the column wraps: nothing is cut); steps with the same reason
-    share its line ("generate, extract: image infer not built ...", not the sentence once per step)."""
-    if row.verdict == "pass" or not row.reasons:
-        return recipe_reason(row)
-    steps_of: dict[str, list[str]] = {}
-    for reason in row.reasons:
-        step, sep, text = reason.partition(": ")
-        key = text if sep else reason
-        steps_of.setdefault(key, []).extend([step] if sep else [])
-    return "\n".join(f"{', '.join(steps)}: {text}" if steps else text for text, steps in steps_of.items())
-
-
-def recipe_details(row: RecipeRow) -> list[tuple[str, str]]:
-    local = ([("how", f"runtime local under Options (o on its preview), or `trace-tui --recipe {row.name} "
-                      f"--runtime local`")] if row.verdict == "fail" and row.local_runtime else [])
-    return [("recipe", row.name), ("title", row.title), ("here", row.status), *local,
-            *[("why not" if i == 0 else "", r) for i, r in enumerate(row.reasons)]]
 
 
 def system_text(view: HardwareView) -> str:

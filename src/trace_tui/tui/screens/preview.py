@@ -11,8 +11,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from trace_tui.tui.dialogs.options import OptionsScreen
 from trace_tui.tui.messages import PreviewReady, SchedulerChanged
-from trace_tui.tui.screens.options import OptionsScreen
 from trace_tui.tui.views import preview_lines, previewed_recipe
 
 

@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from trace_tui.tui.screens.hardware import VERDICT_STYLE, recipe_details, recipe_reason
+from trace_tui.tui.views import VERDICT_STYLE, recipe_details, recipe_reason
 from trace_tui.tui.widgets.table import LiteralTable
 
 

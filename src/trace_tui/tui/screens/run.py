@@ -19,10 +19,10 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, RichLog, Static
 
+from trace_tui.tui.dialogs.confirm import ConfirmScreen
+from trace_tui.tui.dialogs.steps import StepsScreen
 from trace_tui.tui.messages import CampaignRead, EngineEvents, GpuSamples, LogTail, RunFinished
 from trace_tui.tui.progress import CampaignState, EventPump, ProgressModel
-from trace_tui.tui.screens.confirm import ConfirmScreen
-from trace_tui.tui.screens.steps import StepsScreen
 from trace_tui.tui.views import run_env_text
 from trace_tui.tui.widgets.gpu_panel import GpuPanel
 from trace_tui.tui.widgets.progress_grid import ProgressGrid
@@ -30,7 +30,7 @@ from trace_tui.tui.widgets.step_list import StepList
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.engine.runner import RunResult
-    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.recipe.schema import ResolvedRecipe
     from trace_tui.tui.backends import OpenedCampaign
 
 REDRAW_INTERVAL_S = 0.1

@@ -15,8 +15,7 @@ from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 from textual.widgets._tabbed_content import ContentTabs
 
 from trace_tui.tui.messages import VerifyReady
-from trace_tui.tui.screens.hardware import again
-from trace_tui.tui.views import VerifyView, campaign_scores_table, verify_view
+from trace_tui.tui.views import VerifyView, again, campaign_scores_table, verify_view
 from trace_tui.tui.widgets.checklist import Checklist, ResultTable
 from trace_tui.tui.widgets.table import LiteralTable
 

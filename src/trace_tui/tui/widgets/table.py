@@ -22,7 +22,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Input
 from textual.widgets.data_table import ColumnKey, RowKey
 
-from trace_tui.tui.screens.detail import DetailScreen
+from trace_tui.tui.dialogs.detail import DetailScreen
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing_extensions import Self

@@ -8,7 +8,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from trace_tui.tui.screens.confirm import ConfirmScreen
+from trace_tui.tui.dialogs.confirm import ConfirmScreen
 from trace_tui.tui.views import StepView, step_views
 
 

@@ -1,5 +1,5 @@
 """A recipe's schema: the steps, selection and local models a recipe file holds, and the resolved
-configuration a run uses (pure pydantic models; loading and resolving are in trace_tui.recipes)."""
+configuration a run uses (pure pydantic models; loading and resolving are in trace_tui.recipe.catalog)."""
 
 from __future__ import annotations
 

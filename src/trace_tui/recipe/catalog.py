@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from trace_tui.common.digest import sha256_json
 from trace_tui.errors import CheckFailed, UsageError
-from trace_tui.recipe_schema import (
+from trace_tui.recipe.schema import (
     SYMBOLIC_NEEDS,
     VALIDATION_BENCHMARK,
     BenchmarkRef,
@@ -37,7 +37,7 @@ from trace_tui.recipe_schema import (
     TrainingTarget,
     config_data,
 )
-from trace_tui.recipe_yaml import (
+from trace_tui.recipe.yaml_lines import (
     describe_validation_error,
     duplicate_key,
     node_line,

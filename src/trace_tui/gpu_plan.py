@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from trace_tui.hardware import REQUIREMENTS, check_step, kv_bytes_per_token, meets, required_tp, step_scales
-from trace_tui.recipe_schema import SliceKey, Step
+from trace_tui.recipe.schema import SliceKey, Step
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.hardware import HardwareReport
-    from trace_tui.recipe_schema import ResolvedRecipe
+    from trace_tui.recipe.schema import ResolvedRecipe
 
 
 class GpuGroup(BaseModel):
