@@ -163,7 +163,7 @@ def test_run_then_rerun_skips_everything(tmp_path: Path) -> None:
     assert [e.state for e in events2 if e.type == "step_state"] == ["skipped", "skipped"]
     st = campaign_status(tmp_path / "c")
     assert st["complete"] and st["rows_done"] == 18 and st["jobs_completed"] == 5
-    assert verify_campaign(tmp_path / "c").ok
+    assert verify_campaign(tmp_path / "c").ok()
 
 
 def test_failed_step_says_which_why_and_how_to_resume_then_resumes_at_first_missing_row(
@@ -176,7 +176,7 @@ def test_failed_step_says_which_why_and_how_to_resume_then_resumes_at_first_miss
     assert "step gen slice tiny-a/42/t1 failed: exit code 4" in line
     assert "failing at row 3" in line and "run the same command again to resume" in line
     assert campaign_status(tmp_path / "c")["slices"][0]["done"] == 3
-    assert not verify_campaign(tmp_path / "c").ok
+    assert not verify_campaign(tmp_path / "c").ok()
     monkeypatch.delenv("SELFTEST_FAIL_AT")
     result, events = run_campaign(tmp_path, resolved)
     assert result.exit_code == 0
@@ -212,7 +212,7 @@ def test_changed_pinned_input_invalidates_only_affected_slices(tmp_path: Path) -
     assert ran == {("gen", "t2"), ("agg", None)}  # t1 was not recomputed
     st = campaign_status(tmp_path / "c")
     assert st["complete"] and st["rows_total"] == 10
-    assert verify_campaign(tmp_path / "c").ok
+    assert verify_campaign(tmp_path / "c").ok()
 
 
 def test_malformed_worker_output_never_crashes_the_runner(tmp_path: Path) -> None:
@@ -278,7 +278,7 @@ def test_verify_finds_tampering_missing_slices_and_wrong_scores(tmp_path: Path) 
     resolved = resolved_for(two_step_recipe(), seeds=[42, 43])
     assert run_campaign(tmp_path, resolved)[0].exit_code == 0
     c = tmp_path / "c"
-    assert verify_campaign(c).ok
+    assert verify_campaign(c).ok()
     rows = c / "outputs/gen/tiny-a/42/t1/rows.jsonl"
     original = rows.read_bytes()
     # a row flipped: the output differs from its receipt, and the recomputed score differs
@@ -305,7 +305,7 @@ def test_a_score_that_does_not_recompute_fails(tmp_path: Path, monkeypatch) -> N
 
     resolved = resolved_for(make_recipe([selftest_step("gen", "rows", image=None)]))
     assert run_campaign(tmp_path, resolved)[0].exit_code == 0
-    assert verify_campaign(tmp_path / "c").ok
+    assert verify_campaign(tmp_path / "c").ok()
     name = "trace_tui.stages.selftest"
     monkeypatch.setitem(registry.BY_NAME, name, dataclasses.replace(registry.BY_NAME[name],
                                                                     recompute=lambda campaign, content: -1.0))
@@ -417,7 +417,7 @@ def test_whole_step_job_tracks_resumes_and_invalidates_per_slice(tmp_path: Path,
     st = campaign_status(tmp_path / "c")
     assert st["complete"] and st["slices_completed"] == 4 and all(x["score"] is not None for x in st["slices"])
     res = verify_campaign(tmp_path / "c")
-    assert res.ok and sum(1 for x in res.checks if x.id == "score" and x.status == "passed") == 4
+    assert res.ok() and sum(1 for x in res.checks if x.id == "score" and x.status == "passed") == 4
     # t2 changes: only its two slices are redone (and the step after, which reads them all)
     changed = resolved_for(recipe, seeds=[42, 43], benchmarks={"t1": 5, "t2": 6})
     result, events = run_campaign(tmp_path, changed, redo=True)
@@ -431,7 +431,7 @@ def test_whole_step_job_tracks_resumes_and_invalidates_per_slice(tmp_path: Path,
     clean, _ = run_campaign(tmp_path, changed, name="clean")
     assert clean.exit_code == 0
     assert content_of(tmp_path / "c") == content_of(tmp_path / "clean")
-    assert verify_campaign(tmp_path / "c").ok
+    assert verify_campaign(tmp_path / "c").ok()
 
 
 def test_a_whole_step_job_exiting_0_with_short_slices_fails_and_a_rerun_resumes_them(
@@ -525,7 +525,7 @@ def test_verify_checks_release_pins(tmp_path: Path) -> None:
 
     assert run_campaign(tmp_path, with_model(pin))[0].exit_code == 0
     res = verify_campaign(tmp_path / "c")
-    assert res.ok and any(x.id == "pin" and x.status == "passed" for x in res.checks)
+    assert res.ok() and any(x.id == "pin" and x.status == "passed" for x in res.checks)
     moved = pin.model_copy(update={"revision": "0" * 40})
     assert run_campaign(tmp_path, with_model(moved), name="moved")[0].exit_code == 0
     bad = [x for x in verify_campaign(tmp_path / "moved").failed]

@@ -94,7 +94,7 @@ def test_success_runs_unprivileged_with_read_only_mounts_and_user_owned_files(do
         st = p.stat()
         assert (st.st_uid, st.st_gid) == (uid, gid), p
     assert labelled(cid) == []  # the runner removed its containers
-    assert verify_campaign(c).ok
+    assert verify_campaign(c).ok()
 
 
 def test_failing_step_reports_exit_code_and_last_log_lines(docker_image: str, tmp_path: Path) -> None:
@@ -268,7 +268,7 @@ def test_kill_9_then_rerun_gives_identical_content(docker_image: str, tmp_path: 
     lines = rows.read_text().splitlines()
     assert [json.loads(x)["row"] for x in lines] == list(range(60))  # no lost or duplicated rows
     assert not [p for p in killed.rglob(".*.tmp")]  # no half-written file
-    assert verify_campaign(killed).ok
+    assert verify_campaign(killed).ok()
     assert labelled(campaign_id(killed)) == []
 
 

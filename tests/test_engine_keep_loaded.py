@@ -84,7 +84,7 @@ def test_one_worker_loads_once_and_every_slice_is_its_own_job(tmp_path: Path) ->
     assert [s["slice"]["benchmark"] for s in batch["batch"]] == ["t1", "t2", "t3"]
     st = campaign_status(tmp_path / "c")
     assert st["complete"] and [s["state"] for s in st["slices"]] == ["completed"] * 3
-    assert verify_campaign(tmp_path / "c").ok
+    assert verify_campaign(tmp_path / "c").ok()
     # What the TUI's grid and the headless printer make of the events: a cell and a line per slice.
     grid = ProgressModel()
     grid.apply_all(events)
@@ -130,7 +130,7 @@ def test_a_crash_keeps_finished_slices_and_a_rerun_does_only_the_others(
     clean, _ = run_campaign(tmp_path, resolved, name="clean")
     assert clean.exit_code == 0
     assert content_of(tmp_path / "c") == content_of(tmp_path / "clean")
-    assert verify_campaign(tmp_path / "c").ok
+    assert verify_campaign(tmp_path / "c").ok()
 
 
 def test_coalesced_progress_gives_each_slice_of_a_batch_its_exact_count(

@@ -50,7 +50,7 @@ def test_verify_never_reads_a_receipt_path_outside_the_campaign(tmp_path: Path) 
     db.commit()
     db.close()
     res = verify_campaign(campaign)
-    assert not res.ok and res.exit_code == 1
+    assert not res.ok() and res.exit_code() == 1
     assert any("outside the campaign" in x.message for x in res.failed)
 
 
@@ -65,7 +65,7 @@ def test_verify_never_reads_an_output_named_outside_the_campaign(tmp_path: Path)
     receipt["content_sha256"] = sha256_json(receipt["content"])
     receipt_path.write_text(json.dumps(receipt))
     res = verify_campaign(campaign)
-    assert not res.ok
+    assert not res.ok()
     assert any(x.id == "output" and "outside the campaign" in x.message for x in res.failed)
 
 
@@ -88,5 +88,5 @@ def test_verify_never_imports_a_module_a_receipt_names(tmp_path: Path, monkeypat
     receipt_path.write_text(json.dumps(receipt))
     res = verify_campaign(campaign)
     assert not marker.exists(), "verify imported a module named by a receipt"
-    assert res.exit_code == 1
+    assert res.exit_code() == 1
     assert any(x.id == "score" and x.status == "failed" and "planted_recomputer" in x.message for x in res.failed)

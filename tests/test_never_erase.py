@@ -53,7 +53,7 @@ def test_changed_inputs_delete_nothing_without_redo_and_say_every_value_in_full(
     assert "--redo" in err.value.line() and "\n" not in err.value.line()
     assert "benchmark.rows: 4 -> 6" in err.value.line()
     assert files_of(tmp_path / "c") == before  # nothing moved, nothing deleted
-    assert verify_campaign(tmp_path / "c").ok  # and the state still says what is on disk
+    assert verify_campaign(tmp_path / "c").ok()  # and the state still says what is on disk
     # a "no" from the question (the TUI's hook) is the same as no --redo; it sees every change
     asked: list[list[str]] = []
     with pytest.raises(UsageError):
@@ -112,7 +112,7 @@ def test_a_lost_state_database_is_rebuilt_from_receipts_not_redone(tmp_path: Pat
     assert any("restored from their receipts" in getattr(e, "message", "") for e in events)
     assert files_of(tmp_path / "c") == before
     assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
-    assert verify_campaign(tmp_path / "c").ok
+    assert verify_campaign(tmp_path / "c").ok()
 
 
 def test_readers_of_a_campaign_without_its_state_database_say_how_to_rebuild_it(tmp_path: Path, capsys) -> None:
@@ -204,7 +204,7 @@ def test_disk_full_in_the_runner_marks_the_job_failed_and_stops_with_one_line(tm
     monkeypatch.setattr(receipts_module, "atomic_write_json", real)
     result, _ = run(tmp_path, resolved)
     assert result.exit_code == 0, result.message
-    assert verify_campaign(tmp_path / "c").ok
+    assert verify_campaign(tmp_path / "c").ok()
 
 
 def test_disk_full_through_the_cli_is_one_line_without_traceback(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def test_previous_campaign_resumes_without_rerunning_and_verifies(tmp_path):
     before = {p.relative_to(campaign).as_posix(): p.read_bytes() for p in sorted(campaign.rglob("*"))
               if p.is_file() and p.parts[-2:] != ("state", "campaign.db") and "receipts" in p.parts}
     assert before, "the fixture has no receipts"
-    assert verify_campaign(campaign).ok  # as made, before anything touches it
+    assert verify_campaign(campaign).ok()  # as made, before anything touches it
 
     result, events = run(campaign, tmp_path / "store")
     assert result.exit_code == 0
@@ -58,7 +58,7 @@ def test_previous_campaign_resumes_without_rerunning_and_verifies(tmp_path):
     assert [e.state for e in events if e.type == "step_state"] == ["skipped", "skipped"]
     after = {p: (campaign / p).read_bytes() for p in before}
     assert after == before  # the receipts are the ones the previous code wrote
-    assert verify_campaign(campaign).ok
+    assert verify_campaign(campaign).ok()
 
     cli = subprocess.run([sys.executable, "-m", "trace_tui", "verify", "--campaign", str(campaign)],
                          capture_output=True, text=True, timeout=300)

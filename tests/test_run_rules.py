@@ -131,7 +131,7 @@ async def test_a_skipped_step_leaves_a_campaign_that_verifies(tmp_path: Path, si
         assert run.model.steps["report"].state == "skipped"
     result = verify_campaign(tmp_path / "campaigns" / resolved.run_tag)
     failed = [c for c in result.checks if c.status == "failed"]
-    assert result.ok, failed
+    assert result.ok(), failed
     out = subprocess.run([sys.executable, "-m", "trace_tui", "verify", "--campaign",
                           str(tmp_path / "campaigns" / resolved.run_tag)], capture_output=True, text=True, cwd=REPO,
                          timeout=120)

@@ -83,11 +83,11 @@ def _verify_campaign(request: VerifyRequest, *, as_json: bool) -> int:
     res = verify_campaign_request(request)
     if as_json:
         data = res.model_dump()
-        data.update(ok=res.ok, exit_code=res.exit_code, counts=res.counts())
+        data.update(ok=res.ok(), exit_code=res.exit_code(), counts=res.counts())
         print(json.dumps(data, indent=2, default=str))
     else:
         print(render_campaign(res))
-    return res.exit_code
+    return res.exit_code()
 
 
 def _verify_release(args: argparse.Namespace) -> int:
@@ -297,5 +297,5 @@ def render_campaign(res: CampaignVerification) -> str:
                          f"({cmp_.difference:+.2f}, tolerance {cmp_.tolerance:.2f}: {cmp_.verdict})")
     elif res.published_source is None:
         lines.append("no published values to compare with (give --release-dir DIR or import the release files)")
-    lines.append("VERIFIED" if res.ok else "FAILED")
+    lines.append("VERIFIED" if res.ok() else "FAILED")
     return "\n".join(lines)

@@ -330,11 +330,10 @@ def verify_view(result: ReleaseVerification | CampaignVerification, target: str,
         if aggregates is not None:
             tables.append(aggregates)
         tables += [_table_view(t) for t in view_tables(result)]  # empty when results.json did not pass its checks
-        ok = result.ok()
     else:
         checks = _campaign_rows(result)
         comparison = _comparison_table(result.comparisons)
-        ok = result.ok
+    ok = result.ok()
     tables += list(extra_tables)
     counts: dict[str, int] = {}
     for c in checks:

@@ -62,6 +62,7 @@ from trace_tui.common.safe_read import Folder, NotRead
 from trace_tui.errors import CheckFailed, TraceTuiError, UsageError
 from trace_tui.recipe.schema import BenchmarkRef, LocalModel, SliceKey, TrainingTarget, config_data
 from trace_tui.release import ModelPin, release_lock
+from trace_tui.verify.record import Record, Verification
 from trace_tui.verify.workers import ordered_map
 from trace_tui.workers import registry
 
@@ -175,16 +176,21 @@ def unsafe_files(root: Path, limit: int = 5) -> tuple[list[tuple[str, str]], int
 Status = Literal["passed", "failed", "absent", "info"]
 
 
-class Check(BaseModel):
+# Records, as the release's checklist (trace_tui.verify.record): one result model for every verification.
+class Check(Record):
+    __slots__ = ("id", "status", "subject", "message", "expected", "actual")
+    _defaults = {"expected": None, "actual": None}
     id: str  # complete | receipt | output | score | pin | image | recipe | campaign
     status: Status
     subject: str  # the job (step slice) or file it is about
     message: str
-    expected: Any = None
-    actual: Any = None
+    expected: object
+    actual: object
 
 
-class Comparison(BaseModel):
+class Comparison(Record):
+    __slots__ = ("step", "model", "seed", "benchmark", "score", "published", "difference", "tolerance", "rule",
+                 "verdict")
     step: str
     model: str
     seed: int | None
@@ -197,25 +203,15 @@ class Comparison(BaseModel):
     verdict: Literal["within", "outside"]
 
 
-class CampaignVerification(BaseModel):
+class CampaignVerification(Verification):
+    __slots__ = ("campaign", "recipe", "run_tag", "checks", "comparisons", "published_source")
+    _defaults = {"recipe": None, "run_tag": None, "checks": list, "comparisons": list, "published_source": None}
     campaign: str
-    recipe: str | None = None
-    run_tag: str | None = None
-    checks: list[Check] = Field(default_factory=list)
-    comparisons: list[Comparison] = Field(default_factory=list)
-    published_source: str | None = None
-
-    @property
-    def failed(self) -> list[Check]:
-        return [c for c in self.checks if c.status == "failed"]
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.ok else 1
+    recipe: str | None
+    run_tag: str | None
+    checks: list[Check]
+    comparisons: list[Comparison]
+    published_source: str | None
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -274,8 +270,8 @@ def compare(step: str, model: str, seed: int | None, benchmark: str, score: floa
     diff = score - value
     rule = ("binomial 95% interval (n = 2,000)" if benchmark == VALIDATION_BENCHMARK
             else "max(2 x canonical seed std, 1 point)")
-    return Comparison(step=step, model=model, seed=seed, benchmark=benchmark, score=score, published=value,
-                      difference=diff, tolerance=tol, rule=rule,
+    return Comparison(step=step, model=model, seed=seed, benchmark=benchmark, score=float(score),
+                      published=float(value), difference=float(diff), tolerance=float(tol), rule=rule,
                       verdict="within" if abs(diff) <= tol + 1e-12 else "outside")
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from trace_tui.verify.record import Record
+from trace_tui.verify.record import Record, Verification
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Literal
@@ -47,7 +47,7 @@ class FileReport(Record):
     trusted_by: str | None  # the declaration the trusted hash came from
 
 
-class ReleaseVerification(Record):
+class ReleaseVerification(Verification):
     __slots__ = ("release_dir", "checks", "files")
     release_dir: str
     checks: list[Check]
@@ -88,5 +88,3 @@ class ReleaseVerification(Record):
         # --strict: the whole release, every file verified (nothing absent, nothing outside the chain).
         return not (strict and (self.by_status("absent") or self.files_in("absent") or self.files_in("unverified")))
 
-    def exit_code(self, strict: bool = False) -> int:
-        return 0 if self.ok(strict) else 1

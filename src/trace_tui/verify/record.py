@@ -125,3 +125,23 @@ def _freeze(value: object) -> object:
     if isinstance(value, list):
         return tuple(value)
     return value
+
+
+class Verification(Record):
+    """What a verification returns, a release's or a campaign's: its checks, which of them failed, whether it
+    passed (``strict``: the release's own stricter reading; a campaign has none) and the exit code that says so.
+    The one result model: the command line and the TUI read both the same way."""
+
+    __slots__ = ()
+    checks: list[Record]
+
+    @property
+    def failed(self) -> list[Record]:
+        return [c for c in self.checks if getattr(c, "status", None) == "failed"]
+
+    def ok(self, strict: bool = False) -> bool:
+        return not self.failed
+
+    def exit_code(self, strict: bool = False) -> int:
+        return 0 if self.ok(strict) else 1
+
