@@ -100,7 +100,6 @@ class TraceTuiApp(App[int]):
         self.initial_verify = verify
         self.confirm_all = yes
         self.hardware_report: Any = None
-        self._run_screens: list[RunScreen] = []  # every run screen shown, whether still on the stack or not
         self.hardware_view: Any = None
         self.exit_code = 0
         self._quitting = False
@@ -203,7 +202,7 @@ class TraceTuiApp(App[int]):
             return
 
         campaign = self.backends.campaign_dir_for(resolved)
-        self._show_run(run_screen_module().RunScreen(resolved, campaign, skip=skip, clock=self.backends.clock,
+        self.push_screen(run_screen_module().RunScreen(resolved, campaign, skip=skip, clock=self.backends.clock,
                                                      runtime=self.backends.runtime_label(campaign)))
 
     def reattach(self, campaign_dir: Path, resume: bool = False) -> None:
@@ -244,7 +243,7 @@ class TraceTuiApp(App[int]):
             note = "this campaign is complete · v: verify · r: run again (completed slices are kept)"
         else:
             note = f"this campaign was interrupted{f' ({last})' if last else ''} · r: resume · v: verify"
-        self._show_run(run.RunScreen(resolved, Path(campaign_dir), start=resume and not live, model=model, note=note,
+        self.push_screen(run.RunScreen(resolved, Path(campaign_dir), start=resume and not live, model=model, note=note,
                                      clock=self.backends.clock, watch=live,
                                      runtime=self.backends.runtime_label(Path(campaign_dir))))
 
@@ -335,12 +334,9 @@ class TraceTuiApp(App[int]):
                                 lambda name=name: self.open_recipe(name))
 
     # -- runs --------------------------------------------------------------------
-    def _show_run(self, screen: RunScreen) -> None:
-        self._run_screens.append(screen)
-        self.push_screen(screen)
-
     def _shown_runs(self) -> list[RunScreen]:
-        return [s for s in self._run_screens if s in self.screen_stack]
+        # the run screens on the stack, told by their mark: the run screen's module is imported only once one exists
+        return [s for s in self.screen_stack if getattr(s, "shows_a_run", False)]
 
     def run_screen_for(self, campaign_dir: Path) -> RunScreen | None:
         want = Path(campaign_dir).expanduser().resolve()

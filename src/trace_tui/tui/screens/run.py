@@ -100,6 +100,7 @@ def campaign_state(opened: OpenedCampaign, keep: frozenset[str] = frozenset()) -
 
 class RunScreen(Screen):
     TITLE = "Run"
+    shows_a_run = True  # how the app finds the run screens on its stack without importing this module
     # The grid has the keys at first; the step list (and so the log) follows the running step
     # until the user moves to it (tab) and picks one.
     AUTO_FOCUS = "#grid-table"
