@@ -52,7 +52,7 @@ from trace_tui.campaign_files.state import (
 )
 from trace_tui.common.atomic import atomic_write_json
 from trace_tui.common.safe_write import directory_inside, open_append, open_nofollow
-from trace_tui.engine.recovery import check_campaign_dir, receipt_rows
+from trace_tui.engine.recovery import check_campaign_dir, receipt_rows, supersede
 from trace_tui.errors import TraceTuiError, UsageError
 
 
@@ -137,15 +137,11 @@ class Campaign:
 
     def supersede(self, step: str, slice_: str, stamp: str, changes: list[str]) -> list[str]:
         """Move a finished job's outputs and receipt aside (kept under superseded/STAMP, listed)."""
-        from trace_tui.engine.recovery import supersede
-
         return supersede(self.path, stamp, step, slice_, self.output_rel(step, slice_),
                          self.receipt_path(step, slice_), changes)
 
     def supersede_slice(self, step: str, slice_: str, stamp: str, changes: list[str]) -> list[str]:
         """A whole-step job's slice: its folder OUTPUT_DIR/slices/SLICE goes aside (no receipt of its own)."""
-        from trace_tui.engine.recovery import supersede
-
         rel = f"{self.output_rel(step, STEP_SLICE)}/slices/{slice_path(slice_)}"
         return supersede(self.path, stamp, step, slice_, rel, self.path / "__none__", changes)
 

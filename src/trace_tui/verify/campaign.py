@@ -1028,7 +1028,7 @@ def verify_sharded(root: Path, *, lock: Any = None,
             add(Check(id="complete", status="failed", subject=shard.dir, message=exc.line()))
             continue
         for c in sub.checks:
-            add(c.model_copy(update={"subject": f"{shard.dir}: {c.subject}"}))
+            add(c.replace(subject=f"{shard.dir}: {c.subject}"))
         shard_recipe = next((c for c in sub.checks if c.id == "recipe"), None)
         ran = _shard_slices(where)
         if shard_recipe is not None and ran is not None and ran != sorted(shard.slices):

@@ -38,6 +38,10 @@ class Record:
         if "__init__" not in cls.__dict__:  # never a base's made __init__: a subclass has slots of its own
             cls.__init__ = Record.__dict__["__init__"]  # type: ignore[method-assign]
 
+    def replace(self, **changes: object) -> Record:
+        """A copy with some fields changed (as dataclasses.replace)."""
+        return type(self)(**{name: getattr(self, name) for name in self.__slots__} | changes)
+
     def model_dump(self) -> dict[str, Any]:
         return {name: _dump(getattr(self, name)) for name in self.__slots__}
 

@@ -7,7 +7,6 @@ run going on here or elsewhere shows its rows moving.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,13 +119,10 @@ class CampaignsScreen(Screen):
     def shown_elsewhere(self) -> list[Path]:
         """The campaigns this UI shows on a run screen that are not under the home's campaigns (a --campaign
         DIR): esc from a run going on there promises that enter on it here comes back to it."""
-        run = sys.modules.get("trace_tui.tui.screens.run")
-        if run is None:
-            return []
         root = Path(self.root).resolve() if self.root else None
         out = []
         for screen in self.app.screen_stack:
-            if isinstance(screen, run.RunScreen):
+            if getattr(screen, "shows_a_run", False):  # a run screen (screens do not import each other)
                 where = screen.campaign_dir.expanduser().resolve()
                 if (root is None or where.parent != root) and where not in out:
                     out.append(where)
