@@ -2,7 +2,7 @@
 
 The app is the real one (default backends); only NVML is replaced, by the
 "none" machine of tests/fake_nvml.py (this machine's real behaviour: no driver),
-through TRACE_TUI_FAKE_NVML, the hook trace_tui.hardware offers to processes.
+named by TRACE_TUI_FAKE_NVML for tests/pynvml.py, which stands in for the binding on the app's PYTHONPATH.
 """
 
 from __future__ import annotations
