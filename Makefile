@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/pip
 # torch: the CPU wheel (stages extra) resolves from the local constraint where one exists.
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# No pip cache: each install here happens once per machine, and a cache would be a second copy on disk.
+export PIP_NO_CACHE_DIR := 1
 
 .PHONY: install test bench appliance lock wheelhouse pin push clean base-image test-gpu-images
 

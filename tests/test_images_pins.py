@@ -26,13 +26,13 @@ REQ = ROOT / "appliance" / "requirements"
 def test_dockerfile_takes_its_base_and_flavour_from_build_args(name):
     text = (ROOT / "containers" / name / "Dockerfile").read_text()
     froms = re.findall(r"^FROM\s+(\S+)", text, flags=re.M)
-    assert froms and all(f in ("${BASE_IMAGE}", "${WHEELHOUSE_IMAGE}", "common", "build") for f in froms), froms
-    # the wheels come only from the wheelhouse image, and only into the build stages
-    assert froms[0] == "${WHEELHOUSE_IMAGE}" and text.count("--from=wheels") == 1
+    assert froms and all(f in ("${BASE_IMAGE}", "env") for f in froms), froms
+    # One environment, installed in the final image's own layers: the final stage is the env stage itself
+    # (no second copy of the environment copied out of a build stage), and no wheelhouse is copied in.
+    assert froms[0] == "${BASE_IMAGE}" and froms[-1] == "env" and "/opt/trace-tui /opt/trace-tui" not in text
+    assert "/wheelhouse/ " not in text and "--from=wheels" not in text
     assert "--require-hashes" in text and "--no-index" in text
-    # The final stage carries no wheelhouse and runs unprivileged.
-    final = text[text.rindex("FROM ${BASE_IMAGE}"):]
-    assert "/wheelhouse" not in final
+    final = text[text.rindex("FROM env\n"):]
     assert re.search(r"^USER\s+65534:65534$", final, flags=re.M)
     for label in ("org.trace-tui.version", "org.trace-tui.lock-sha256", "org.trace-tui.image"):
         assert label in final
@@ -57,7 +57,14 @@ def test_no_image_installs_anything_from_the_network(name):
     for cmd in re.findall(r"pip install[^;&|]*", joined):
         assert "--no-index" in cmd, cmd
         assert "--require-hashes" in cmd or "/dist/trace_tui-" in cmd, cmd  # the project wheel: --no-deps, from dist/
-    for banned in ("apt-get", "git clone", "git fetch", "curl ", "wget ", "http://", "https://", "--extra-index-url"):
+    # The only address: the wheelhouse served to the build on its internal network (serving_wheelhouses).
+    served = f"http://{images.WHEELHOUSE_HOST}:{images.WHEELHOUSE_PORT}/${{WHEELHOUSE}}/"
+    assert re.findall(r"https?://\S+", joined) == [served] * joined.count(served) and served in joined
+    for cmd in re.findall(r"pip install[^;&|]*", joined):
+        from_house = f"--trusted-host {images.WHEELHOUSE_HOST} --find-links {served}"
+        cmd = " ".join(cmd.split())
+        assert "--no-index" in cmd and (from_house in cmd or "/dist/trace_tui-" in cmd), cmd
+    for banned in ("apt-get", "git clone", "git fetch", "curl ", "wget ", "https://", "--extra-index-url"):
         assert banned not in joined, banned
 
 
@@ -70,7 +77,7 @@ def test_gpu_flavour_keeps_what_the_release_launcher_needs_at_run_time(name):
     text = (ROOT / "containers" / name / "Dockerfile").read_text()
     assert "rm -rf /opt/trace/.git" not in text and "VLMEvalKit/.git;" not in text
     assert "git -C /opt/trace init" in text and "git -C /opt/trace add -A rlvr" in text
-    final = text[text.rindex("FROM ${BASE_IMAGE}"):]
+    final = text[text.rindex("FROM env\n"):]
     assert "GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0=*" in final
     assert "git" in images.load_pins()["flavors"]["gpu"]["local_base_packages"]
 
@@ -153,13 +160,13 @@ def test_cpu_infer_and_score_run_vllm_0_10_2_cpu_on_their_own_trixie_base():
 def test_cpu_vllm_images_clear_ipex_executable_stack_and_take_their_layer_from_build_args():
     for name in ("infer", "score"):
         text = (ROOT / "containers" / name / "Dockerfile").read_text()
-        assert "COPY --from=wheels /wheelhouse/ /wheelhouse/" in text and "FROM ${WHEELHOUSE_IMAGE} AS wheels" in text
+        assert "--find-links http://wheelhouse:8000/${WHEELHOUSE}/" in text and "ARG WHEELHOUSE\n" in text
         assert "-r /locks/${COMMON_LOCK}.lock.txt" in text
         assert 'patchelf --clear-execstack "$ipex"' in text and "libintel-ext-pt-cpu.so" in text
 
 
 def test_build_context_carries_no_wheelhouse(tmp_path):
-    """The wheels reach a build through the wheelhouse image (COPY --from), never the build context."""
+    """The wheels reach a build served over its network (serving_wheelhouses), never in the build context."""
     import io
     import tarfile
 
@@ -178,19 +185,6 @@ def test_build_context_carries_no_wheelhouse(tmp_path):
     names = tarfile.open(fileobj=io.BytesIO(buf.getvalue())).getnames()
     assert "appliance/requirements/infer-cpu.lock.txt" in names
     assert not any("wheelhouse" in n for n in names), names
-
-
-def test_wheelhouse_key_changes_with_the_wheels_and_only_with_them(tmp_path):
-    house = tmp_path / "cpu"
-    house.mkdir()
-    (house / "a-1.whl").write_bytes(b"aaaa")
-    first = images.wheelhouse_key(house)
-    assert images.wheelhouse_key(house) == first
-    (house / "b-1.whl").write_bytes(b"b")
-    second = images.wheelhouse_key(house)
-    assert second != first
-    (house / "b-1.whl").write_bytes(b"bb")
-    assert images.wheelhouse_key(house) != second
 
 
 def test_images_lock_absent_is_a_status_not_an_error(tmp_path, monkeypatch):

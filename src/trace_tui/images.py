@@ -9,12 +9,13 @@ runner and bundles compare against.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import subprocess
+import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Literal
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tarfile import TarInfo
 
     from docker import DockerClient
+    from docker.models.containers import Container
     from docker.models.images import Image
 
 IMAGE_NAMES: tuple[str, ...] = ("train", "infer", "score")
@@ -212,8 +214,6 @@ def build_images(flavor: Flavor, *, names: tuple[str, ...] = IMAGE_NAMES, root: 
     rel = release_lock()
     locks_dir = root / "appliance" / "requirements"
     images: dict[str, LockedImage] = {}
-    houses = {h: wheelhouse_image(client, root / "appliance" / "wheelhouse" / h, say)
-              for h in sorted({image_stack(pins, flavor, n)[1] for n in names})}
     staging = Path(tempfile.mkdtemp(prefix="trace-tui-evaluator-"))
     try:
         sources = {}
@@ -222,10 +222,12 @@ def build_images(flavor: Flavor, *, names: tuple[str, ...] = IMAGE_NAMES, root: 
             sources = stage_evaluator(evaluator_source, rel, staging)
             say("evaluator verified: rlvr tree {trace[tree]}, VLMEvalKit {vlmevalkit[commit]} tree {vlmevalkit[tree]}"
                 .format(**sources))
-        for name in names:
-            images[name] = _build_image(client, root, name, flavor, locks_dir, rel, staging,
-                                        bases[image_pin(pins, flavor, name)["base_image"]],
-                                        image_stack(pins, flavor, name), houses, say)
+        server_image = next(iter(bases.values()))[0]
+        with serving_wheelhouses(client, root / "appliance" / "wheelhouse", server_image) as network:
+            for name in names:
+                images[name] = _build_image(client, root, name, flavor, locks_dir, rel, staging,
+                                            bases[image_pin(pins, flavor, name)["base_image"]],
+                                            image_stack(pins, flavor, name), network, say)
     finally:
         import shutil
 
@@ -239,7 +241,7 @@ EVALUATOR_IMAGES = ("infer", "score")
 
 def _build_image(client: DockerClient, root: Path, name: str, flavor: str, locks_dir: Path, rel: ReleaseLock,
                  staging: Path,
-                 base: tuple[str, str, str | None], stack: tuple[str, str], houses: dict[str, str],
+                 base: tuple[str, str, str | None], stack: tuple[str, str], network: str,
                  say: Callable[[str], None]) -> LockedImage:
     base_ref, base_id, base_digest = base
     common_lock, house = stack
@@ -251,7 +253,7 @@ def _build_image(client: DockerClient, root: Path, name: str, flavor: str, locks
             raise RequirementsError(f"{f} is missing", hint=f"run `make lock FLAVOR={flavor}` on a connected machine")
     lock_sha = {f.name: sha256_file(f) for f in lock_files}
     args = {
-        "BASE_IMAGE": base_ref, "FLAVOR": flavor, "COMMON_LOCK": common_lock, "WHEELHOUSE_IMAGE": houses[house],
+        "BASE_IMAGE": base_ref, "FLAVOR": flavor, "COMMON_LOCK": common_lock, "WHEELHOUSE": house,
         "VERSION": __version__,
         "LOCK_SHA256": hashlib.sha256(json.dumps(lock_sha, sort_keys=True).encode()).hexdigest(),
         "TRACE_REPOSITORY": f"https://github.com/{rel.upstream.repository}.git",
@@ -263,7 +265,7 @@ def _build_image(client: DockerClient, root: Path, name: str, flavor: str, locks
     }
     tag = image_tag(name, flavor)
     say(f"building {tag}")
-    image = _build_one(client, root, name, flavor, staging, tag, args)
+    image = _build_one(client, root, name, flavor, staging, tag, args, network)
     say(f"built {tag} {image.id[:19]}")
     return LockedImage(
         name=name, tag=tag, id=image.id, repo_digests=image.attrs.get("RepoDigests") or [],
@@ -271,7 +273,9 @@ def _build_image(client: DockerClient, root: Path, name: str, flavor: str, locks
         requirement_locks=lock_sha, sources=_image_sources(client, image.id, flavor, name))
 
 
-WHEELHOUSE_REPOSITORY = "trace-tui/wheelhouse"
+# The name the Dockerfiles' pip reaches the wheelhouse by (--find-links http://wheelhouse:8000/FOLDER/).
+WHEELHOUSE_HOST = "wheelhouse"
+WHEELHOUSE_PORT = 8000
 
 
 def _plain(info: TarInfo) -> TarInfo:
@@ -281,51 +285,67 @@ def _plain(info: TarInfo) -> TarInfo:
     return info
 
 
-def wheelhouse_key(house: Path) -> str:
-    """What identifies a wheelhouse folder's content cheaply: each file's name, size and mtime. pip checks
-    every wheel against the lock's hashes when it installs, so a key that missed a change could only
-    fail a build, never let a different wheel in."""
-    files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in house.iterdir() if p.is_file())
-    return hashlib.sha256(json.dumps(files).encode()).hexdigest()
+@contextmanager
+def serving_wheelhouses(client: DockerClient, folder: Path, image: str) -> Iterator[str]:
+    """The wheelhouses under FOLDER (appliance/wheelhouse), served read-only over HTTP by a container of
+    IMAGE (any base with python3) as http://wheelhouse:8000/, on an internal network of their own that
+    has no route out; yields the network's name, which the builds' RUN steps join (network_mode).
 
+    The classic builder has no build mounts: wheels copied into a build stage stay on disk in that
+    stage's layer (3.4 GB for the cpu vLLM stack), and an environment installed in a build stage is a
+    second copy once the final image copies it out. Served, the wheels are read in place and each
+    environment is installed once, in the final image's own layer. pip checks every wheel against the
+    lock's hashes, so the server is trusted for nothing but availability."""
+    from docker.errors import APIError, NotFound
 
-def wheelhouse_image(client: DockerClient, house: Path, say: Callable[[str], None]) -> str:
-    """The wheelhouse HOUSE as an image of its own (FROM scratch, the wheels at /wheelhouse), tagged by its
-    key and built only when no image has that tag yet. The stage images copy their wheels from it (COPY
-    --from), so a build sends the wheels (3.4 GB for the cpu vLLM stack) to the daemon once, instead of
-    in every image's build context on every build; its older tags go, so one copy is kept per wheelhouse."""
-    import tarfile
-    import tempfile
-
-    from docker.errors import ImageNotFound
-
-    tag = f"{WHEELHOUSE_REPOSITORY}:{house.name}-{wheelhouse_key(house)[:16]}"
+    name = f"trace-tui-build-{uuid.uuid4().hex[:12]}"
+    network = client.networks.create(name, driver="bridge", internal=True,
+                                     labels={f"{LABEL_PREFIX}.build-network": "1"})
+    server = None
     try:
-        client.images.get(tag)
-        return tag
-    except ImageNotFound:
-        pass
-    say(f"building {tag} (the wheelhouse {house.name} as an image)")
-    dockerfile = f"FROM scratch\nCOPY {house.name}/ /wheelhouse/\nLABEL {LABEL_PREFIX}.wheelhouse=\"{house.name}\"\n"
-    with tempfile.TemporaryFile() as context:
-        with tarfile.open(fileobj=context, mode="w") as tar:
-            info = tarfile.TarInfo("Dockerfile")
-            info.size = len(dockerfile.encode())
-            tar.addfile(info, fileobj=io.BytesIO(dockerfile.encode()))
-            tar.add(house, arcname=house.name, filter=_plain)
-        context.seek(0)
-        client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, timeout=3600)
-    stale = [t for old in client.images.list(name=WHEELHOUSE_REPOSITORY) for t in old.tags
-             if t.startswith(f"{WHEELHOUSE_REPOSITORY}:{house.name}-") and t != tag]
-    for old_tag in stale:
-        client.images.remove(old_tag)
-    return tag
+        server = client.containers.create(
+            image, ["python3", "-u", "-m", "http.server", str(WHEELHOUSE_PORT), "--directory", "/wheelhouse"],
+            name=f"{name}-wheelhouse", network=name, user="65534:65534", read_only=True,
+            volumes={str(folder.resolve()): {"bind": "/wheelhouse", "mode": "ro"}},
+            labels={f"{LABEL_PREFIX}.build-network": name})
+        network.disconnect(server)
+        network.connect(server, aliases=[WHEELHOUSE_HOST])
+        try:
+            server.start()
+        except APIError as exc:
+            raise CheckFailed(f"the wheelhouse server for the image build did not start from {image}: "
+                              f"{exc.explanation or exc}") from exc
+        _wait_serving(server)
+        yield name
+    finally:
+        if server is not None:
+            try:
+                server.remove(force=True)
+            except (APIError, NotFound):
+                pass
+        network.remove()
+
+
+def _wait_serving(server: Container, timeout_s: float = 60.0) -> None:
+    """Until the wheelhouse server says it listens (http.server prints 'Serving HTTP on')."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if b"Serving HTTP" in server.logs():
+            return
+        server.reload()
+        if server.status == "exited":
+            break
+        time.sleep(0.2)
+    tail = server.logs().decode(errors="replace").strip().splitlines()[-3:]
+    raise CheckFailed("the wheelhouse server for the image build did not start: " + (" | ".join(tail) or "no output"))
 
 
 def write_context(root: Path, name: str, flavor: str, evaluator: Path, out: IO[bytes]) -> None:
     """The build context of one image as a tar: its Dockerfile, its flavour's locks, the project wheel and
-    (gpu infer/score) the verified evaluator sources; nothing else of the checkout (its wheelhouse comes
-    from the wheelhouse image, WHEELHOUSE_IMAGE)."""
+    (gpu infer/score) the verified evaluator sources; nothing else of the checkout (its wheels are served
+    to the build: serving_wheelhouses)."""
     import tarfile
 
     with tarfile.open(fileobj=out, mode="w") as tar:
@@ -343,7 +363,7 @@ def write_context(root: Path, name: str, flavor: str, evaluator: Path, out: IO[b
 
 
 def _build_one(client: DockerClient, root: Path, name: str, flavor: str, evaluator: Path, tag: str,
-               args: dict[str, str]) -> Image:
+               args: dict[str, str], network: str) -> Image:
     import tempfile
 
     from docker.errors import BuildError
@@ -355,7 +375,7 @@ def _build_one(client: DockerClient, root: Path, name: str, flavor: str, evaluat
             # An hour: the gpu environment's pip steps and the evaluator check can be silent for minutes.
             image, _logs = client.images.build(fileobj=context, custom_context=True,
                                                dockerfile=f"containers/{name}/Dockerfile", tag=tag, buildargs=args,
-                                               rm=True, forcerm=True, timeout=3600)
+                                               rm=True, forcerm=True, timeout=3600, network_mode=network)
         except BuildError as exc:
             tail = [str(c.get("stream", c.get("error", ""))).rstrip() for c in exc.build_log][-8:]
             raise CheckFailed(f"building {tag} failed: {exc.msg}; last lines: " + " | ".join(t for t in tail if t)) from exc
