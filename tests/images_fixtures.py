@@ -100,3 +100,53 @@ def filled_store(tmp_path, trace_sample_dir):
     name = local_entry("dataset", "trace-sample")
     store.import_local(name, trace_sample_dir / "trace-sample.parquet")
     return store, [name]
+
+
+# -- the exporting site's signing key: every bundle is signed, as `bundle export` signs ---------
+
+_SIGNER = []
+
+
+def bundle_signer():
+    """One ed25519 key (in memory) that signs every bundle the tests export, and that the importing
+    sites in the tests trust (`keys=[bundle_signer().public_key]`, or trusted_key_file for the CLI)."""
+    from securesystemslib.signer import CryptoSigner
+
+    if not _SIGNER:
+        _SIGNER.append(CryptoSigner.generate_ed25519())
+    return _SIGNER[0]
+
+
+def trusted_keys():
+    return [bundle_signer().public_key]
+
+
+def trusted_key_file(folder):
+    """The test key's public half as `keys init` writes it, for `bundle import --trust-key FILE`."""
+    import json
+
+    key = bundle_signer().public_key
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "exporter.pub.json"
+    path.write_text(json.dumps({"keyid": key.keyid, **key.to_dict()}))
+    return path
+
+
+def sign_bundle(dest, signer=None):
+    """Sign the bundle in DEST as it now is (its manifest as written), with SIGNER (default the test key)."""
+    import json
+
+    from trace_tui.bundle.files import MANIFEST, BundleManifest
+    from trace_tui.bundle.signature import write_signature
+
+    data = (dest / MANIFEST).read_bytes()
+    manifest = BundleManifest.model_validate_json(data)
+    sets = {}
+    for record in (dest / "store").rglob("manifest.json") if (dest / "store").is_dir() else []:
+        try:
+            doc = json.loads(record.read_text())
+            sets[doc["name"]] = doc["sha256set"]
+        except (ValueError, RecursionError, TypeError, KeyError):  # a record a test damaged: its import says so
+            continue
+    write_signature(dest, data, manifest, {e: sets.get(e, "sha256set:" + "0" * 64) for e in manifest.entries}, {},
+                    signer or bundle_signer())

@@ -180,6 +180,7 @@ def test_demo_runs_end_to_end_in_the_images_and_survives_a_bundle_round_trip(bui
             assert receipt["circumstance"]["versions"]["vllm"].startswith("0.10.2"), path
 
     bundle_dir = tmp_path / "bundle"
+    assert _cli("keys", "init", env=env).returncode == 0  # a bundle's images enter a site only signed
     done = _cli("bundle", "export", str(bundle_dir), "--recipe", "demo", env=env)
     assert done.returncode == 0, done.stderr[-2000:]
 

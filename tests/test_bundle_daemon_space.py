@@ -24,7 +24,7 @@ from trace_tui import bundle
 from trace_tui.errors import CheckFailed
 from trace_tui.images import ImagesLock, LockedImage
 
-from tests.images_fixtures import filled_store  # noqa: F401 - the fixture
+from tests.images_fixtures import filled_store, bundle_signer, trusted_keys  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -97,7 +97,7 @@ def test_a_full_daemon_disk_stops_the_export_in_one_line_naming_it(small_daemon,
     dest = tmp_path / "bundle"
     with pytest.raises(CheckFailed) as err:
         bundle.export_bundle(dest, recipe="demo", entries=entries, store=store, images_lock=lock, client=client,
-                             say=lambda _m: None, wheelhouse=False)
+                             say=lambda _m: None, wheelhouse=False, signer=bundle_signer())
     line = err.value.line()
     assert f"the Docker daemon ran out of space under {root}" in line and "\n" not in line, line
     assert "docker image prune" in line

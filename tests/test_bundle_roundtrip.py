@@ -17,7 +17,15 @@ from trace_tui import bundle, images
 from trace_tui.errors import CheckFailed
 from trace_tui.store import Store
 
-from tests.images_fixtures import docker_client, filled_store, tiny_lock  # noqa: F401 - fixtures
+from tests.images_fixtures import (  # noqa: F401 - fixtures
+    bundle_signer,
+    docker_client,
+    filled_store,
+    sign_bundle,
+    tiny_lock,
+    trusted_key_file,
+    trusted_keys,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -42,14 +50,14 @@ def exported(tmp_path, docker_client, stage_lock, filled_store):
     store, entries = filled_store
     dest = tmp_path / "bundle"
     manifest = bundle.export_bundle(dest, recipe="demo", entries=entries, store=store, images_lock=stage_lock,
-                                    client=docker_client, say=lambda _m: None, wheelhouse=False)
+                                    client=docker_client, say=lambda _m: None, wheelhouse=False, signer=bundle_signer())
     return dest, manifest, stage_lock
 
 
 def _import(dest: Path, tmp_path: Path, docker_client) -> Store:
     fresh = Store(tmp_path / "site" / "store")
     bundle.import_bundle(dest, store=fresh, client=docker_client, images_lock_path=tmp_path / "site" / "images.lock.json",
-                         say=lambda _m: None)
+                         say=lambda _m: None, keys=trusted_keys())
     return fresh
 
 
@@ -105,7 +113,7 @@ def test_layers_the_images_share_are_carried_once(tmp_path, docker_client, stage
     dest = tmp_path / "bundle"
     try:
         manifest = bundle.export_bundle(dest, recipe="demo", entries=entries, store=store, images_lock=lock,
-                                        client=docker_client, say=lambda _m: None, wheelhouse=False)
+                                        client=docker_client, say=lambda _m: None, wheelhouse=False, signer=bundle_signer())
         assert [f for f in manifest.files if f.startswith("images/")] == ["images/stages.tar"]
         assert (4 << 20) < manifest.files["images/stages.tar"].bytes < (5 << 20)
         for img in (score, infer):
@@ -122,14 +130,15 @@ def test_layers_the_images_share_are_carried_once(tmp_path, docker_client, stage
 
 
 def test_a_bundle_with_one_archive_per_image_still_imports(tmp_path, docker_client, stage_lock, filled_store):
-    """Bundles exported before the shared archive hold images/<name>.tar each; they import the same."""
+    """A bundle holding images/<name>.tar each (as exports before the shared archive wrote them), signed,
+    imports the same."""
     from trace_tui.common.digest import sha256_file
 
     tiny_lock = stage_lock
     store, entries = filled_store
     dest = tmp_path / "bundle"
     manifest = bundle.export_bundle(dest, recipe="demo", entries=entries, store=store, images_lock=tiny_lock,
-                                    client=docker_client, say=lambda _m: None, wheelhouse=False)
+                                    client=docker_client, say=lambda _m: None, wheelhouse=False, signer=bundle_signer())
     (dest / "images" / "stages.tar").unlink()
     files = {k: v for k, v in manifest.files.items() if k != "images/stages.tar"}
     for name, img in tiny_lock.images.items():
@@ -139,6 +148,7 @@ def test_a_bundle_with_one_archive_per_image_still_imports(tmp_path, docker_clie
                 out.write(chunk)
         files[f"images/{name}.tar"] = bundle.BundleFile(sha256=sha256_file(tar), bytes=tar.stat().st_size)
     (dest / bundle.MANIFEST).write_text(manifest.model_copy(update={"files": files}).model_dump_json())
+    sign_bundle(dest)
     for img in tiny_lock.images.values():
         docker_client.images.remove(img.id, force=True)
     _import(dest, tmp_path, docker_client)
@@ -189,7 +199,7 @@ def test_export_refuses_a_store_that_lacks_an_entry(tmp_path, docker_client, tin
     with pytest.raises(UsageError, match="the store lacks local:dataset/nothing"):
         bundle.export_bundle(tmp_path / "b", recipe="demo", entries=["local:dataset/nothing"],
                              store=Store(tmp_path / "empty"), images_lock=tiny_lock, client=docker_client,
-                             say=lambda _m: None, wheelhouse=False)
+                             say=lambda _m: None, wheelhouse=False, signer=bundle_signer())
 
 
 def test_cli_import_of_a_tampered_bundle_exits_1_with_one_line(tmp_path, exported):
@@ -199,7 +209,8 @@ def test_cli_import_of_a_tampered_bundle_exits_1_with_one_line(tmp_path, exporte
     dest, _, _ = exported
     (dest / "images" / "surprise.tar").write_bytes(b"x")
     done = subprocess.run([sys.executable, "-m", "trace_tui", "bundle", "import", str(dest),
-                           "--home", str(tmp_path / "h")], capture_output=True, text=True,
+                           "--home", str(tmp_path / "h"), "--trust-key", str(trusted_key_file(tmp_path / "k"))],
+                          capture_output=True, text=True,
                           env={**__import__("os").environ, "TRACE_TUI_IMAGES_LOCK": str(tmp_path / "l.json")})
     assert done.returncode == 1
     assert done.stderr.strip().count("\n") <= 2 and "Traceback" not in done.stderr
@@ -222,7 +233,7 @@ def test_a_full_disk_stops_the_export_in_one_line_and_gives_the_space_back(tmp_p
         dest = mnt / "bundle"
         with pytest.raises(CheckFailed) as err:
             bundle.export_bundle(dest, recipe="demo", entries=entries, store=store, images_lock=tiny_lock,
-                                 client=docker_client, say=lambda _m: None, wheelhouse=False)
+                                 client=docker_client, say=lambda _m: None, wheelhouse=False, signer=bundle_signer())
         line = err.value.line()
         assert "no space left on device writing " + str(dest) in line and "\n" not in line
         assert "export to a larger disk" in line
@@ -242,6 +253,8 @@ def test_cli_export_of_the_demo_on_a_fresh_home_carries_what_the_site_cannot_mak
     lock.write_text(stage_lock.model_dump_json(indent=2))
     env = {**os.environ, "TRACE_TUI_IMAGES_LOCK": str(lock), "TRACE_TUI_HOME": str(tmp_path / "fresh")}
     dest = tmp_path / "bundle"
+    made = subprocess.run([sys.executable, "-m", "trace_tui", "keys", "init"], capture_output=True, text=True, env=env)
+    assert made.returncode == 0 and "signing key" in made.stdout, made.stderr
     out = subprocess.run([sys.executable, "-m", "trace_tui", "bundle", "export", str(dest), "--recipe", "demo",
                           "--no-wheelhouse"], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -250,6 +263,10 @@ def test_cli_export_of_the_demo_on_a_fresh_home_carries_what_the_site_cannot_mak
     assert json.loads((dest / "manifest.json").read_text())["entries"] in ([], {})
     site = {**env, "TRACE_TUI_IMAGES_LOCK": str(tmp_path / "site" / "images.lock.json"),
             "TRACE_TUI_HOME": str(tmp_path / "site")}
+    trusted = subprocess.run([sys.executable, "-m", "trace_tui", "keys", "trust",
+                              str(tmp_path / "fresh" / "keys" / "signing-key.pub.json")], capture_output=True, text=True,
+                             env=site)
+    assert trusted.returncode == 0, trusted.stderr
     back = subprocess.run([sys.executable, "-m", "trace_tui", "bundle", "import", str(dest)], capture_output=True,
                           text=True, env=site, timeout=300)
     assert back.returncode == 0, back.stderr

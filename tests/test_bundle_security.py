@@ -28,7 +28,15 @@ from trace_tui import bundle
 from trace_tui.errors import CheckFailed
 from trace_tui.store import Store, local_entry
 
-from tests.images_fixtures import docker_client, make_tiny_image, tiny_lock  # noqa: F401 - fixtures
+from tests.images_fixtures import (  # noqa: F401 - fixtures
+    bundle_signer,
+    docker_client,
+    make_tiny_image,
+    sign_bundle,
+    tiny_lock,
+    trusted_key_file,
+    trusted_keys,
+)
 from tests.test_bundle_roundtrip import exported, filled_store, stage_lock  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.docker
@@ -37,19 +45,25 @@ pytestmark = pytest.mark.docker
 # -- helpers: altering a bundle, importing it --------------------------------------------------
 
 def resign(dest: Path, **updates) -> None:
-    """Rewrite the bundle manifest as a forger would: every file's sha256 and size as they are now
-    (links followed), and UPDATES to its fields, so that only the check under test can refuse it."""
+    """Rewrite the bundle manifest as a forger holding a key the site trusts would (or an exporter
+    that went wrong): every file's sha256 and size as they are now (links followed), UPDATES to its
+    fields, and a new signature, so that only the check under test can refuse it (the signature's
+    own refusals are test_bundle_signature's)."""
     manifest = json.loads((dest / "manifest.json").read_text())
     files = {}
     for path in sorted(dest.rglob("*")):
         rel = path.relative_to(dest).as_posix()
-        if rel != "manifest.json" and path.is_file():
+        if rel not in ("manifest.json", bundle.SIGNATURE) and path.is_file():
             data = path.read_bytes()
             files[rel] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
     manifest.update(files=files, **updates)
     text = json.dumps(manifest, indent=1)
     target = dest / "manifest.json"
     (target.resolve() if target.is_symlink() else target).write_text(text)
+    try:
+        sign_bundle(dest)
+    except (ValueError, OSError):  # a manifest the test made unreadable on purpose: signed as it was
+        pass
 
 
 def edit_json(path: Path, edit: Callable[[dict], None]) -> None:
@@ -76,14 +90,15 @@ def rewrite_archive(tar_path: Path, edit: Callable[[str, bytes], bytes | None]) 
 def site_import(dest: Path, tmp_path: Path, client, lock_path: Path | None = None) -> Store:
     site = Store(tmp_path / "site" / "store")
     bundle.import_bundle(dest, store=site, client=client,
-                         images_lock_path=lock_path or tmp_path / "site" / "images.lock.json", say=lambda _m: None)
+                         images_lock_path=lock_path or tmp_path / "site" / "images.lock.json", say=lambda _m: None, keys=trusted_keys())
     return site
 
 
 def cli_import(dest: Path, tmp_path: Path, *prefix: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TRACE_TUI_IMAGES_LOCK": str(tmp_path / "cli-site" / "images.lock.json")}
     return subprocess.run([*prefix, sys.executable, "-m", "trace_tui", "bundle", "import", str(dest),
-                           "--home", str(tmp_path / "cli-site")], capture_output=True, text=True, env=env)
+                           "--home", str(tmp_path / "cli-site"), "--trust-key", str(trusted_key_file(tmp_path / "k"))],
+                          capture_output=True, text=True, env=env)
 
 
 def error_line(done: subprocess.CompletedProcess) -> str:
@@ -210,7 +225,7 @@ def test_site_registry_tags_import(tmp_path, docker_client, stage_lock, filled_s
     store, entries = filled_store
     dest = tmp_path / "bundle"
     bundle.export_bundle(dest, recipe="demo", entries=entries, store=store, images_lock=lock, client=docker_client,
-                         say=lambda _m: None, wheelhouse=False)  # saved by id: the images do not carry these tags
+                         say=lambda _m: None, wheelhouse=False, signer=bundle_signer())  # saved by id: the images do not carry these tags
     remove_images(docker_client, lock)
     site_import(dest, tmp_path, docker_client)
     for img in lock.images.values():
@@ -470,7 +485,7 @@ def test_export_never_widens_a_private_store_file(tmp_path, docker_client, stage
     store.import_local(name, private)
     dest = tmp_path / "bundle"
     bundle.export_bundle(dest, recipe="demo", entries=[*entries, name], store=store, images_lock=stage_lock,
-                         client=docker_client, say=lambda _m: None, wheelhouse=False)
+                         client=docker_client, say=lambda _m: None, wheelhouse=False, signer=bundle_signer())
     (copy,) = (dest / "store" / "local" / "dataset--private" / "files").iterdir()
     assert stat.S_IMODE(copy.stat().st_mode) & 0o077 == 0
     public = next(p for p in (dest / "store").rglob("*.parquet"))

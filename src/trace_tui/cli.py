@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "recipes": "every recipe with its purpose and its status on this host",
     "preview": "configuration-only preview of a recipe: starts nothing, writes nothing",
     "bundle": "export or import an air-gapped bundle of a recipe",
+    "keys": "the signing key of this home and the keys it trusts: init, show, trust",
     "verify": "verify a release directory or a campaign offline",
     "report": "the release page's tables, recomputed from results.json",
     "status": "where a campaign stands: steps, slices, rows, scores, ETA (read-only)",
@@ -53,6 +54,8 @@ def command_module(name: str) -> ModuleType:
         from trace_tui.commands import preview as module
     elif name == "bundle":
         from trace_tui.commands import bundle as module
+    elif name == "keys":
+        from trace_tui.commands import keys as module
     elif name == "verify":
         from trace_tui.commands import verify as module
     elif name == "report":

@@ -147,6 +147,15 @@ def _not_docker_save(rel: str, why: str) -> CheckFailed:
 def _archive_members(tar: tarfile.TarFile, rel: str) -> dict[str, tarfile.TarInfo]:
     members: dict[str, tarfile.TarInfo] = {}
     for member in tar:
+        parts = member.name.split("/")
+        if member.name.startswith("/") or ".." in parts:  # `docker save` never writes one; nothing should read it
+            raise _not_docker_save(rel, f"it holds a member named {shown(member.name)}, outside the archive's root")
+        if member.issym() or member.islnk():  # `docker save` links a layer saved twice: `../<id>/layer.tar`
+            base = posixpath.dirname(member.name) if member.issym() else ""
+            target = posixpath.normpath(posixpath.join(base, member.linkname))
+            if member.linkname.startswith("/") or target == ".." or target.startswith("../"):
+                raise _not_docker_save(rel, f"its {shown(member.name)} links to {shown(member.linkname)}, outside the "
+                                            "archive's root")
         name = _archive_member(member)
         if name in members:  # the later copy would overwrite the one checked here
             raise _not_docker_save(rel, f"it holds {shown(name)} twice")

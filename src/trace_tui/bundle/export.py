@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -13,14 +14,19 @@ from typing import TYPE_CHECKING, Iterable
 
 from trace_tui import __version__
 from trace_tui.bundle.files import CHUNK, MANIFEST, BundleFile, BundleManifest, Say
-from trace_tui.common.digest import sha256_file, sha256_text
+from trace_tui.bundle.signature import PUBLIC_KEY_FILE, SIGNATURE, write_signature
+from trace_tui.common.digest import sha256_bytes, sha256_file, sha256_text
 from trace_tui.errors import CheckFailed, UsageError, out_of_space
 from trace_tui.images import ImagesLock, build_wheel, repo_root
 from trace_tui.recipe.schema import ResolvedRecipe
+from trace_tui.release import release_lock
+from trace_tui.signing.keys import short
 from trace_tui.store.store import Store
+from trace_tui.store.trust import entry_trust
 
 if TYPE_CHECKING:  # pragma: no cover
     from docker import DockerClient
+    from securesystemslib.signer import Signer
 
 IMAGES_TAR = "images/stages.tar"
 UNSIZED_STEP = 512 << 20
@@ -91,8 +97,10 @@ def entries_to_carry(resolved: ResolvedRecipe) -> tuple[list[str], list[str]]:
 
 
 def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Store, images_lock: ImagesLock,
-                  client: DockerClient, say: Say = print, wheelhouse: bool = True) -> BundleManifest:
-    """Write the bundle for ``recipe`` into ``dest`` (created; must be empty or absent)."""
+                  client: DockerClient, say: Say = print, wheelhouse: bool = True,
+                  signer: Signer | None = None) -> BundleManifest:
+    """Write the bundle for ``recipe`` into ``dest`` (created; must be empty or absent), signed by SIGNER
+    (signature.py; a site refuses an unsigned bundle's images, so only tests of the refusal leave it out)."""
     if dest.exists() and any(dest.iterdir()):
         raise UsageError(f"{dest} is not empty", hint="export into a new directory")
     missing = [e for e in entries if not store.has(e)]
@@ -113,7 +121,7 @@ def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Store, 
         return written
 
     try:
-        return _export(dest, recipe, entries, store, images_lock, client, say, wheelhouse)
+        return _export(dest, recipe, entries, store, images_lock, client, say, wheelhouse, signer)
     except APIError as exc:  # an OSError too (requests' HTTPError): first
         # `docker save` stages each layer under the daemon's own data root before it streams the archive:
         # that disk, not the bundle's, can be the one that fills.
@@ -134,7 +142,7 @@ def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Store, 
 
 
 def _export(dest: Path, recipe: str, entries: list[str], store: Store, images_lock: ImagesLock,
-            client: DockerClient, say: Say, wheelhouse: bool) -> BundleManifest:
+            client: DockerClient, say: Say, wheelhouse: bool, signer: Signer | None) -> BundleManifest:
     files: dict[str, BundleFile] = {}
 
     lock_text = images_lock.model_dump_json(indent=2) + "\n"
@@ -163,9 +171,21 @@ def _export(dest: Path, recipe: str, entries: list[str], store: Store, images_lo
             rel = f"wheelhouse/{path.name}"
             files[rel] = BundleFile(sha256=_sha256(path), bytes=path.stat().st_size)
 
+    if signer is not None:
+        public = (json.dumps({"keyid": signer.public_key.keyid, **signer.public_key.to_dict()}, indent=2,
+                             sort_keys=True) + "\n").encode()
+        (dest / PUBLIC_KEY_FILE).write_bytes(public)
+        files[PUBLIC_KEY_FILE] = BundleFile(sha256=sha256_bytes(public), bytes=len(public))
     manifest = BundleManifest(trace_tui_version=__version__, recipe=recipe, entries=entries,
                               images={n: i.id for n, i in images_lock.images.items()}, files=files)
-    (dest / MANIFEST).write_text(manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    manifest_bytes = (manifest.model_dump_json(indent=1) + "\n").encode()
+    (dest / MANIFEST).write_bytes(manifest_bytes)
+    if signer is not None:
+        records = {e: store.record(e) for e in entries}
+        lock = release_lock()
+        write_signature(dest, manifest_bytes, manifest, {e: r.sha256set for e, r in records.items() if r},
+                        {e: entry_trust(r, lock) for e, r in records.items() if r}, signer)
+        say(f"signed with key {short(signer.public_key.keyid)} ({SIGNATURE})")
     say(f"bundle written: {len(files)} files, {sum(f.bytes for f in files.values()) >> 20} MiB")
     return manifest
 

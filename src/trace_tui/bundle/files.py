@@ -140,7 +140,14 @@ def read_manifest(src: Path) -> BundleManifest:
         # a folder with no manifest is not a bundle at all: bad input, like a file or a missing path
         raise UsageError(f"{path}: missing; {src} is not a trace-tui bundle (or an incomplete one)",
                          hint="name the folder `trace-tui bundle export` wrote, manifest.json and all")
-    data = _read_bundle_file(src, MANIFEST, limit=MANIFEST_LIMIT)
+    return parse_manifest(read_manifest_bytes(src), path)
+
+
+def read_manifest_bytes(src: Path) -> bytes:
+    return _read_bundle_file(src, MANIFEST, limit=MANIFEST_LIMIT)
+
+
+def parse_manifest(data: bytes, path: Path) -> BundleManifest:
     try:
         return BundleManifest.model_validate_json(data)
     except ValidationError as exc:

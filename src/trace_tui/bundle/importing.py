@@ -20,9 +20,12 @@ from trace_tui.bundle.files import (
     _read_bundle_file,
     bundle_files,
     check_bundle,
+    parse_manifest,
     read_manifest,
+    read_manifest_bytes,
     shown,
 )
+from trace_tui.bundle.signature import SIGNATURE, check_entry_set, hold_to_signature, signed_by, verify_signature
 from trace_tui.errors import CheckFailed, TraceTuiError, UsageError
 from trace_tui.images import ImagesLock, write_images_lock
 from trace_tui.store.importer import import_entry_dir
@@ -30,6 +33,9 @@ from trace_tui.store.store import Store
 
 if TYPE_CHECKING:  # pragma: no cover
     from docker import DockerClient
+    from securesystemslib.signer import SSlibKey
+
+    from trace_tui.signing.envelopes import VerifiedStatement
 
 # ---------------------------------------------------------------------------------------------
 # import, part 1: what can be checked without changing the host
@@ -45,7 +51,8 @@ def _entry_folder(store: Store, entry: str, src: Path) -> Path:
                           hint=REEXPORT) from None
 
 
-def _check_entry_record(src: Path, folder: Path, entry: str) -> None:
+def _check_entry_record(src: Path, folder: Path, entry: str) -> str:
+    """The entry record's sha256set, once the record is readable and names ENTRY."""
     path = folder / "manifest.json"
     data = _read_bundle_file(src, path.relative_to(src).as_posix(), limit=RECORD_LIMIT)
     try:
@@ -59,9 +66,11 @@ def _check_entry_record(src: Path, folder: Path, entry: str) -> None:
     if named != entry:
         raise CheckFailed(f"{shown(path)} names '{shown(named)}', the bundle manifest says {shown(entry)}",
                           hint=REEXPORT)
+    return str(record.get("sha256set", ""))
 
 
-def _checked_entries(src: Path, store: Store, manifest: BundleManifest, files: set[str]) -> list[str]:
+def _checked_entries(src: Path, store: Store, manifest: BundleManifest, files: set[str],
+                     verified: VerifiedStatement) -> list[str]:
     """The bundle's entries in import order: benchmarks last, as they are checked against the
     provenance matrix of the release imported before them."""
     if len(set(manifest.entries)) != len(manifest.entries):
@@ -73,7 +82,7 @@ def _checked_entries(src: Path, store: Store, manifest: BundleManifest, files: s
         if not any(f.startswith(rel + "/") for f in files):
             raise CheckFailed(f"{src / MANIFEST}: entry {shown(entry)} has no folder {shown(rel)} in the bundle",
                               hint=REEXPORT)
-        _check_entry_record(src, folder, entry)
+        check_entry_set(src, verified, entry, _check_entry_record(src, folder, entry))
     return sorted(manifest.entries, key=lambda name: name.startswith("benchmark:"))
 
 
@@ -85,34 +94,48 @@ class CheckedBundle:
     lock: ImagesLock
     archives: list[str]  # its image archives, relative to the bundle
     entries: list[str]  # its store entries, in import order
+    signed_by: str  # the keyid of the trusted key its signature verified against
 
 
-def check_before_import(src: Path, store: Store, say: Say = print) -> CheckedBundle:
+def check_before_import(src: Path, store: Store, say: Say = print,
+                        keys: list[SSlibKey] | tuple[SSlibKey, ...] = ()) -> CheckedBundle:
     """Everything about the bundle that can be checked without changing this host; the first
-    problem is raised, naming the file."""
+    problem is raised, naming the file. The signature first (against KEYS, the keys this site
+    trusts), then everything it vouches for."""
     if not src.is_dir():
         raise UsageError(f"{src} is not a directory", hint="name the folder `trace-tui bundle export` wrote")
     files = bundle_files(src)
-    manifest = read_manifest(src)
-    problems = check_bundle(src, manifest, say, on_disk=files)
+    if SIGNATURE not in files:
+        read_manifest(src)  # not a bundle at all is said as such, before its missing signature
+        raise CheckFailed(f"bundle refused: {src / SIGNATURE} is missing; images and hub-stated models enter a site "
+                          "only as subjects of a bundle signed by a key it trusts",
+                          hint="export it again where `trace-tui keys init` made a signing key")
+    verified = verify_signature(src, list(keys))
+    say(f"signature verified: key {signed_by(verified)}")
+    manifest_bytes = read_manifest_bytes(src)
+    manifest = parse_manifest(manifest_bytes, src / MANIFEST)
+    hold_to_signature(src, verified, manifest_bytes, manifest)
+    problems = check_bundle(src, manifest, say, on_disk=files - {SIGNATURE})
     if problems:
         raise CheckFailed(f"bundle refused: {problems[0]}"
                           + (f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""))
     lock = _read_bundle_lock(src, manifest)
     archives = sorted(rel for rel in manifest.files if rel.startswith("images/") and rel.endswith(".tar"))
     _check_archives({rel: read_archive_index(src / rel, rel) for rel in archives}, lock)
-    return CheckedBundle(manifest, lock, archives, _checked_entries(src, store, manifest, files))
+    return CheckedBundle(manifest, lock, archives, _checked_entries(src, store, manifest, files, verified),
+                         verified.keyid)
 
 
 # ---------------------------------------------------------------------------------------------
 # import, part 2: changing the host, and taking a failed import back
 
 def import_bundle(src: Path, *, store: Store, client: DockerClient, images_lock_path: Path,
-                  say: Say = print) -> BundleManifest:
-    """Check the bundle at SRC whole, then fill the store, load the images, tag them and write the image
-    lock, in that order; a failure on the way takes back what this import added (see module doc)."""
-    checked = check_before_import(src, store, say)
-    changes = HostChanges(store, client)
+                  say: Say = print, keys: list[SSlibKey] | tuple[SSlibKey, ...] = ()) -> CheckedBundle:
+    """Check the bundle at SRC whole (its signature against KEYS first), then fill the store, load the
+    images, tag them and write the image lock, in that order; a failure on the way takes back what this
+    import added (see module doc)."""
+    checked = check_before_import(src, store, say, keys)
+    changes = HostChanges(store, client, signed_by=checked.signed_by)
     step = "before changing anything"
     try:
         for entry in checked.entries:
@@ -133,7 +156,7 @@ def import_bundle(src: Path, *, store: Store, client: DockerClient, images_lock_
         raise
     except Exception as exc:  # noqa: BLE001 - whatever stopped it, what this import added is taken back
         raise _import_failed(exc, step, changes.undo(), images_lock_path) from None
-    return checked.manifest
+    return checked
 
 
 def _write_lock(lock: ImagesLock, path: Path) -> None:
@@ -154,6 +177,7 @@ class HostChanges:
 
     store: Store
     client: DockerClient
+    signed_by: str | None = None  # the keyid the bundle's signature verified against
     entries_added: list[str] = field(default_factory=list)  # not in the store before: removed on a failure
     entries_again: list[str] = field(default_factory=list)  # in the store before, imported again: left
     present: set[str] = field(default_factory=set)  # locked image ids on the host before the load
@@ -163,7 +187,7 @@ class HostChanges:
 
     def import_entry(self, entry: str, src: Path, say: Say) -> None:
         was_there = os.path.lexists(self.store.entry_dir(entry))
-        _import_entry(self.store, entry, src, say)
+        _import_entry(self.store, entry, src, say, self.signed_by)
         (self.entries_again if was_there else self.entries_added).append(entry)
 
     def note_images_present(self, lock: ImagesLock) -> None:
@@ -271,9 +295,9 @@ class HostChanges:
             done.append(f"removed the store entries it had added ({', '.join(reversed(removed))})")
 
 
-def _import_entry(store: Store, entry: str, src: Path, say: Say) -> None:
+def _import_entry(store: Store, entry: str, src: Path, say: Say, signed_by: str | None = None) -> None:
     """Fill the store through its verifying staging, from the bundled copy of the entry."""
     folder = _entry_folder(store, entry, src)
     _check_entry_record(src, folder, entry)
     say(f"importing store entry {entry}")
-    import_entry_dir(store, folder)
+    import_entry_dir(store, folder, signed_by=signed_by)

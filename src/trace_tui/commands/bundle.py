@@ -11,7 +11,10 @@ from trace_tui.commands.arguments import add_recipe_selection, non_empty
 from trace_tui.errors import UsageError
 from trace_tui.paths import home, store_dir
 from trace_tui.recipe.catalog import known_recipes, resolve_recipe
+from trace_tui.release import release_lock
+from trace_tui.signing import keys
 from trace_tui.store import Store
+from trace_tui.store.trust import trust_reason
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,9 +23,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("dir", metavar="DIR")
     e.add_argument("--recipe", required=True, metavar="NAME")
     e.add_argument("--no-wheelhouse", action="store_true", help="leave out trace-tui's own wheelhouse")
+    e.add_argument("--key", metavar="FILE", type=non_empty,
+                   help="sign with this private key (default: HOME/keys/signing-key.pem, made by `keys init`)")
     add_recipe_selection(e)
-    i = sub.add_parser("import", help="check a bundle, load its images and fill the store")
+    i = sub.add_parser("import", help="check a bundle's signature and files, load its images and fill the store")
     i.add_argument("dir", metavar="DIR")
+    i.add_argument("--trust-key", metavar="FILE", type=non_empty, action="append", default=[],
+                   help="also trust this public key for this import (besides HOME/trusted-keys and this home's own)")
     for sp in (e, i):
         sp.add_argument("--home", metavar="DIR", type=non_empty, help="trace-tui home (default $TRACE_TUI_HOME)")
 
@@ -34,12 +41,15 @@ def _say(msg: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    store = Store(store_dir(home(args.home)))
+    root = home(args.home)
+    store = Store(store_dir(root))
     if args.bundle_command == "export":
         dest = Path(args.dir)
         if dest.exists() and not dest.is_dir():
             raise UsageError(f"bundle export {dest}: is a file, not a directory",
                              hint="name a new or empty directory for the bundle")
+        # before anything is written: a site accepts a bundle's images only under a signature it trusts
+        signer = keys.load_signer(root, Path(args.key) if args.key else None)
 
         resolved = resolve_recipe(args.recipe, models=args.models, seeds=args.seeds, benchmarks=args.benchmarks)
         lock = images.read_images_lock()
@@ -55,16 +65,25 @@ def run(args: argparse.Namespace) -> int:
             _say(f"not carried: {', '.join(made_there)} (made by the recipe's own steps when it runs at the site)")
         bundle.export_bundle(Path(args.dir), recipe=resolved.recipe.name, entries=carried,
                              store=store, images_lock=lock, client=client, say=_say,
-                             wheelhouse=not args.no_wheelhouse)
+                             wheelhouse=not args.no_wheelhouse, signer=signer)
+        _say(f"a site imports it once it trusts key {keys.short(signer.public_key.keyid)}: "
+             f"`trace-tui keys trust {dest / bundle.PUBLIC_KEY_FILE}` there, after checking the keyid with this site")
         return 0
     src = Path(args.dir)
     if not src.is_dir():  # bad input before anything else, Docker included
         raise UsageError(f"bundle import {src}: {'is a file, not' if src.exists() else 'no such'} directory",
                          hint="name the folder `trace-tui bundle export` wrote")
-    manifest = bundle.import_bundle(src, store=store, client=docker_client(timeout=images.BULK_TIMEOUT_S),
-                                    images_lock_path=images.images_lock_path(), say=_say)
-    _say(f"bundle for recipe {manifest.recipe} imported: {len(manifest.images)} images, "
-         f"{len(manifest.entries)} store entries; {_next_step(manifest.recipe)}")
+    trusted = keys.site_keys(root, [Path(f) for f in args.trust_key])
+    checked = bundle.import_bundle(src, store=store, client=docker_client(timeout=images.BULK_TIMEOUT_S),
+                                   images_lock_path=images.images_lock_path(), say=_say, keys=trusted)
+    manifest = checked.manifest
+    lock = release_lock()
+    for entry in manifest.entries:
+        record = store.record(entry)
+        if record is not None:
+            _say(f"  {entry}: {trust_reason(record, lock)}")
+    _say(f"bundle for recipe {manifest.recipe} imported (signed by key {keys.short(checked.signed_by)}): "
+         f"{len(manifest.images)} images, {len(manifest.entries)} store entries; {_next_step(manifest.recipe)}")
     return 0
 
 

@@ -25,6 +25,7 @@ from trace_tui.stages.protocol import stop_on_sigterm
 from trace_tui.store import Store, fix_command, local_entry, parse, pinned_entries
 from trace_tui.store.fetch import fetch_missing
 from trace_tui.store.importer import import_dir
+from trace_tui.store.trust import entry_trust, trust_reason
 
 DEFAULT_RECIPE = "full"
 
@@ -200,8 +201,10 @@ def _list(args: argparse.Namespace) -> int:
         users = entries_by_recipe()
     except Exception:  # noqa: BLE001 - recipes unavailable: list the store anyway
         users = {}
+    lock = release_lock()
     if args.json:
-        out = [{"name": r.name, "kind": r.kind, "pinned": r.pinned, "revision": r.revision,
+        out = [{"name": r.name, "kind": r.kind, "pinned": r.pinned, "trust": entry_trust(r, lock),
+                "revision": r.revision,
                 "files": len(r.files), "bytes": r.bytes, "absent": r.absent, "sha256set": r.sha256set,
                 "source": r.source.model_dump(exclude_none=True), "path": store.relpath_of(r.name),
                 "recipes": users.get(r.name, []), "added_at": r.added_at, "ok": state[r.name].ok,
@@ -223,7 +226,7 @@ def _list(args: argparse.Namespace) -> int:
         status = "ok" if chk.ok else f"FAILED: {chk.problems[0]}" + (
             f" (+{len(chk.problems) - 1} more; run `trace-tui store verify`)" if len(chk.problems) > 1 else "")
         print(f"{r.name}\n    {pin}; {len(r.files)} files{absent}, {_size(r.bytes)}; recipes: {used}\n"
-              f"    {r.sha256set}; {status}")
+              f"    trust: {trust_reason(r, lock)}\n    {r.sha256set}; {status}")
     return 0
 
 

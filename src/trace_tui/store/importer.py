@@ -29,6 +29,7 @@ from trace_tui.store import names as N
 from trace_tui.store import sources as S
 from trace_tui.store.manifest import EntryRecord, Expected, Source
 from trace_tui.store.store import Staging, Store, readable_source, tree_files
+from trace_tui.store.trust import SIGNED_BY, is_hub_stated, published_sets
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
@@ -268,15 +269,19 @@ def _check_weight_index(files_dir: Path, src: Path) -> None:
 
 # -- store entries from another store (bundles) ---------------------------------------------
 
-def import_entry_dir(store: Store, entry_dir: Path, lock: "ReleaseLock | None" = None) -> EntryRecord:
+def import_entry_dir(store: Store, entry_dir: Path, lock: "ReleaseLock | None" = None,
+                     signed_by: str | None = None) -> EntryRecord:
     """An entry folder from another store (a bundle, or a store copied over).
 
     A pinned entry is checked against the release lock, never against the record it arrives with
     (a bundle can carry any record): release, paper and dataset files through the lock's hash
     chain, benchmarks against the provenance matrix of the verified release in this store, models
-    against the sha256sets the lock publishes for that repo@revision. A pinned entry the lock
-    cannot vouch for is refused. Unpinned (local:) entries are checked against their record, and
-    the record's sha256set is compared in staging: nothing that fails enters the store.
+    against the sha256sets the lock publishes for that repo@revision. A pinned model the lock publishes
+    no hashes for enters only hub-stated (trust.py): its record carries the hub's hash of every file,
+    each checked again here, and the folder came in a bundle whose signature verified against a key
+    this site trusts (SIGNED_BY, its keyid). Any other pinned entry the lock cannot vouch for is refused.
+    Unpinned (local:) entries are checked against their record, and the record's sha256set is compared
+    in staging: nothing that fails enters the store.
     """
     if lock is None:
         lock = release_lock()
@@ -306,16 +311,21 @@ def import_entry_dir(store: Store, entry_dir: Path, lock: "ReleaseLock | None" =
         if e.kind == "benchmark":
             return _import_bundled_benchmark(store, lock, rec, files)
         if e.kind == "model":
-            published = _published_sets(lock, e.repo_id or "", e.revision or "")
-            if rec.sha256set not in published:
-                raise CheckFailed(
-                    f"{manifest}: {rec.name} has sha256set {rec.sha256set}, which the release lock does not "
-                    f"publish for it ({', '.join(sorted(published)) or 'it publishes none'})",
-                    hint=f"fetch it (`trace-tui store fetch --entry {rec.name}`) or import its Hugging Face cache, "
-                         "whose hub hashes are checked")
+            published = published_sets(lock, e.repo_id or "", e.revision or "")
+            hub_stated = signed_by is not None and not published and is_hub_stated(rec)
+            if rec.sha256set not in published and not hub_stated:
+                raise CheckFailed(f"{manifest}: {rec.name} has sha256set {rec.sha256set}, which the release lock does "
+                                  f"not publish for it ({', '.join(sorted(published)) or 'it publishes none'})"
+                                  + _why_not_hub_stated(rec, signed_by, published),
+                                  hint=f"fetch it (`trace-tui store fetch --entry {rec.name}`), or carry it in a bundle "
+                                       "signed by a key this site trusts")
+            if hub_stated:
+                rec = rec.model_copy(update={"notes": {**rec.notes, SIGNED_BY: signed_by}})
     with store.staging(rec.name) as st:
         for f in rec.files:
-            exp = [Expected(algorithm="sha256", value=f.sha256, source=str(manifest))]
+            # the hub's own hashes, where the record carries them, are checked again here
+            exp = [Expected(algorithm="sha256", value=f.sha256, source=str(manifest)),
+                   *(x for x in f.expected if x.source.startswith("hub metadata"))]
             st.add(f.path, files / f.path, expected=exp, expected_size=f.size, display=str(files / f.path),
                    within=files)
         staged = sha256set({f.path: f.sha256 for f in st.files.values()})
@@ -328,12 +338,17 @@ def import_entry_dir(store: Store, entry_dir: Path, lock: "ReleaseLock | None" =
 
 def _model_sets(lock: "ReleaseLock", name: str) -> set[str]:
     e = N.parse(name)
-    return _published_sets(lock, e.repo_id or "", e.revision or "") if e.kind == "model" else set()
+    return published_sets(lock, e.repo_id or "", e.revision or "") if e.kind == "model" else set()
 
 
-def _published_sets(lock: "ReleaseLock", repo_id: str, revision: str) -> set[str]:
-    return {v for m in lock.models if m.repo_id == repo_id and m.revision == revision
-            for v in m.published_revision_sets.values()}
+def _why_not_hub_stated(rec: EntryRecord, signed_by: str | None, published: set[str]) -> str:
+    if published:
+        return ""
+    if signed_by is None:
+        return "; a model whose hashes the release does not publish enters a site hub-stated, only from a bundle " \
+               "signed by a key the site trusts, and this folder is not one"
+    return "; its record does not carry the hub's hash of every file (it was not fetched from the hub), so nothing " \
+           "but its own files vouches for them"
 
 
 def _import_bundled_benchmark(store: Store, lock: "ReleaseLock", rec: EntryRecord, files: Path) -> EntryRecord:
