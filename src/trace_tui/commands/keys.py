@@ -13,7 +13,7 @@ from trace_tui.signing import keys
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
-    i = sub.add_parser("init", help="make this home's ed25519 signing key (HOME/keys/)")
+    i = sub.add_parser("init", help="make this home's signing key (ECDSA P-256, HOME/keys/)")
     i.add_argument("--replace", action="store_true", help="make a new key even though one exists")
     sub.add_parser("show", help="this home's public key and the keys it trusts")
     t = sub.add_parser("trust", help="trust the public key FILE (another site's signing-key.pub.json)")

@@ -1,9 +1,12 @@
-"""The appliance's signing key and the keys a site trusts (securesystemslib keys, ed25519).
+"""The appliance's signing key and the keys a site trusts (securesystemslib keys).
 
 A home keeps one private key (``keys/signing-key.pem``, 0600, never copied into a bundle, a campaign
-or a log) and its public half (``keys/signing-key.pub.json``: the securesystemslib key with its keyid,
-the file another site adds to its trusted keys). The keys a site trusts are the public key files in
-``trusted-keys/`` and any the operator names on the command line (``--trust-key``).
+or a log): ECDSA on P-256, the curve both securesystemslib's DSSE signatures and OpenSSF model
+signing (``model_signing sign key``) accept, so that one key signs bundles, attestations and
+checkpoints. Its public half is written twice: ``keys/signing-key.pub.json`` (the securesystemslib
+key with its keyid, the file another site adds to its trusted keys) and ``keys/signing-key.pub.pem``
+(what ``model_signing verify key --public_key`` reads). The keys a site trusts are the public key
+files in ``trusted-keys/`` and any the operator names on the command line (``--trust-key``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 PRIVATE_KEY = Path("keys") / "signing-key.pem"
 PUBLIC_KEY = Path("keys") / "signing-key.pub.json"
+PUBLIC_PEM = Path("keys") / "signing-key.pub.pem"
 TRUSTED_KEYS = Path("trusted-keys")
 KEY_LIMIT = 64 << 10  # a public key file is a few hundred bytes
 
@@ -32,10 +36,11 @@ class KeyFiles:
 
     private: Path
     public: Path
+    public_pem: Path
 
     @classmethod
     def of(cls, home: Path) -> KeyFiles:
-        return cls(home / PRIVATE_KEY, home / PUBLIC_KEY)
+        return cls(home / PRIVATE_KEY, home / PUBLIC_KEY, home / PUBLIC_PEM)
 
 
 def short(keyid: str) -> str:
@@ -44,7 +49,7 @@ def short(keyid: str) -> str:
 
 
 def init_key(home: Path, *, replace: bool = False) -> SSlibKey:
-    """Make this home's ed25519 signing key; an existing key is kept unless REPLACE (a new key
+    """Make this home's signing key (ECDSA P-256); an existing key is kept unless REPLACE (a new key
     invalidates every site's trust in the old one, so that is a decision, not a default)."""
     from cryptography.hazmat.primitives import serialization
     from securesystemslib.signer import CryptoSigner
@@ -54,14 +59,17 @@ def init_key(home: Path, *, replace: bool = False) -> SSlibKey:
         raise UsageError(f"{files.private} already exists (key {short(public_key_of(home).keyid)})",
                          hint="keep it, or pass --replace to make a new one (sites that trust the old key must "
                               "then trust the new one)")
-    signer = CryptoSigner.generate_ed25519()
-    pem = signer._private_key.private_bytes(  # noqa: SLF001 - the key object CryptoSigner wraps
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    signer = CryptoSigner.generate_ecdsa()
+    private_key = signer._private_key  # noqa: SLF001 - the key object CryptoSigner wraps
+    pem = private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption())
     files.private.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(files.private.parent, 0o700)
     _write_private(files.private, pem)
     public = signer.public_key
     atomic_write_bytes(files.public, _public_json(public))
+    atomic_write_bytes(files.public_pem, private_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     return public
 
 
@@ -82,6 +90,7 @@ def _public_json(key: SSlibKey) -> bytes:
 def load_signer(home: Path, key_path: Path | None = None) -> CryptoSigner:
     """The signer for this home's key (or the private key file KEY_PATH)."""
     from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from securesystemslib.signer import CryptoSigner
 
@@ -99,8 +108,8 @@ def load_signer(home: Path, key_path: Path | None = None) -> CryptoSigner:
     except (ValueError, TypeError) as exc:
         raise UsageError(f"{path}: not an unencrypted PEM private key ({exc})",
                          hint="name the signing-key.pem `trace-tui keys init` wrote") from None
-    if not isinstance(private, Ed25519PrivateKey):
-        raise UsageError(f"{path}: a {type(private).__name__.removeprefix('_')}, not an ed25519 key",
+    if not isinstance(private, (Ed25519PrivateKey, ec.EllipticCurvePrivateKey)):
+        raise UsageError(f"{path}: a {type(private).__name__.removeprefix('_')}, not an ECDSA or ed25519 key",
                          hint="make one with `trace-tui keys init`")
     return CryptoSigner(private)
 
