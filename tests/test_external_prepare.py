@@ -24,8 +24,8 @@ import pytest
 from trace_tui.engine.events import parse_stage_line
 from trace_tui.release import release_lock
 from trace_tui.stages import eval_prepare
-from trace_tui.store import Store, benchmark_entry, local_entry, model_entry
-from trace_tui.store.manifest import Source
+from trace_tui.store import Store, benchmark_entry, local_entry, model_entry, parse
+from trace_tui.store.manifest import Expected, Source
 from trace_tui.store.sources import PROVENANCE, benchmark_sources
 
 LOCK = release_lock()
@@ -42,16 +42,24 @@ def prepared_dataset_view(checkout: Path, campaign: Path) -> Path:
 
 
 def _entry(store: Store, name: str, files: dict[str, str | bytes], revision: str | None, scratch: Path) -> None:
+    """A store entry written directly (the hub cannot be reached here). A model is recorded as `store fetch`
+    records one, each file with the hash the hub stated for it (hub-stated trust: a pinned model that only
+    vouches for itself is refused by a run's preflight)."""
+    import hashlib
+
+    entry = parse(name)
     with store.staging(name) as st:
         for rel, content in files.items():
             src = scratch / name.replace("/", "_").replace(":", "_") / rel
             src.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                src.write_bytes(content)
-            else:
-                src.write_text(content)
-            st.add(rel, src)
-        st.commit(revision=revision, source=Source(type="local", imported_from="test"))
+            data = content if isinstance(content, bytes) else content.encode()
+            src.write_bytes(data)
+            stated = [Expected(algorithm="sha256", value=hashlib.sha256(data).hexdigest(),
+                               source=f"hub metadata (LFS sha256) of {rel}")] if entry.kind == "model" else []
+            st.add(rel, src, expected=stated)
+        source = (Source(type="huggingface", repo_id=entry.repo_id, repo_type="model", revision=revision)
+                  if entry.kind == "model" else Source(type="local", imported_from="test"))
+        st.commit(revision=revision, source=source)
 
 
 # The Hub dataset repositories' split (the release adapters' HF_SPLIT) and a few rows of their columns (the

@@ -47,7 +47,30 @@ def requirement_problems(resolved: ResolvedRecipe, runtime: Runtime, home: Path,
     if wanted:
         for name, fix in missing_entries(home, wanted):
             problems.append(f"the store lacks {name} (run `{fix}`)")
+        problems += untrusted_pins(home, wanted)
     return problems
+
+
+def untrusted_pins(home: Path, names: list[str]) -> list[str]:
+    """A pinned entry the store holds at local trust (files that vouch only for themselves, such as a copied
+    Hugging Face cache of a model whose hashes the release does not publish) is not the pinned model as far
+    as anyone can tell: the recipe refuses it, saying how to get one that is."""
+    from trace_tui.paths import store_dir
+    from trace_tui.release import release_lock
+    from trace_tui.store.names import parse
+    from trace_tui.store.store import Store
+    from trace_tui.store.trust import LOCAL, entry_trust
+
+    store, lock = Store(store_dir(home)), release_lock()
+    out = []
+    for name in names:
+        record = store.record(name) if parse(name).pinned else None
+        if record is not None and entry_trust(record, lock) == LOCAL:
+            out.append(f"the store's {name} is local trust: nothing but its own files vouches for them (imported "
+                       f"from {record.source.imported_from or 'a copy'}; the release publishes no hashes for it); "
+                       f"run `trace-tui store fetch --entry {name}`, or import it from a bundle signed by a key this "
+                       "site trusts")
+    return out
 
 
 def run_gpu_plan(resolved: ResolvedRecipe, report: HardwareReport | None) -> RunPlan | None:
