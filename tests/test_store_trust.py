@@ -41,6 +41,8 @@ def test_a_copied_hub_cache_of_the_judge_is_local_trust_and_the_recipe_refuses_i
     assert "trust: local (imported files that vouch only for themselves" in listed.stdout
     as_json = json.loads(_cli(home, "store", "list", "--json").stdout)
     assert {e["name"]: e["trust"] for e in as_json}[JUDGE] == "local"
+    preview = _cli(home, "preview", "--recipe", "validation")
+    assert f"store  {JUDGE}: present, local (refused: a pinned entry that vouches only for itself)" in preview.stdout
     run = _cli(home, "--recipe", "validation", "--yes", "--runtime", "local", "--campaign", str(tmp_path / "c"))
     assert run.returncode == 3, run.stderr
     assert f"the store's {JUDGE} is local trust: nothing but its own files vouches for them" in run.stderr

@@ -20,6 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from trace_tui import paths
 from trace_tui.gpu_plan import GpuGroup, RunPlan, StepGpus, gpu_groups_env, run_plan
 from trace_tui.hardware import HardwareReport, StepCheck, check_recipe, hardware_report
+from trace_tui.release import release_lock
+from trace_tui.store.store import Store
+from trace_tui.store.trust import entry_trust
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.recipe.schema import ResolvedRecipe
@@ -48,6 +51,7 @@ class BenchmarkLine(_Model):
 class StoreEntryLine(_Model):
     name: str
     present: bool | None  # None: unknown (store not available)
+    trust: str | None = None  # the entry's trust level when present (store.trust): published, hub-stated, local
 
 
 class StepLine(_Model):
@@ -122,6 +126,20 @@ def _store_checker(home: Path) -> tuple[Callable[[list[str]], dict[str, bool]] |
     return (lambda names: fn(home, names)), f"store at {home / 'store'}"
 
 
+def _trust_levels(home: Path, names: list[str]) -> dict[str, str]:
+    """{entry: its trust level} for the entries present (an unreadable record is left out: its line says
+    present, and `store verify` says what is wrong with it)."""
+    store, lock, out = Store(paths.store_dir(home)), release_lock(), {}
+    for name in names:
+        try:
+            record = store.record(name)
+        except Exception:  # noqa: BLE001 - a preview reads; it never fails on one entry
+            continue
+        if record is not None:
+            out[name] = entry_trust(record, lock)
+    return out
+
+
 def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = None, *, home: Path | None = None,
                   campaign_dir: Path | None = None, runtime: str = "docker") -> Preview:
     """Everything a run of ``resolved`` would use. Reads only; starts and writes nothing."""
@@ -139,6 +157,7 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
             present = checker(needed)
         except Exception as exc:  # noqa: BLE001 - a broken store is reported, never a traceback in a preview
             checker, store_note = None, f"unknown (store unreadable: {type(exc).__name__}: {exc})"
+    trust = _trust_levels(home, [n for n in needed if present.get(n)]) if checker is not None else {}
 
     steps = []
     for step in resolved.recipe.steps:
@@ -156,7 +175,7 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
             image_tag=img.tag if img else None,
             image_id=img.locked_id if img and img.status != "not_built" and runtime != "local" else None,
             image_state=state, confirm=step.confirm, per_slice=step.per_slice,
-            store=[StoreEntryLine(name=n, present=present.get(n) if checker else None)
+            store=[StoreEntryLine(name=n, present=present.get(n) if checker else None, trust=trust.get(n))
                    for n in resolved.store_entries.get(step.id, [])],
             check=checks[step.id]))
 
@@ -261,6 +280,9 @@ def render_preview(p: Preview) -> list[str]:
         out.append(f"       runs   {' '.join(s.run)}")
         for e in s.store:
             state = "unknown" if e.present is None else ("present" if e.present else "missing")
+            if e.present and e.trust:
+                state += f", {e.trust}" + (" (refused: a pinned entry that vouches only for itself)"
+                                           if e.trust == "local" and not e.name.startswith("local:") else "")
             out.append(f"       store  {e.name}: {state}")
         out.append(f"       check  {s.check.verdict}: {s.check.reason}")
         # the one line ends in "(+N more)" when there is more: each of those follows, whole
