@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -154,12 +155,19 @@ def test_vllm_generate_killed_mid_slice_resumes_to_the_same_rows_as_other_batchi
 
 # The demo twice (vLLM engines loaded per job) and a bundle of the three images (7.3 GB of shared layers
 # saved, removed and loaded again): past the suite's default 600 s on this 2-core machine.
-@pytest.mark.timeout(1800)
-def test_demo_runs_end_to_end_in_the_images_and_survives_a_bundle_round_trip(built, env, tmp_path):
-    lock, lock_path = built
-    first = tmp_path / "first"
+@pytest.fixture(scope="module")
+def docker_demo(built, env, tmp_path_factory) -> tuple[Path, dict[str, float]]:
+    """The demo run once through Docker: (its campaign, its scores), what the other runtimes must match."""
+    first = tmp_path_factory.mktemp("docker-demo") / "first"
     done = _cli("--recipe", "demo", "--yes", "--runtime", "docker", "--campaign", str(first), env=env)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+    return first, _scores(first, env)
+
+
+@pytest.mark.timeout(1800)
+def test_demo_runs_end_to_end_in_the_images_and_survives_a_bundle_round_trip(built, env, docker_demo, tmp_path):
+    lock, lock_path = built
+    first, _ = docker_demo
     for check in (("verify", "--campaign", str(first)), ("status", "--campaign", str(first), "--fail-if-incomplete")):
         res = _cli(*check, env=env)
         assert res.returncode == 0, (check, res.stdout[-1500:], res.stderr[-1500:])
@@ -200,3 +208,77 @@ def test_demo_runs_end_to_end_in_the_images_and_survives_a_bundle_round_trip(bui
                 env=site_env)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
     assert _scores(second, site_env) == scores
+
+
+def _events_completed(campaign: Path, step: str) -> int:
+    """How many of STEP's slices the campaign's event log says completed."""
+    path = campaign / "events.jsonl"
+    if not path.exists():
+        return 0
+    done = 0
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:  # the line being written
+            continue
+        done += (event.get("step") == step and event.get("type") == "slice_state" and event.get("state") == "completed")
+    return done
+
+
+@pytest.mark.timeout(1800)
+def test_the_demo_through_rootless_podman_as_a_user_is_killed_resumes_and_matches_docker(built, docker_demo):
+    """`--runtime podman` as an unprivileged user (rootless Podman, its own storage, the images loaded from a
+    `docker save`): the runner is killed with SIGKILL once generate has finished a slice, the same command
+    resumes the campaign to the end, it verifies, every slice's score equals the Docker run's, and the
+    receipts say where each step ran. See tests/podman_support.py for how the user is made."""
+    from podman_support import ROOT as CHECKOUT
+    from podman_support import load_images, podman_user, remove_folder, remove_images, traversable
+
+    lock, lock_path = built
+    _, docker_scores = docker_demo
+    user = podman_user()
+    ids = [img.id for img in lock.images.values()]
+    load_images(user, [img.tag for img in lock.images.values()])
+    work = user.folder("trace-tui-podman-")
+    try:
+        with traversable(CHECKOUT, Path(user.pythonpath.split(":")[1])):
+            _demo_as(user, work, lock_path, docker_scores)
+    finally:
+        remove_folder(work)
+        remove_images(user, ids)
+
+
+def _demo_as(user, work: Path, lock_path: Path, docker_scores: dict[str, float]) -> None:  # noqa: ANN001
+    """The podman test's run, as USER in WORK."""
+    site_lock = work / "images.lock.json"
+    shutil.copy(lock_path, site_lock)
+    os.chmod(site_lock, 0o644)
+    env = {"TRACE_TUI_IMAGES_LOCK": str(site_lock), "TRACE_TUI_HOME": str(work / "home")}
+    campaign = work / "campaign"
+    run = user.trace_tui("--recipe", "demo", "--yes", "--runtime", "podman", "--campaign", str(campaign), env=env)
+    first = subprocess.Popen(run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 900
+    while _events_completed(campaign, "generate") < 1 and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert first.poll() is None, f"the run ended before it could be killed: {first.stdout.read()[-2000:]}"
+    pids = subprocess.run(["pgrep", "-f", f"--campaign {campaign}"], capture_output=True, text=True).stdout.split()
+    for pid in pids:  # the runner itself (runuser's child), not only the runuser wrapper
+        os.kill(int(pid), signal.SIGKILL)
+    first.wait(timeout=60)
+    again = subprocess.run(run, capture_output=True, text=True, timeout=1200)
+    assert again.returncode == 0, (again.stdout[-2000:], again.stderr[-2000:])
+    check = subprocess.run(user.trace_tui("verify", "--campaign", str(campaign), env=env), capture_output=True,
+                           text=True, timeout=600)
+    assert check.returncode == 0 and "VERIFIED" in check.stdout, (check.stdout[-1500:], check.stderr[-1500:])
+    status = subprocess.run(user.trace_tui("status", "--campaign", str(campaign), "--json", env=env),
+                            capture_output=True, text=True, timeout=300)
+    scores = {f"{s['step']}/{s['slice']}": s["score"] for s in json.loads(status.stdout)["slices"]
+              if s["score"] is not None}
+    assert scores == docker_scores
+    receipts = [json.loads(p.read_text()) for p in (campaign / "receipts" / "generate").rglob("*.json")]
+    assert receipts and {r["circumstance"]["runtime"] for r in receipts} == {"podman"}
+    owners = {p.stat().st_uid for p in campaign.rglob("*")}
+    assert owners == {user.uid}, f"files owned by {owners}: keep-id maps the user to itself"
+    leftover = subprocess.run(user.command("podman", "ps", "--all", "--quiet", "--filter",
+                                           "label=org.trace-tui.step"), capture_output=True, text=True)
+    assert leftover.stdout.strip() == "", "the killed run's containers were not cleaned up"

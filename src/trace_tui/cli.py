@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from trace_tui import __version__
 from trace_tui.commands.arguments import MAX_PARALLEL, add_recipe_selection, non_empty, short, teardown_skippable
+from trace_tui.common.runtimes import RUNTIME_NAMES
 from trace_tui.errors import ExitCode, TraceTuiError, UsageError, os_error_line, printable
 from trace_tui.logs import redact_text
 
@@ -191,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--recipe", metavar="NAME", help="run this recipe (headless with --yes or without a terminal)")
     run.add_argument("--yes", action="store_true", help="confirm every step; run headless")
     run.add_argument("--campaign", metavar="DIR", help="campaign directory (default: HOME/campaigns/RUN_TAG)")
-    run.add_argument("--runtime", choices=("docker", "local"), default=None, help="where steps run")
+    run.add_argument("--runtime", choices=RUNTIME_NAMES, default=None, help="where steps run")
     run.add_argument("--offline", action="store_true", help="no network for any step")
     run.add_argument("--redo", action="store_true",
                      help="redo finished work whose inputs changed (its outputs are kept under superseded/)")

@@ -147,7 +147,7 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
     campaign = Path(campaign_dir) if campaign_dir else paths.campaigns_dir(home) / resolved.run_tag
     if report is None:
         report = hardware_report(home, campaign=campaign)
-    checks = {c.step: c for c in check_recipe(resolved, report, runtime="local" if runtime == "local" else "docker")}
+    checks = {c.step: c for c in check_recipe(resolved, report, runtime=runtime)}
 
     checker, store_note = _store_checker(home)
     needed = resolved.all_store_entries()
@@ -166,6 +166,8 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
             state = "host"
         elif runtime == "local":  # no image is used: the stage's worker runs as a process on this host
             state = "local"
+        elif runtime != "docker":  # the probe reads Docker's images; this runtime checks its own at the start
+            state = f"{runtime}: checked when the run starts"
         elif img is None or img.status == "not_built":
             state = "not built"
         else:
@@ -173,7 +175,7 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
         steps.append(StepLine(
             id=step.id, title=step.title, stage=step.stage, run=list(step.run), image=step.image,
             image_tag=img.tag if img else None,
-            image_id=img.locked_id if img and img.status != "not_built" and runtime != "local" else None,
+            image_id=img.locked_id if img and img.status != "not_built" and runtime == "docker" else None,
             image_state=state, confirm=step.confirm, per_slice=step.per_slice,
             store=[StoreEntryLine(name=n, present=present.get(n) if checker else None, trust=trust.get(n))
                    for n in resolved.store_entries.get(step.id, [])],
@@ -216,7 +218,7 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
         gpu_plan=[GroupLine(gpus=g.gpus, spec=g.spec, slices=[s.id for s in g.slices], rows=g.rows,
                             models=list(dict.fromkeys(s.model for s in g.slices))) for g in plan],
         gpu_groups=_launcher_groups(run, plan), gpu_plan_note=plan_note, step_gpus=list(run.steps),
-        runtime="local" if runtime == "local" else "docker")
+        runtime=runtime)
 
 
 def _launcher_groups(run: RunPlan, plan: list[GpuGroup]) -> str:
@@ -297,6 +299,8 @@ def render_preview(p: Preview) -> list[str]:
     out.append(f"Hardware    {p.hardware['gpu']}")
     if p.runtime == "local":
         out.append("            runtime local: each step runs as a process with this host's Python; no image is used")
+    elif p.runtime != "docker":
+        out.append(f"            runtime {p.runtime}: the locked images, from {p.runtime}'s own storage")
     else:
         out.append(f"            {p.hardware['docker']}; {p.hardware['images']}")
     out.append(f"            {p.hardware['disk']}")

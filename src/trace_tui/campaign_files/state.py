@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from trace_tui.common.runtimes import known_runtime
 from trace_tui.common.safe_read import Folder, NotRead
 from trace_tui.errors import CheckFailed, UsageError
 
@@ -335,7 +336,7 @@ def recorded_runtime(path: Path) -> str | None:
             conn.close()
     except (UsageError, sqlite3.Error):
         return None
-    return runtime if runtime in ("docker", "local") else None
+    return known_runtime(runtime)
 
 
 

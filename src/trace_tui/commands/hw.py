@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 
 from trace_tui import hardware, paths
 from trace_tui.commands.arguments import add_recipe_selection
+from trace_tui.common.runtimes import RUNTIME_NAMES
 from trace_tui.errors import ExitCode, TraceTuiError
 from trace_tui.recipe import catalog as recipes
+from trace_tui.service.runtimes import RuntimeFound, detect_runtimes
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="the same content as JSON")
     p.add_argument("--recipe", metavar="NAME", help="check only this recipe (exit 3 when a step fails)")
-    p.add_argument("--runtime", choices=("docker", "local"), default="docker",
+    p.add_argument("--runtime", choices=RUNTIME_NAMES, default="docker",
                    help="where the steps would run (local: no image checks)")
     add_recipe_selection(p)
 
@@ -25,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
     report = hardware.hardware_report(home)
     names = [args.recipe] if args.recipe else recipes.known_recipes()
     checks: dict[str, list[hardware.StepCheck]] = {}
+    resolved_all = []
     errors: dict[str, str] = {}
     for name in names:
         try:
@@ -39,12 +43,15 @@ def run(args: argparse.Namespace) -> int:
             errors[name] = exc.line()
             continue
         checks[resolved.recipe.name] = hardware.check_recipe(resolved, report, runtime=args.runtime)
+        resolved_all.append(resolved)
+    found = detect_runtimes(report, resolved_all)
     if args.json:
         print(json.dumps({"hardware": report.model_dump(mode="json"),
+                          "runtimes": [asdict(rt) for rt in found],
                           "recipes": {n: [c.model_dump(mode="json") for c in cs] for n, cs in checks.items()},
                           "errors": errors}, indent=2))
     else:
-        print("\n".join(render(report, checks, errors)))
+        print("\n".join(render(report, checks, errors) + runtime_lines(found)))
     if args.recipe and any(c.verdict == "fail" for cs in checks.values() for c in cs):
         return ExitCode.REQUIREMENTS
     return ExitCode.OK
@@ -78,4 +85,12 @@ def render(report, checks, errors) -> list[str]:  # noqa: ANN001 - HardwareRepor
                 out += [f"  {'':<14}       {n}" for n in c.notes[1:] if not n.startswith("pass")]
     for name, line in errors.items():
         out.append(f"Recipe    {name}: invalid: {line}")
+    return out
+
+
+def runtime_lines(found: list[RuntimeFound]) -> list[str]:
+    out = []
+    for rt in found:
+        what = (f"runs {', '.join(rt.recipes)}" if rt.recipes else "runs no recipe here") if rt.runs_steps else rt.note
+        out.append(f"Runtime   {rt.name} {rt.version}: {what}" + (f" ({rt.note})" if rt.runs_steps and rt.note else ""))
     return out

@@ -10,6 +10,7 @@ import argparse
 
 from trace_tui import paths
 from trace_tui.commands.arguments import add_recipe_selection
+from trace_tui.common.runtimes import RUNTIME_NAMES
 from trace_tui.preview import build_preview
 from trace_tui.recipe import catalog as recipes
 
@@ -18,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recipe", metavar="NAME", required=True, help="the recipe to preview (name or YAML file)")
     add_recipe_selection(p)
     p.add_argument("--campaign", metavar="DIR", help="campaign directory a run would use (default: HOME/campaigns/RUN_TAG)")
-    p.add_argument("--runtime", choices=("docker", "local"), default="docker",
+    p.add_argument("--runtime", choices=RUNTIME_NAMES, default="docker",
                    help="where the steps would run (local: no image checks)")
     p.add_argument("--json", action="store_true", help="the same content as JSON")
 

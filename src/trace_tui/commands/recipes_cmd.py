@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 
 from trace_tui import hardware, paths
+from trace_tui.common.runtimes import RUNTIME_NAMES
 from trace_tui.errors import TraceTuiError
 from trace_tui.recipe import catalog as recipes
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="the same content as JSON")
-    p.add_argument("--runtime", choices=("docker", "local"), default="docker",
+    p.add_argument("--runtime", choices=RUNTIME_NAMES, default="docker",
                    help="where the steps would run (local: no image checks)")
 
 

@@ -59,7 +59,7 @@ def writes_store(step: "Step") -> bool:
 
 
 def check_step(step: "Step", resolved: "ResolvedRecipe", report: HardwareReport, *,
-               runtime: Literal["docker", "local"] = "docker", earlier_disk_gib: float = 0) -> StepCheck:
+               runtime: str = "docker", earlier_disk_gib: float = 0) -> StepCheck:
     """One step's verdict. ``earlier_disk_gib``: what the recipe's earlier steps write first (disk adds up)."""
     findings: list[tuple[Verdict, str]] = []
     needs = step.needs
@@ -167,7 +167,7 @@ def _found(gpus: list[GpuInfo], cc: str | None) -> str:
 
 
 def check_recipe(resolved: "ResolvedRecipe", report: HardwareReport, *,
-                 runtime: Literal["docker", "local"] = "docker") -> list[StepCheck]:
+                 runtime: str = "docker") -> list[StepCheck]:
     """pass/warn/fail with a one-line reason for every step of a resolved recipe on this hardware."""
     out, written = [], 0.0
     for step in resolved.recipe.steps:

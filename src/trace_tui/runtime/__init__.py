@@ -1,4 +1,5 @@
-"""Where stage workers run: Docker containers (``DockerRuntime``) or local subprocesses (``LocalRuntime``)."""
+"""Where stage workers run: Docker containers (``DockerRuntime``), Podman containers (``PodmanRuntime``) or
+local subprocesses (``LocalRuntime``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from typing import Any
 from trace_tui.runtime.base import ExitInfo, Handle, Launch, Runtime
 from trace_tui.runtime.docker import DockerRuntime, docker_available
 from trace_tui.runtime.local import LocalRuntime
+from trace_tui.runtime.podman import PodmanRuntime
 
-__all__ = ["DockerRuntime", "ExitInfo", "Handle", "Launch", "LocalRuntime", "Runtime", "make_runtime"]
+__all__ = ["DockerRuntime", "ExitInfo", "Handle", "Launch", "LocalRuntime", "PodmanRuntime", "Runtime", "make_runtime"]
 
 
 def __getattr__(name: str) -> type[Runtime]:  # lazy: docker-py is imported only when Docker is used
@@ -16,13 +18,17 @@ def __getattr__(name: str) -> type[Runtime]:  # lazy: docker-py is imported only
         return DockerRuntime
     if name == "LocalRuntime":
         return LocalRuntime
+    if name == "PodmanRuntime":
+        return PodmanRuntime
     raise AttributeError(name)
 
 
 def make_runtime(kind: str | None, **kwargs: Any) -> Runtime:
-    """``docker`` / ``local``; None picks Docker when its engine answers, else local."""
+    """``docker`` / ``podman`` / ``local``; None picks Docker when its engine answers, else local."""
     if kind == "local":
         return LocalRuntime(**kwargs)
+    if kind == "podman":
+        return PodmanRuntime(**kwargs)
 
     if kind == "docker" or docker_available():
         return DockerRuntime(**kwargs)

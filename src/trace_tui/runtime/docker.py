@@ -270,6 +270,14 @@ class DockerRuntime:
             return DeviceRequest(driver="cdi", device_ids=[f"nvidia.com/gpu={g}" for g in gpus])
         return DeviceRequest(device_ids=[str(g) for g in gpus], capabilities=[["gpu"]])
 
+    def gpu_settings(self, gpus: list[int]) -> dict[str, Any]:
+        """What asks the engine for GPUS (the runner records it with the step)."""
+        return {"device_requests": [self.gpu_request(gpus)]}
+
+    def create(self, image: str, command: list[str], settings: dict[str, Any]) -> Container:
+        """The stage container, created (not started) with SETTINGS (docker-py's containers.create keywords)."""
+        return self.client.containers.create(image, command, **settings)
+
     def start(self, launch: Launch) -> DockerHandle:
         from docker.errors import APIError, ImageNotFound
 
@@ -310,7 +318,7 @@ class DockerRuntime:
         )
         kwargs.update(confinement(launch.mem_limit or self.mem_limit))
         if launch.gpus:
-            kwargs["device_requests"] = [self.gpu_request(list(launch.gpus))]
+            kwargs.update(self.gpu_settings(list(launch.gpus)))
             kwargs.update(gpu_container_settings(launch.gpus))
             kwargs["environment"].update(GPU_ENV)
         image = self.image_name(launch.image)
@@ -318,7 +326,7 @@ class DockerRuntime:
             self.image_id(launch.image)  # raises the refusal that names the lock
         kwargs.pop("detach")
         try:
-            container = self.client.containers.create(image, kwargs.pop("command"), **kwargs)
+            container = self.create(image, kwargs.pop("command"), kwargs)
         except ImageNotFound:
             raise RequirementsError(f"the {launch.image} image {image} is missing", hint=IMAGE_HINT) from None
         try:

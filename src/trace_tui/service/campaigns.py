@@ -12,6 +12,7 @@ from trace_tui import paths
 from trace_tui.campaign_files.recipe_file import campaign_recipe_name, read_campaign_recipe
 from trace_tui.campaign_files.state import read_snapshot
 from trace_tui.common.digest import sha256_json
+from trace_tui.common.runtimes import known_runtime
 from trace_tui.engine.status import runner_active
 from trace_tui.errors import TraceTuiError
 
@@ -32,7 +33,7 @@ class OpenedCampaign:
     events: list[SliceState]
     live: bool
     last_state: str = ""
-    runtime: str = ""  # where its last run ran ("docker", "local"); "" when not recorded
+    runtime: str = ""  # where its last run ran (common.runtimes: "docker", "podman", "local"); "" when not recorded
 
 
 def read_campaign(path: Path) -> OpenedCampaign:
@@ -52,7 +53,7 @@ def read_campaign(path: Path) -> OpenedCampaign:
               for j in [*jobs, *subs] if j.model is not None]
     return OpenedCampaign(path=path, resolved=resolved, step_states={s["step"]: s["state"] for s in steps},
                           events=events, live=runner_active(path), last_state=meta.get("last_run_state", ""),
-                          runtime=meta.get("runtime", "") if meta.get("runtime") in ("docker", "local") else "")
+                          runtime=known_runtime(meta.get("runtime")) or "")
 
 
 class OwnedRunner:
