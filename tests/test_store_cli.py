@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import stat
 
-from test_store_fetch import COMMIT, FILES, REPO, hub  # noqa: F401 - the fixture is used by name
+from fake_hub import hub  # noqa: F401 - the fixture is used by name
+from test_store_fetch import COMMIT, FILES, REPO
 
 from trace_tui.cli import main
 from trace_tui.engine.events import Progress, parse_stage_line

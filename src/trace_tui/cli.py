@@ -157,6 +157,13 @@ def refuse_idle_flags(args: argparse.Namespace) -> None:
     if given is not None and getattr(args, "scheduler", "none") != "slurm":
         raise UsageError(f"{given} is a Slurm option and this run is not on Slurm",
                          hint="add --scheduler slurm, or leave out " + given)
+    if getattr(args, "check", False) and (command is not None or not getattr(args, "recipe", None)):
+        raise UsageError("--check checks a run of a recipe on this machine (`trace-tui --recipe NAME --check`)"
+                         + (f", not `{command}`" if command is not None else ", and no --recipe is given"),
+                         hint="leave out --check" if command is not None else "add --recipe NAME")
+    if getattr(args, "check", False) and getattr(args, "scheduler", "none") == "slurm":
+        raise UsageError("--check checks a run on this machine; a Slurm submission is checked on its nodes",
+                         hint="leave out --check, or write the batch scripts without submitting them: --dry-run")
     if command in NARROWS_ONLY_A_RECIPE and not getattr(args, "recipe", None):
         given = next((f"--{name}" for name in ("models", "seeds", "benchmarks") if getattr(args, name, None)), None)
         if given is not None:
@@ -194,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--campaign", metavar="DIR", help="campaign directory (default: HOME/campaigns/RUN_TAG)")
     run.add_argument("--runtime", choices=RUNTIME_NAMES, default=None, help="where steps run")
     run.add_argument("--offline", action="store_true", help="no network for any step")
+    run.add_argument("--check", action="store_true",
+                     help="check what the run needs (store, images, network, Docker, GPUs, disk), item by item, and "
+                          "start nothing: exit 0 when it can run here, 3 when not (--log-format json: as JSON)")
     run.add_argument("--redo", action="store_true",
                      help="redo finished work whose inputs changed (its outputs are kept under superseded/)")
     run.add_argument("--local-model", action="append", metavar="ID=PATH[@REV]", default=None,

@@ -29,6 +29,7 @@ from trace_tui.bundle.signature import SIGNATURE, check_entry_set, hold_to_signa
 from trace_tui.errors import CheckFailed, TraceTuiError, UsageError
 from trace_tui.images import ImagesLock, write_images_lock
 from trace_tui.store.importer import import_entry_dir
+from trace_tui.store.names import dependency_order
 from trace_tui.store.store import Store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,8 +72,8 @@ def _check_entry_record(src: Path, folder: Path, entry: str) -> str:
 
 def _checked_entries(src: Path, store: Store, manifest: BundleManifest, files: set[str],
                      verified: VerifiedStatement) -> list[str]:
-    """The bundle's entries in import order: benchmarks last, as they are checked against the
-    provenance matrix of the release imported before them."""
+    """The bundle's entries in import order: the release first, as the dataset's files are checked against
+    its equivalence receipt and benchmark files against its provenance matrix (names.dependency_order)."""
     if len(set(manifest.entries)) != len(manifest.entries):
         twice = next(e for e in manifest.entries if manifest.entries.count(e) > 1)
         raise CheckFailed(f"{src / MANIFEST}: entries lists {shown(twice)} twice", hint=REEXPORT)
@@ -83,7 +84,7 @@ def _checked_entries(src: Path, store: Store, manifest: BundleManifest, files: s
             raise CheckFailed(f"{src / MANIFEST}: entry {shown(entry)} has no folder {shown(rel)} in the bundle",
                               hint=REEXPORT)
         check_entry_set(src, verified, entry, _check_entry_record(src, folder, entry))
-    return sorted(manifest.entries, key=lambda name: name.startswith("benchmark:"))
+    return dependency_order(manifest.entries)
 
 
 @dataclass

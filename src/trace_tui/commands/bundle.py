@@ -8,6 +8,7 @@ import sys
 from trace_tui import bundle, images
 from trace_tui.clients import docker_client
 from trace_tui.commands.arguments import add_recipe_selection, non_empty
+from trace_tui.engine.planner import needs_gpus
 from trace_tui.errors import UsageError
 from trace_tui.paths import home, store_dir
 from trace_tui.recipe.catalog import known_recipes, resolve_recipe
@@ -60,6 +61,11 @@ def run(args: argparse.Namespace) -> int:
         broken = {n: s for n, s in status.items() if s != "ok"}
         if broken:
             raise UsageError(f"images not as locked: {broken}", hint="rebuild with `make appliance`")
+        on_gpus = sorted({s.image for s in resolved.recipe.steps if needs_gpus(s)})
+        if on_gpus and lock.flavor == "cpu":  # the site's run would refuse them: say it here, before the export
+            raise UsageError(f"the image lock {images.images_lock_path()} is the cpu flavour, and recipe "
+                             f"{resolved.recipe.name} runs {', '.join(on_gpus)} on GPUs, which need the gpu build",
+                             hint="build it first: `make appliance FLAVOR=gpu` (Docker needs no GPU to build it)")
         carried, made_there = bundle.entries_to_carry(resolved)
         if made_there:
             _say(f"not carried: {', '.join(made_there)} (made by the recipe's own steps when it runs at the site)")

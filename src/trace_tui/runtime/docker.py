@@ -214,6 +214,10 @@ class DockerRuntime:
         env = os.environ.get(f"TRACE_TUI_IMAGE_{kind.upper()}")
         return env or self._images.get(kind) or _images_lock().get(kind)
 
+    def image_from_lock(self, kind: str) -> bool:
+        """Whether the stage image of KIND is the one the image lock names (not one named explicitly)."""
+        return not (os.environ.get(f"TRACE_TUI_IMAGE_{kind.upper()}") or self._images.get(kind))
+
     def image_id(self, kind: str | None) -> str:
         if kind is None:
             return "host"

@@ -20,11 +20,14 @@ from trace_tui.local_models import import_local_models
 from trace_tui.recipe.catalog import load_recipe, resolve_recipe
 from trace_tui.runtime import make_runtime
 from trace_tui.service.requests import RunOutcome, RunRequest
-from trace_tui.service.requirements import probe_hardware, requirement_problems, run_gpu_plan
+from trace_tui.service.requirements import probe_hardware, requirement_problems, run_gpu_plan, run_preflight
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.engine.runner import EventSink
+    from trace_tui.hardware.report import HardwareReport
     from trace_tui.recipe.schema import ResolvedRecipe
+    from trace_tui.runtime.base import Runtime
+    from trace_tui.service.preflight import Preflight
 
 
 def resolve_request(request: RunRequest) -> ResolvedRecipe:
@@ -45,16 +48,29 @@ def _listed(values: tuple[str, ...] | tuple[int, ...] | None) -> list | None:
     return list(values) if values else None
 
 
-def run_on_this_machine(request: RunRequest, resolved: ResolvedRecipe, printer: EventSink) -> RunOutcome:
-    """Check the requirements (exit 3 with what is missing), then run every step into the campaign; Ctrl-C (or
-    SIGTERM) stops the containers and leaves a campaign that resumes, a second Ctrl-C stops waiting."""
+def _this_machine(request: RunRequest, resolved: ResolvedRecipe) -> tuple[Path, Path, Runtime, HardwareReport]:
+    """(home, campaign folder, runtime, hardware report) of a run on this machine; reads only."""
     opts = request.options
     home = paths.home(opts.home)
     path = campaign_folder(opts.campaign, resolved.recipe.name, resolved.run_tag, opts.home)
     # without --runtime, a campaign resumes where it ran
     runtime = make_runtime(opts.runtime or recorded_runtime(path), flavour=resolved.recipe.image_flavor)
-    report = probe_hardware(home, path)
-    problems = requirement_problems(resolved, runtime, home, report)
+    return home, path, runtime, probe_hardware(home, path)
+
+
+def preflight_on_this_machine(request: RunRequest, resolved: ResolvedRecipe) -> Preflight:
+    """What a run of RESOLVED here would check before it starts, item by item (`--check`); starts and writes
+    nothing."""
+    home, _path, runtime, report = _this_machine(request, resolved)
+    return run_preflight(resolved, runtime, home, report, offline=request.options.offline)
+
+
+def run_on_this_machine(request: RunRequest, resolved: ResolvedRecipe, printer: EventSink) -> RunOutcome:
+    """Check the requirements (exit 3 with what is missing), then run every step into the campaign; Ctrl-C (or
+    SIGTERM) stops the containers and leaves a campaign that resumes, a second Ctrl-C stops waiting."""
+    opts = request.options
+    home, path, runtime, report = _this_machine(request, resolved)
+    problems = requirement_problems(resolved, runtime, home, report, offline=opts.offline)
     if problems:
         raise RequirementsError(f"recipe {resolved.recipe.name} cannot run here: " + "; ".join(problems))
     check_not_sharded(path)

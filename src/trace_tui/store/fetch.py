@@ -423,8 +423,7 @@ def _is_not_found(exc: BaseException) -> bool:
 
 def fetch_order(names: list[str]) -> list[str]:
     """The release first: benchmark files are checked against its provenance matrix."""
-    rank = {"release": 0, "paper": 1, "dataset": 2, "benchmark": 3, "model": 4, "local": 5}
-    return sorted(dict.fromkeys(names), key=lambda n: (rank.get(n.split(":", 1)[0], 9)))
+    return N.dependency_order(names)
 
 
 @dataclass

@@ -277,9 +277,10 @@ def import_entry_dir(store: Store, entry_dir: Path, lock: "ReleaseLock | None" =
     (a bundle can carry any record): release, paper and dataset files through the lock's hash
     chain, benchmarks against the provenance matrix of the verified release in this store, models
     against the sha256sets the lock publishes for that repo@revision. A pinned model the lock publishes
-    no hashes for enters only hub-stated (trust.py): its record carries the hub's hash of every file,
-    each checked again here, and the folder came in a bundle whose signature verified against a key
-    this site trusts (SIGNED_BY, its keyid). Any other pinned entry the lock cannot vouch for is refused.
+    no hashes for, or a benchmark the provenance matrix pins only by a hub dataset revision (no md5),
+    enters only hub-stated (trust.py): its record carries the hub's hash of every file, each checked
+    again here, and the folder came in a bundle whose signature verified against a key this site trusts
+    (SIGNED_BY, its keyid). Any other pinned entry the lock cannot vouch for is refused.
     Unpinned (local:) entries are checked against their record, and the record's sha256set is compared
     in staging: nothing that fails enters the store.
     """
@@ -309,7 +310,11 @@ def import_entry_dir(store: Store, entry_dir: Path, lock: "ReleaseLock | None" =
         if e.kind == "dataset":
             return import_dataset(store, lock, files, e.split or "")
         if e.kind == "benchmark":
-            return _import_bundled_benchmark(store, lock, rec, files)
+            src = _bundled_benchmark_source(store, lock, rec, manifest)
+            if src.md5:
+                return import_benchmark(store, src, files / src.filename, files)
+            _check_hub_benchmark(rec, src, manifest, signed_by)
+            rec = rec.model_copy(update={"notes": {**rec.notes, SIGNED_BY: signed_by}})
         if e.kind == "model":
             published = published_sets(lock, e.repo_id or "", e.revision or "")
             hub_stated = signed_by is not None and not published and is_hub_stated(rec)
@@ -344,21 +349,45 @@ def _model_sets(lock: "ReleaseLock", name: str) -> set[str]:
 def _why_not_hub_stated(rec: EntryRecord, signed_by: str | None, published: set[str]) -> str:
     if published:
         return ""
+    what = "a benchmark the provenance matrix states no file hash for" if N.parse(rec.name).kind == "benchmark" else \
+        "a model whose hashes the release does not publish"
     if signed_by is None:
-        return "; a model whose hashes the release does not publish enters a site hub-stated, only from a bundle " \
-               "signed by a key the site trusts, and this folder is not one"
+        return f"; {what} enters a site hub-stated, only from a bundle signed by a key the site trusts, and this " \
+               "folder is not one"
     return "; its record does not carry the hub's hash of every file (it was not fetched from the hub), so nothing " \
            "but its own files vouches for them"
 
 
-def _import_bundled_benchmark(store: Store, lock: "ReleaseLock", rec: EntryRecord, files: Path) -> EntryRecord:
-    srcs = S.benchmark_sources(provenance_bytes(store, lock))
-    key = N.parse(rec.name).key or ""
-    src = srcs.get(key)
-    if src is None or src.kind == "hf-repo":
-        raise CheckFailed(f"{files.parent / 'manifest.json'}: the provenance matrix states no file hash for "
-                          f"{rec.name}", hint=f"fetch it: trace-tui store fetch --entry {rec.name}")
-    return import_benchmark(store, src, files / src.filename, files)
+def _bundled_benchmark_source(store: Store, lock: "ReleaseLock", rec: EntryRecord, manifest: Path) -> S.BenchmarkSource:
+    """Where the provenance matrix of the verified release in this store says the benchmark comes from."""
+    src = S.benchmark_sources(provenance_bytes(store, lock)).get(N.parse(rec.name).key or "")
+    if src is None:
+        raise CheckFailed(f"{manifest}: {rec.name} is not in the provenance matrix {S.PROVENANCE}",
+                          hint="export the bundle again from a store that holds this release")
+    return src
+
+
+def _check_hub_benchmark(rec: EntryRecord, src: S.BenchmarkSource, manifest: Path, signed_by: str | None) -> None:
+    """A benchmark the provenance matrix pins by a hub dataset revision and no file hash: its record is the
+    matrix's repository at its revision (the whole snapshot, or the one file it names), every file with the
+    hash the hub stated, carried in a verified bundle (the hashes are checked again in staging)."""
+    fix = f"fetch it (`trace-tui store fetch --entry {rec.name}`), or carry it in a bundle signed by a key this " \
+          "site trusts"
+    if src.kind == "url":
+        raise CheckFailed(f"{manifest}: the provenance matrix states no file hash for {rec.name} and names no hub "
+                          "revision, so nothing can vouch for its file", hint=f"fetch it: trace-tui store fetch --entry "
+                                                                               f"{rec.name}")
+    pinned_at = f"{src.repo_id}@{src.revision}"
+    claimed = f"{rec.source.repo_id}@{rec.revision}"
+    if claimed != pinned_at or rec.source.repo_type != "dataset":
+        raise CheckFailed(f"{manifest}: {rec.name} records {rec.source.repo_type or 'no'} repository {claimed}, the "
+                          f"provenance matrix pins the dataset {pinned_at}", hint=fix)
+    if src.kind == "hf-file" and [f.path for f in rec.files] != [src.filename]:
+        raise CheckFailed(f"{manifest}: {rec.name} holds {', '.join(f.path for f in rec.files) or 'no file'}, the "
+                          f"provenance matrix names the one file {src.path} ({src.filename})", hint=fix)
+    if signed_by is None or not is_hub_stated(rec):
+        raise CheckFailed(f"{manifest}: {rec.name}: the provenance matrix states no file hash for it"
+                          + _why_not_hub_stated(rec, signed_by, set()), hint=fix)
 
 
 # -- benchmarks -------------------------------------------------------------------------------

@@ -131,6 +131,13 @@ def pinned_entries(lock: "ReleaseLock") -> list[str]:
     return out
 
 
+def dependency_order(names: Iterable[str]) -> list[str]:
+    """NAMES (once each) in the order they are fetched or imported: the release first, as the dataset's
+    hashes are checked against its equivalence receipt and benchmark files against its provenance matrix."""
+    rank = {"release": 0, "paper": 1, "dataset": 2, "benchmark": 3, "model": 4, "local": 5}
+    return sorted(dict.fromkeys(names), key=lambda n: rank.get(n.split(":", 1)[0], 9))
+
+
 def expand_needs(needs: Iterable[str], lock: "ReleaseLock", *, models: Iterable[str] | None = None,
                  benchmarks: Iterable[str] | None = None) -> list[str]:
     """Turn a step's ``needs.store`` (full or symbolic names) into full entry names.

@@ -1,10 +1,12 @@
 """How far a store entry is trusted, and why (shown by `store list`, `bundle import`, the preflight and the TUI).
 
-- *published*: the release's own hashes vouch for the files (the release, paper, dataset and benchmark
-  entries enter only through the release lock's hash chain; a model whose sha256set the lock publishes).
-- *hub-stated*: a pinned model whose files match the per-file hashes the Hugging Face hub stated at the
-  pinned revision, recorded by `store fetch` here, or carried in a bundle whose signature this site
-  verified against a key it trusts.
+- *published*: the release's own hashes vouch for the files (the release, paper and dataset entries
+  enter only through the release lock's hash chain; a benchmark file whose md5 the provenance matrix
+  states; a model whose sha256set the lock publishes).
+- *hub-stated*: a pinned model, or a benchmark the provenance matrix pins only by a Hugging Face dataset
+  revision (EvoChart and CountQA as whole repositories, TreeBench's file without a checksum), whose files
+  match the per-file hashes the hub stated at the pinned revision, recorded by `store fetch` here, or
+  carried in a bundle whose signature this site verified against a key it trusts.
 - *local*: nothing outside the files vouches for them: a `local:` entry, or a pinned model imported
   from a Hugging Face cache or folder whose hashes the release does not publish (its blobs are named by
   the hashes of their own bytes, so a forged model would be just as consistent). An entry never rises
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from trace_tui.store import names as N
 from trace_tui.store.manifest import EntryRecord
+from trace_tui.store.sources import PROVENANCE
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
@@ -40,13 +43,23 @@ def is_hub_stated(record: EntryRecord) -> bool:
                                       for f in record.files)
 
 
+def provenance_checked(record: EntryRecord) -> bool:
+    """Every file of RECORD was checked against a hash the provenance matrix states (its md5): the store
+    writes a record only once every hash it lists has been checked."""
+    return bool(record.files) and all(any(x.source.startswith(PROVENANCE) for x in f.expected)
+                                      for f in record.files)
+
+
 def entry_trust(record: EntryRecord, lock: ReleaseLock) -> TrustLevel:
     entry = N.parse(record.name)
     if not entry.pinned:
         return LOCAL
-    if entry.kind != "model":
+    if entry.kind == "benchmark":
+        if provenance_checked(record):
+            return PUBLISHED
+    elif entry.kind != "model":
         return PUBLISHED
-    if record.sha256set in published_sets(lock, entry.repo_id or "", entry.revision or ""):
+    elif record.sha256set in published_sets(lock, entry.repo_id or "", entry.revision or ""):
         return PUBLISHED
     fetched = record.source.type == "huggingface" and not record.source.imported_from
     if (fetched or record.notes.get(SIGNED_BY)) and is_hub_stated(record):

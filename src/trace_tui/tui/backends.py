@@ -247,7 +247,8 @@ def default_backends(request: RunRequest | None = None) -> Backends:
 
     def run_problems(resolved: ResolvedRecipe, report: HardwareReport | None) -> list[str]:
         runtime = make_runtime(runtime_for(campaign_dir_for(resolved)), flavour=resolved.recipe.image_flavor)
-        return requirement_problems(resolved, runtime, home, report if report is not None else hardware_probe())
+        return requirement_problems(resolved, runtime, home, report if report is not None else hardware_probe(),
+                                    offline=opts.offline)
 
     def campaign_dir_for(resolved: ResolvedRecipe) -> Path:
         return session_campaign_folder(given, resolved, home)
