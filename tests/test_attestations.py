@@ -155,6 +155,28 @@ def test_the_summary_verifies_with_the_libraries_own_code(made) -> None:
     assert all(subjects[name] == sha256(made["campaign"] / name) for name in want)
 
 
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl on this machine")
+def test_the_envelope_signature_verifies_with_openssl(made, tmp_path) -> None:
+    """What the README shows a reviewer: DSSE's pre-authentication encoding signed with ECDSA P-256 / SHA-256,
+    checked by OpenSSL with the PEM public key; one byte changed and it fails."""
+    env = json.loads(made["vsa"].read_text())
+    payload = base64.b64decode(env["payload"])
+    kind = env["payloadType"].encode()
+    pae = tmp_path / "pae"
+    pae.write_bytes(b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload))
+    sig = tmp_path / "sig"
+    sig.write_bytes(base64.b64decode(env["signatures"][0]["sig"]))
+    pem = made["signer"] / "keys" / "signing-key.pub.pem"
+
+    def openssl() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["openssl", "dgst", "-sha256", "-verify", str(pem), "-signature", str(sig), str(pae)],
+                              capture_output=True, text=True, timeout=60)
+
+    assert openssl().stdout.strip() == "Verified OK"
+    pae.write_bytes(pae.read_bytes().replace(b"PASSED", b"PASSES"))
+    assert openssl().returncode != 0
+
+
 def test_the_summary_checks_with_verify_attestation_at_another_site(made) -> None:
     done = ok(cli("verify", "--home", str(made["reader"]), "--attestation", str(made["vsa"]), "--campaign",
                   str(made["campaign"])))
