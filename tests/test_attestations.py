@@ -247,9 +247,13 @@ def test_a_campaign_that_fails_verification_gets_a_failed_summary(made, tmp_path
     shutil.copytree(made["campaign"], copy_dir, ignore=shutil.ignore_patterns(".lock"))
     score = copy_dir / SCORE
     score.write_text(score.read_text().replace("100.0", "99.0"))
-    vsa = tmp_path / "failed.json"
-    done = cli("verify", "--home", str(made["signer"]), "--campaign", str(copy_dir), "--vsa", str(vsa))
+    vsa, prov = tmp_path / "failed.json", tmp_path / "provenance"
+    done = cli("verify", "--home", str(made["signer"]), "--campaign", str(copy_dir), "--vsa", str(vsa),
+               "--provenance", str(prov))
     assert done.returncode == 1 and "FAILED" in done.stdout
+    # No provenance is signed for receipts whose outputs did not verify.
+    assert f"nothing written to {prov}: the campaign did not verify" in done.stdout
+    assert not [p for p in prov.rglob("*") if p.is_file()]
     doc = library_statement(vsa, made["signer"])
     summary = parse_vsa(doc["predicate"])
     assert summary.verification_result == "FAILED" and doc["predicate"]["verifiedLevels"] == ["FAILED"]

@@ -102,7 +102,7 @@ def write_for_campaign(args: argparse.Namespace, campaign: Path, *, passed: bool
     if args.vsa:
         out["vsa"] = write_summary(campaign, passed=passed, path=Path(args.vsa), home=root)
     if args.provenance:
-        out["provenance"] = write_provenance(campaign, outdir=Path(args.provenance), home=root)
+        out["provenance"] = write_provenance(campaign, passed=passed, outdir=Path(args.provenance), home=root)
     return out
 
 
@@ -112,14 +112,16 @@ def written_lines(written: dict[str, Written]) -> list[str]:
     if vsa is not None:
         lines.append(f"verification summary (SLSA VSA v1, {vsa.count} subjects): {vsa.path}, {_signed(vsa)}")
         lines += [f"  not a subject: {name} ({why})" for name, why in vsa.left_out]
-    if prov is not None:
+    if prov is not None and prov.not_written:
+        lines.append(f"provenance (SLSA provenance v1): nothing written to {prov.path}: {prov.not_written}")
+    elif prov is not None:
         lines.append(f"provenance (SLSA provenance v1): {prov.count} statements in {prov.path}, {_signed(prov)}")
         lines += [f"  not exported: {name} ({why})" for name, why in prov.left_out]
     return lines
 
 
 def written_data(written: dict[str, Written]) -> dict[str, Any]:
-    return {key: {"path": str(w.path), "signed_by": w.keyid, "count": w.count,
+    return {key: {"path": str(w.path), "signed_by": w.keyid, "count": w.count, "not_written": w.not_written,
                   "left_out": [{"file": name, "why": why} for name, why in w.left_out]}
             for key, w in written.items()}
 

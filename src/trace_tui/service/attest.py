@@ -33,6 +33,7 @@ class Written:
     keyid: str | None
     count: int  # subjects of a summary; statements of a provenance export
     left_out: list[tuple[str, str]] = field(default_factory=list)
+    not_written: str | None = None  # why nothing was written
 
 
 def home_signer(home: Path) -> tuple[Signer | None, str | None]:
@@ -65,11 +66,16 @@ def write_summary(campaign: Path, *, passed: bool, path: Path, home: Path) -> Wr
     return Written(path, keyid, len(statement["subject"]), left)
 
 
-def write_provenance(campaign: Path, *, outdir: Path, home: Path) -> Written:
-    """One provenance statement per completed job's receipt, in OUTDIR (mirroring the receipts' folders)."""
+def write_provenance(campaign: Path, *, passed: bool, outdir: Path, home: Path) -> Written:
+    """One provenance statement per completed job's receipt, in OUTDIR (mirroring the receipts' folders), once
+    the campaign verified (PASSED): a signed statement vouches for the receipts it restates, and a receipt is
+    only as good as the checks of its outputs."""
     check_outside(campaign, outdir, "--provenance")
-    exported, skipped = campaign_statements(campaign.resolve())
     signer, keyid = home_signer(home)
+    if not passed:
+        return Written(outdir, keyid, 0, not_written="the campaign did not verify, and a statement would vouch for "
+                                                     "its receipts: fix what failed, then export again")
+    exported, skipped = campaign_statements(campaign.resolve())
     out = outdir.expanduser()
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -7,8 +7,9 @@ The build definition holds the step and the recipe as external parameters, and a
 dependencies the campaign's resolved recipe, the step's image, its models and the receipts of the step
 before it (those of its own slice); the run details hold the runtime and the receipt's times.
 
-A receipt whose content no longer hashes to its recorded content_sha256 is not exported: a summary of
-it would vouch for a record that was changed. Numbers go into strings: in-toto-attestation keeps a
+A receipt whose content no longer hashes to its recorded content_sha256 is not exported: a statement of
+it would vouch for a record that was changed (the service exports nothing for a campaign that does not
+verify). Numbers go into strings: in-toto-attestation keeps a
 predicate as a protobuf Struct, where every number becomes a float.
 """
 
