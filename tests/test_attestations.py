@@ -346,19 +346,27 @@ def test_attestations_are_never_written_into_the_campaign(made) -> None:
     assert sorted(p.relative_to(made["campaign"]) for p in made["campaign"].rglob("*")) == before
 
 
-def test_a_slurm_parent_is_attested_with_its_shards_files(made) -> None:
-    root, home = made["root"], str(made["keyless"])
-    parent = root / "parent"
-    ok(cli("--home", home, "--recipe", str(made["recipe"]), "--scheduler", "slurm", "--dry-run", "--yes",
-           "--campaign", str(parent), "--seeds", "42"))
+@pytest.fixture(scope="module")
+def parent(made) -> tuple[Path, Any]:
+    """A Slurm parent of the same recipe: one shard (seed 42) run on the local runtime, then merged."""
     from trace_tui.campaign_files.shard_files import read_plan
     from trace_tui.campaign_files.shards import shard_arguments
 
-    plan = read_plan(parent)
+    root, home = made["root"], str(made["keyless"])
+    folder = root / "parent"
+    ok(cli("--home", home, "--recipe", str(made["recipe"]), "--scheduler", "slurm", "--dry-run", "--yes",
+           "--campaign", str(folder), "--seeds", "42"))
+    plan = read_plan(folder)
     shard = plan.shards[0]
     ok(cli("--home", home, "--recipe", str(made["recipe"]), *shard_arguments(plan, shard)[2:], "--yes", "--runtime",
-           "local", "--campaign", str(parent / shard.dir)))
-    ok(cli("merge", "--campaign", str(parent)))
+           "local", "--campaign", str(folder / shard.dir)))
+    ok(cli("merge", "--campaign", str(folder)))
+    return folder, shard
+
+
+def test_a_slurm_parent_is_attested_with_its_shards_files(made, parent) -> None:
+    root = made["root"]
+    parent, shard = parent
     vsa, prov = root / "parent.vsa.json", root / "parent-provenance"
     ok(cli("verify", "--home", str(made["signer"]), "--campaign", str(parent), "--vsa", str(vsa), "--provenance",
            str(prov)))
@@ -398,3 +406,19 @@ def test_the_demo_is_attested_with_its_per_row_files_covered_by_their_receipts(d
     assert deps == [f"receipts/generate/{slice_}.json"]
     for name in (vsa, prov / f"generate/{slice_}.intoto.json"):
         ok(cli("verify", "--home", str(made["reader"]), "--attestation", str(name), "--campaign", str(campaign)))
+
+
+@pytest.mark.parametrize("damage", ["plan", "shard state"])
+def test_a_damaged_slurm_parent_gets_a_failed_summary_not_a_traceback(made, parent, tmp_path, damage: str) -> None:
+    folder, shard = parent
+    copy_dir = tmp_path / "parent"
+    shutil.copytree(folder, copy_dir, symlinks=True, ignore=shutil.ignore_patterns(".lock"))
+    if damage == "plan":
+        (copy_dir / "shards.json").write_text("{")
+    else:
+        (copy_dir / shard.dir / "state.sqlite").write_bytes(b"not a database")
+    vsa = tmp_path / "vsa.json"
+    done = cli("verify", "--home", str(made["signer"]), "--campaign", str(copy_dir), "--vsa", str(vsa))
+    assert done.returncode == 1, (done.stdout[-2000:], done.stderr)
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+    assert library_statement(vsa, made["signer"])["predicate"]["verificationResult"] == "FAILED"

@@ -91,6 +91,8 @@ def _verify_campaign(request: VerifyRequest, args: argparse.Namespace, *, as_jso
 
     attestations.check_targets(args, request.campaign)
     res = verify_campaign_request(request)
+    if not as_json:  # the checklist first: an attestation that cannot be written is one line after it
+        print(render_campaign(res), flush=True)
     written = attestations.write_for_campaign(args, request.campaign, passed=res.ok())
     if as_json:
         data = res.model_dump()
@@ -98,8 +100,8 @@ def _verify_campaign(request: VerifyRequest, args: argparse.Namespace, *, as_jso
         if written:
             data["attestations"] = attestations.written_data(written)
         print(json.dumps(data, indent=2, default=str))
-    else:
-        print("\n".join([render_campaign(res), *attestations.written_lines(written)]))
+    elif written:
+        print("\n".join(attestations.written_lines(written)))
     return res.exit_code()
 
 

@@ -10,6 +10,7 @@ out of a verification summary's subjects: each receipt, itself a subject, holds 
 from __future__ import annotations
 
 import os
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -19,7 +20,7 @@ from trace_tui.campaign_files.shard_files import MERGED_FILE, is_sharded, read_p
 from trace_tui.campaign_files.shards import PLAN_FILE
 from trace_tui.campaign_files.state import read_campaign_json, read_snapshot
 from trace_tui.common.safe_read import Folder, NotRead
-from trace_tui.errors import CheckFailed
+from trace_tui.errors import CheckFailed, TraceTuiError
 from trace_tui.signing.envelopes import Subject
 from trace_tui.verify.campaign import IDENTITY_FILE, RECEIPT_LIMIT, locate
 
@@ -50,12 +51,16 @@ class JobReceipt:
 
 
 def campaign_parts(root: Path) -> list[CampaignPart]:
-    """The campaign, or each shard of a Slurm parent that ran (a shard folder that is a link is left out, as
-    ``verify --campaign`` fails it)."""
+    """The campaign, or each shard of a Slurm parent that ran (a shard folder that is a link, or a plan that
+    cannot be read, is left out: ``verify --campaign`` fails them)."""
     if not is_sharded(root) or os.path.lexists(root / "state.sqlite"):
         return [CampaignPart("", root)]
+    try:
+        shards = read_plan(root).shards
+    except CheckFailed:
+        return []
     parts = []
-    for shard in read_plan(root).shards:
+    for shard in shards:
         try:
             where = shard_dir(root, shard)
         except CheckFailed:
@@ -66,8 +71,12 @@ def campaign_parts(root: Path) -> list[CampaignPart]:
 
 
 def job_receipts(part: CampaignPart) -> list[JobReceipt]:
-    """Each completed job of PART whose receipt lies inside it, in the state's order, with its content."""
-    _meta, _steps, jobs, _subs = read_snapshot(part.root)
+    """Each completed job of PART whose receipt lies inside it, in the state's order, with its content ([] when
+    its state cannot be read: ``verify --campaign`` fails that part, naming why)."""
+    try:
+        _meta, _steps, jobs, _subs = read_snapshot(part.root)
+    except (TraceTuiError, sqlite3.Error):
+        return []
     out = []
     for job in jobs:
         if job.state != "completed" or not job.receipt:

@@ -74,8 +74,9 @@ def check_attestation(att: Attestation, *, where: str, campaign: Path | None = N
 
 def _summary(p: dict[str, Any], where: str, report: AttestationReport) -> None:
     result = p.get("verificationResult")
-    report.facts.append(f"verification {result} ({', '.join(p.get('verifiedLevels', []))}) of {p.get('resourceUri')}, "
-                        f"{p.get('timeVerified')}, by {p.get('verifier', {}).get('id')}")
+    levels = ", ".join(predicates.verified_levels(p))
+    report.facts.append(f"verification {result} ({levels}) of {p.get('resourceUri')}, {p.get('timeVerified')}, "
+                        f"by {p.get('verifier', {}).get('id')}")
     if result != "PASSED":
         report.problems.append(f"{where}: verificationResult {result}: the campaign did not verify when the summary "
                                "was written")
