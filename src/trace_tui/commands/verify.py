@@ -1,4 +1,5 @@
-"""`trace-tui verify --release-dir DIR [--strict] [--json] [--report-dir OUT]` and `--campaign DIR`.
+"""`trace-tui verify --release-dir DIR [--strict] [--json] [--report-dir OUT]` and `--campaign DIR [--vsa FILE]
+[--provenance OUTDIR]`; `--attestation FILE` (trace_tui.commands.attestations).
 
 Exit codes: 0 nothing present failed and every file the checks need is
 present (with --strict: and nothing is absent); 1 a check failed or a needed
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trace_tui import logs
+from trace_tui.commands import attestations
 from trace_tui.commands.arguments import non_empty, skip_teardown
 from trace_tui.common.atomic import atomic_write_text
 from trace_tui.errors import CheckFailed, UsageError, out_of_space
@@ -37,15 +39,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="also fail when any release file is absent")
     p.add_argument("--json", action="store_true", help="print the checklist as JSON")
     p.add_argument("--report-dir", metavar="OUT", type=non_empty, help="also write OUT/report.json and OUT/report.md")
+    attestations.add_arguments(p)
     p.epilog = ("exit status: 0 nothing present failed and every file the checks need is present; "
                 "1 a check failed or a needed file is absent (with --strict: any file absent); 2 usage error "
-                "or DIR missing / not a release layout")
+                "or DIR missing / not a release layout. With --attestation: 0 it verified; 1 a check failed "
+                "(a key this site does not trust, a changed or unsigned statement, a FAILED summary, a subject "
+                "that differs); 2 not an attestation file")
 
 
 def run(args: argparse.Namespace) -> int:
     campaign_dir = getattr(args, "campaign", None)
+    attestations.check_combination(args)
+    if args.attestation:
+        return attestations.run_check(args)
     if not args.release_dir and not campaign_dir:
-        raise UsageError("nothing to verify", hint="give --release-dir DIR and/or --campaign DIR")
+        raise UsageError("nothing to verify", hint="give --release-dir DIR and/or --campaign DIR (or --attestation "
+                                                   "FILE)")
     if not campaign_dir:
         code = _verify_release(args)
         if not getattr(args, "log_file", None):  # no log handler to flush; a report's files are closed
@@ -57,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     request = VerifyRequest(campaign=Path(campaign_dir), home=getattr(args, "home", None),
                             release_dir=Path(args.release_dir) if args.release_dir else None)
     if not args.release_dir:
-        return _verify_campaign(request, as_json=args.json)
+        return _verify_campaign(request, args, as_json=args.json)
     # Both: the release is verified, and its published values are what the campaign is compared with.
     if args.json:
         import contextlib
@@ -67,26 +76,32 @@ def run(args: argparse.Namespace) -> int:
         with contextlib.redirect_stdout(rel_out):
             code = _verify_release(args)
         with contextlib.redirect_stdout(camp_out):
-            code = max(code, _verify_campaign(request, as_json=True))
+            code = max(code, _verify_campaign(request, args, as_json=True))
         print(json.dumps({"release": json.loads(rel_out.getvalue()), "campaign": json.loads(camp_out.getvalue()),
                           "exit_code": code}, indent=2))
         return code
     code = _verify_release(args)
     print()
-    return max(code, _verify_campaign(request, as_json=False))
+    return max(code, _verify_campaign(request, args, as_json=False))
 
 
-def _verify_campaign(request: VerifyRequest, *, as_json: bool) -> int:
+def _verify_campaign(request: VerifyRequest, args: argparse.Namespace, *, as_json: bool) -> int:
     # pydantic (the campaign's records) and the store: loaded only for a campaign, never for `--release-dir`
     from trace_tui.service.verify import verify_campaign_request
 
+    attestations.check_targets(args, request.campaign)
     res = verify_campaign_request(request)
+    if not as_json:  # the checklist first: an attestation that cannot be written is one line after it
+        print(render_campaign(res), flush=True)
+    written = attestations.write_for_campaign(args, request.campaign, passed=res.ok())
     if as_json:
         data = res.model_dump()
         data.update(ok=res.ok(), exit_code=res.exit_code(), counts=res.counts())
+        if written:
+            data["attestations"] = attestations.written_data(written)
         print(json.dumps(data, indent=2, default=str))
-    else:
-        print(render_campaign(res))
+    elif written:
+        print("\n".join(attestations.written_lines(written)))
     return res.exit_code()
 
 

@@ -4,6 +4,10 @@ The outcome is decided here: cancelled (interrupted, resumed by the next run), f
 naming the cause, the last log lines and the log, what the run and the TUI show), or completed
 with its receipt (trace_tui.engine.receipts). A keep_loaded step's worker serves many of these
 jobs in turn (trace_tui.engine.batch).
+
+A training job's checkpoint is signed here, on the host, when the home has a key: after the worker
+exited and before its receipt is written, so that the receipt lists the signature among the job's
+outputs (the stage images need no signing library, and never see the key).
 """
 
 from __future__ import annotations
@@ -16,26 +20,34 @@ from trace_tui.campaign_files.state import STEP_SLICE
 from trace_tui.common.safe_write import NotWritten
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.cancellation import Cancellation
-from trace_tui.engine.events import SliceState, coalesce_progress, parse_stage_line
+from trace_tui.engine.events import Log, SliceState, coalesce_progress, parse_stage_line
 from trace_tui.engine.launches import Launches
 from trace_tui.engine.live import Emit, JobContext, LiveEvents
 from trace_tui.engine.planner import PlannedJob
 from trace_tui.engine.receipts import short_slices_reason, write_receipt
+from trace_tui.errors import CheckFailed
 from trace_tui.runtime.base import ExitInfo, Runtime
+from trace_tui.signing.checkpoints import SIGNATURE_FILE
+from trace_tui.signing.keys import short
+from trace_tui.workers import registry
 
 if TYPE_CHECKING:
     from trace_tui.recipe.schema import Step
+    from trace_tui.signing.checkpoints import CheckpointSigner
+
+SIGNING_SCHEME = "OpenSSF model signing (model_signing), ECDSA P-256 key"
 
 
 class Execution:
     def __init__(self, campaign: Campaign, launches: Launches, runtime_for: Callable[[Step], Runtime],
-                 cancellation: Cancellation, emit: Emit) -> None:
+                 cancellation: Cancellation, emit: Emit, checkpoint_signer: CheckpointSigner | None = None) -> None:
         self.campaign = campaign
         self.launches = launches
         self.runtime_for = runtime_for  # the container runtime for a step with an image, else the host's
         self.cancellation = cancellation
         self.emit = emit
         self.live = LiveEvents(campaign, emit)
+        self.checkpoint_signer = checkpoint_signer  # None: the home has no key, checkpoints stay unsigned
 
     def begin(self, job: PlannedJob) -> float:
         """The job's record says running (one more attempt) and its slice is announced; returns the wall start."""
@@ -107,11 +119,15 @@ class Execution:
         if reason is None and ctx.subs:
             reason = short_slices_reason(ctx.subs.values())
         receipt = None
+        signed: list[dict[str, str]] = []
+        if reason is None:
+            signed, reason = self.sign_checkpoints(job)
         if reason is None:
             receipt, reason = write_receipt(c, job, rows=ctx.done, total=ctx.total, score=ctx.score,
                                             artifacts=ctx.artifacts, subs=ctx.subs.values(), info=info,
                                             started_wall=started_wall, gpus=gpus,
-                                            runtime=self.runtime_for(step).name, worker=worker)
+                                            runtime=self.runtime_for(step).name, worker=worker,
+                                            checkpoint_signatures=signed)
         if reason is not None:
             where = job.slice if job.slice != STEP_SLICE else ""
             last = " | ".join(info.tail[-5:])
@@ -129,3 +145,23 @@ class Execution:
         self.emit(SliceState(state="completed", done=ctx.done, total=ctx.total, score=ctx.score, **ident))
         c.flush_events()
         return None
+
+    def sign_checkpoints(self, job: PlannedJob) -> tuple[list[dict[str, str]], str | None]:
+        """(what the receipt records of each checkpoint signed, None) or ([], why the job fails): each checkpoint
+        folder the job's worker left, signed with the home's key; nothing when the home has no key."""
+        if self.checkpoint_signer is None:
+            return [], None
+        c, step = self.campaign, job.step
+        signed: list[dict[str, str]] = []
+        try:
+            for rel in registry.checkpoints(step.run[0], c.path, c.output_rel(step.id, job.slice)):
+                done = self.checkpoint_signer.sign(c.path / rel)
+                signed.append({"checkpoint": rel, "signature": f"{rel}/{SIGNATURE_FILE}", "keyid": done.keyid,
+                               "scheme": SIGNING_SCHEME})
+                self.emit(Log(level="info", step=step.id, message=f"checkpoint {rel} signed with key "
+                              f"{short(done.keyid)} (OpenSSF model signing): {rel}/{SIGNATURE_FILE}"))
+        except ValueError as exc:
+            return [], f"its checkpoint cannot be signed: {exc}"
+        except CheckFailed as exc:
+            return [], exc.line()
+        return signed, None

@@ -75,10 +75,12 @@ def short_slices_reason(subs: Iterable[Live]) -> str | None:
 
 def write_receipt(campaign: Campaign, job: PlannedJob, *, rows: int, total: int, score: float | None,
                   artifacts: dict[str, str], subs: Iterable[Live], info: ExitInfo, started_wall: float,
-                  gpus: list[int], runtime: str, worker: str | None = None) -> tuple[str | None, str | None]:
+                  gpus: list[int], runtime: str, worker: str | None = None,
+                  checkpoint_signatures: list[dict[str, str]] | None = None) -> tuple[str | None, str | None]:
     """Write the job's receipt. Returns (its campaign-relative path, None) or (None, the problem).
 
     ``subs``: a whole-step job's slices as they ended (each with ``job``, ``done``, ``total``, ``score``).
+    ``checkpoint_signatures``: the checkpoints the runner signed (folder, signature file, keyid, scheme).
     """
     c, step = campaign, job.step
     try:
@@ -93,6 +95,8 @@ def write_receipt(campaign: Campaign, job: PlannedJob, *, rows: int, total: int,
                                "model": job.model, "seed": job.seed, "benchmark": job.benchmark,
                                "input_hash": job.input_hash, "inputs": job.inputs, "rows": rows, "total": total,
                                "score": score, "outputs": outputs}
+    if checkpoint_signatures:  # the signature files themselves are among the outputs above
+        content["checkpoint_signatures"] = checkpoint_signatures
     subs = list(subs)
     if subs:
         content["slices"] = {x.job.slice: {"model": x.job.model, "seed": x.job.seed, "benchmark": x.job.benchmark,

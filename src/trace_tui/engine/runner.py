@@ -58,6 +58,7 @@ from trace_tui.runtime.local import LocalRuntime
 if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
     from trace_tui.gpu_plan import RunPlan, StepGpus
     from trace_tui.recipe.schema import ResolvedRecipe, Step
+    from trace_tui.signing.checkpoints import CheckpointSigner
 
 EventSink = Callable[[Event], None]
 
@@ -81,7 +82,7 @@ class Runner:
                  host_runtime: Runtime | None = None, mem_limit: str | None = None,
                  extra_inputs: ExtraInputs | None = None,
                  redo: bool = False, confirm_redo: Callable[[list[str]], bool] | None = None,
-                 listed_steps: Sequence[Step] | None = None) -> None:
+                 listed_steps: Sequence[Step] | None = None, checkpoint_signer: CheckpointSigner | None = None) -> None:
         self.resolved = resolved
         self.recipe = resolved.recipe
         # The steps the campaign lists (`trace-tui status`, the campaigns list): the recipe's as it was chosen,
@@ -112,7 +113,8 @@ class Runner:
         self.launches = Launches(resolved, campaign, store=Path(store) if store else campaign.path.parent / "store",
                                  offline=offline, mem_limit=mem_limit, gpu_groups=self.gpu_groups,
                                  step_gpus=self._step_gpus, extra_inputs=extra_inputs)
-        self.execution = Execution(campaign, self.launches, self._runtime_for, self._cancellation, self._emit)
+        self.execution = Execution(campaign, self.launches, self._runtime_for, self._cancellation, self._emit,
+                                   checkpoint_signer=checkpoint_signer)
 
     # -- planning (trace_tui.engine.planner, over the resolved recipe and the campaign's records) ----
     def _runtime_for(self, step: Step) -> Runtime:

@@ -21,6 +21,7 @@ from trace_tui.recipe.catalog import load_recipe, resolve_recipe
 from trace_tui.runtime import make_runtime
 from trace_tui.service.requests import RunOutcome, RunRequest
 from trace_tui.service.requirements import probe_hardware, requirement_problems, run_gpu_plan, run_preflight
+from trace_tui.signing.checkpoints import checkpoint_signer
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.engine.runner import EventSink
@@ -79,7 +80,8 @@ def run_on_this_machine(request: RunRequest, resolved: ResolvedRecipe, printer: 
     log = logs.get_logger("trace-tui.run")
     with Campaign(path) as campaign:
         runner = Runner(resolved, campaign, runtime, store=paths.store_dir(home), offline=opts.offline,
-                        plan=run_gpu_plan(resolved, report), redo=opts.redo)
+                        plan=run_gpu_plan(resolved, report), redo=opts.redo,
+                        checkpoint_signer=checkpoint_signer(home))
         log.info("run starting", recipe=resolved.recipe.name, campaign=str(path), runtime=runtime.name,
                  run_tag=resolved.run_tag)
 

@@ -24,6 +24,7 @@ from trace_tui.recipe.schema import ResolvedRecipe, Step
 from trace_tui.service.campaigns import OwnedRunner
 from trace_tui.service.requests import SubmitRequest
 from trace_tui.service.submit import prepare_submission, submit_prepared
+from trace_tui.signing.checkpoints import checkpoint_signer
 from trace_tui.verify.campaign import verify_campaign
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,13 +42,14 @@ def trusted(resolved: ResolvedRecipe, campaign_dir: Path, recipe_file: str | Non
     return trusted_resolved(resolved, source=str(Path(campaign_dir) / "recipe.json"), recipe_file=recipe_file)
 
 
-def open_runner(steps: ResolvedRecipe, campaign_dir: Path, runtime: Runtime, *, store: Path, offline: bool,
+def open_runner(steps: ResolvedRecipe, campaign_dir: Path, runtime: Runtime, *, home: Path, offline: bool,
                 plan: RunPlan | None, redo: bool, listed_steps: list[Step]) -> OwnedRunner:
-    """A runner over the campaign it opens (closed with it when the run returns)."""
+    """A runner over the campaign it opens (closed with it when the run returns), with HOME's store, and its
+    key to sign training checkpoints with when it has one."""
     campaign = Campaign(campaign_dir)
     try:
-        runner = Runner(steps, campaign, runtime, store=store, offline=offline, plan=plan, redo=redo,
-                        listed_steps=listed_steps)
+        runner = Runner(steps, campaign, runtime, store=paths.store_dir(home), offline=offline, plan=plan, redo=redo,
+                        listed_steps=listed_steps, checkpoint_signer=checkpoint_signer(home))
     except BaseException:
         campaign.close()
         raise

@@ -66,7 +66,10 @@ def validated(doc: dict[str, Any]) -> None:
     from in_toto_attestation.v1.statement import Statement
     from in_toto_attestation.v1.statement_pb2 import Statement as StatementProto
 
-    proto = json_format.ParseDict(doc, StatementProto(), ignore_unknown_fields=False)
+    try:
+        proto = json_format.ParseDict(doc, StatementProto(), ignore_unknown_fields=False)
+    except json_format.ParseError as exc:  # not a ValueError: said as one, as validate() says its problems
+        raise ValueError(str(exc).splitlines()[0]) from None
     Statement.copy_from_pb(proto).validate()
 
 

@@ -261,7 +261,7 @@ def default_backends(request: RunRequest | None = None) -> Backends:
         runtime = make_runtime(runtime_for(campaign_dir), flavour=resolved.recipe.image_flavor)
         # finished work with changed inputs: the run screen shows the one line listing the change unless the TUI
         # was started with --redo; skipped steps are listed as skipped
-        return session.open_runner(steps, campaign_dir, runtime, store=paths.store_dir(home),
+        return session.open_runner(steps, campaign_dir, runtime, home=home,
                                    offline=chosen["offline"], plan=plan, redo=opts.redo,
                                    listed_steps=resolved.recipe.steps)
 

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from trace_tui.workers import recompute_release_eval, recompute_score, recompute_selftest
+from trace_tui.workers.checkpoints import trained_checkpoints
 
 ScoreRecomputer = Callable[..., float | None]
+CheckpointFinder = Callable[[Path, str], list[str]]
 RowKind = Literal["generate", "extract"]
 
 
@@ -33,6 +35,9 @@ class Worker:
     # verify's recomputation of a recorded score from the receipt's content: fn(campaign_dir, content) -> score
     recompute: ScoreRecomputer | None = None
     recompute_takes_read: bool = False  # the recomputer also takes read= (rows verify already read and hashed)
+    # the model checkpoints a finished job left: fn(campaign_dir, the job's output folder) -> campaign-relative
+    # folders, which the runner signs when the home has a key
+    checkpoints: CheckpointFinder | None = None
 
 
 WORKERS: tuple[Worker, ...] = (
@@ -44,7 +49,7 @@ WORKERS: tuple[Worker, ...] = (
            recompute=recompute_release_eval.recompute_score),
     Worker("trace_tui.stages.score", recompute=recompute_score.recompute_score, recompute_takes_read=True),
     Worker("trace_tui.stages.selftest", serves_batch=True, recompute=recompute_selftest.recompute_score),
-    Worker("trace_tui.stages.train_smoke"),
+    Worker("trace_tui.stages.train_smoke", checkpoints=trained_checkpoints),
 )
 
 # name -> row; verify and the runner look a step's worker up here (a test may swap a row)
@@ -80,3 +85,12 @@ def recompute(name: object, campaign: Path, content: dict[str, Any],
     if read is not None and w.recompute_takes_read:
         return w.recompute(campaign, content, read=read)
     return w.recompute(campaign, content)
+
+
+def checkpoints(name: object, campaign: Path, out_rel: str) -> list[str]:
+    """The checkpoint folders a finished job of worker ``name`` left in ``out_rel`` ([]: none, or a worker that
+    trains nothing); ValueError names a checkpoint the worker named outside its folder."""
+    w = worker(name)
+    if w is None or w.checkpoints is None:
+        return []
+    return w.checkpoints(campaign, out_rel)
