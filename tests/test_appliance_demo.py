@@ -256,13 +256,17 @@ def _demo_as(user, work: Path, lock_path: Path, docker_scores: dict[str, float])
     env = {"TRACE_TUI_IMAGES_LOCK": str(site_lock), "TRACE_TUI_HOME": str(work / "home")}
     campaign = work / "campaign"
     run = user.trace_tui("--recipe", "demo", "--yes", "--runtime", "podman", "--campaign", str(campaign), env=env)
-    first = subprocess.Popen(run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = work / "first-run.log"  # a file, not a pipe nobody reads while it runs
+    with open(output, "w") as out:
+        first = subprocess.Popen(run, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 900
     while _events_completed(campaign, "generate") < 1 and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert first.poll() is None, f"the run ended before it could be killed: {first.stdout.read()[-2000:]}"
-    pids = subprocess.run(["pgrep", "-f", f"--campaign {campaign}"], capture_output=True, text=True).stdout.split()
-    for pid in pids:  # the runner itself (runuser's child), not only the runuser wrapper
+    assert first.poll() is None, f"the run ended before it could be killed: {output.read_text()[-2000:]}"
+    runner = subprocess.run(["pgrep", "-u", str(user.uid), "-f", "--", f"-m trace_tui --recipe demo .*{campaign}"],
+                            capture_output=True, text=True).stdout.split()
+    assert runner, "the runner's process was not found"
+    for pid in runner:  # the runner itself (runuser's child), not only the runuser wrapper
         os.kill(int(pid), signal.SIGKILL)
     first.wait(timeout=60)
     again = subprocess.run(run, capture_output=True, text=True, timeout=1200)

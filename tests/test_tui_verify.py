@@ -195,3 +195,56 @@ async def test_first_verification_of_a_directory_is_not_again_and_toggle_clears_
         assert screen.kind == "campaign"
         assert not list(screen.query(ResultTable))
         assert [str(w.render()) for w in screen.query_one("#verify-tables").children] == ["no tables"]
+
+
+async def test_an_attestation_file_typed_in_the_path_box_is_checked_signature_first(tmp_path: Path) -> None:
+    """A verification summary written by `verify --campaign --vsa` (signed with the home's key), typed into the
+    path box: its signature and what it says are the checklist; the same file changed after signing fails,
+    naming why. The real CLI writes it, the real checker (securesystemslib, in-toto-attestation) reads it."""
+    import asyncio
+    import base64
+    import dataclasses
+    import os
+    import subprocess
+    import sys
+
+    from trace_tui.service.attest import check_attestation_file
+
+    resolved = selftest_resolved(name="tuiattest", host_step=False)
+    backends = make_backends(tmp_path, extra_recipes={"tuiattest": resolved})
+    campaign = tmp_path / "campaigns" / resolved.run_tag
+    await asyncio.to_thread(backends.runner_factory(resolved, campaign).run, lambda e: None)
+    home = tmp_path / "home"
+    env = {**os.environ, "TRACE_TUI_HOME": str(home)}
+    for args in (("keys", "init"), ("verify", "--campaign", str(campaign), "--vsa", str(tmp_path / "vsa.json"))):
+        done = subprocess.run([sys.executable, "-m", "trace_tui", *args], capture_output=True, text=True, env=env,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+    backends = dataclasses.replace(backends, verify_attestation=lambda p: check_attestation_file(
+        p, home=home, trust=[], campaign=None, allow_unsigned=False))
+    forged = tmp_path / "forged.json"
+    envelope = json.loads((tmp_path / "vsa.json").read_text())
+    payload = json.loads(base64.b64decode(envelope["payload"]))
+    payload["predicate"]["verificationResult"] = "FAILED" if payload["predicate"]["verificationResult"] == "PASSED" \
+        else "PASSED"
+    envelope["payload"] = base64.b64encode(json.dumps(payload).encode()).decode()
+    forged.write_text(json.dumps(envelope))
+    app = TraceTuiApp(backends)
+    async with app.run_test(size=SIZE) as pilot:
+        await hardware_ready(pilot, app)
+        app.show_verify("campaign", None)
+        await pilot.pause()
+        screen = app.screen
+        for path, verdict in ((tmp_path / "vsa.json", "VERIFIED"), (forged, "Cannot verify")):
+            box = screen.query_one("#verify-path")
+            box.value = str(path)
+            box.focus()
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: str(path) in text_of(app, "#verify-summary"), what=f"{path.name} checked")
+            summary = text_of(app, "#verify-summary")
+            assert summary.startswith(verdict), summary
+            if verdict == "VERIFIED":
+                rows = {c.item: c for c in screen.view.checks}
+                assert rows["signature"].status == "passed" and "verified against key" in rows["signature"].detail
+                assert any("verification PASSED" in c.detail for c in screen.view.checks if c.item == "says")
+        assert "does not verify: the signed statement was changed after signing" in text_of(app, "#verify-summary")

@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # what the backends return; a screen gets them through Backen
     from trace_tui.recipe.schema import Recipe, ResolvedRecipe
     from trace_tui.tui.choices import RunChoices
     from trace_tui.tui.cluster_backend import ClusterBackend
+    from trace_tui.verify.attestation_check import AttestationReport
     from trace_tui.verify.campaign import CampaignVerification
     from trace_tui.verify.checklist import ReleaseVerification
 
@@ -95,6 +96,9 @@ class Backends:
     open_campaign: Callable[[Path], OpenedCampaign]
     verify_release: Callable[[Path], ReleaseVerification]
     verify_campaign: Callable[[Path], CampaignVerification]
+    # a verification summary or a step's provenance (a file), checked against the keys this site trusts;
+    # None: the verify screen takes directories only
+    verify_attestation: Callable[[Path], AttestationReport] | None = None
     release_dir: Path | None = None
     home: Path | None = None
     # the run screen's clock (rates, ETAs); tests inject a fixed one for deterministic snapshots
@@ -271,6 +275,12 @@ def default_backends(request: RunRequest | None = None) -> Backends:
     def verify_campaign(path: Path) -> CampaignVerification:
         return load_session().verify_campaign(path)
 
+    def verify_attestation(path: Path) -> AttestationReport:
+        # the attestation readers load pydantic and the image models: only when a file is verified
+        from trace_tui.service.attest import check_attestation_file
+
+        return check_attestation_file(path, home=home, trust=[], campaign=None, allow_unsigned=False)
+
     return Backends(
         hardware_probe=hardware_probe, gpu_sampler=nvml_sampler(), known_recipes=known,
         load_recipe=load, resolve_recipe=resolve, check_recipe=check,
@@ -278,7 +288,7 @@ def default_backends(request: RunRequest | None = None) -> Backends:
                                                          campaign_dir=campaign_dir_for(resolved),
                                                          runtime=runtime_for(campaign_dir_for(resolved))),
         runner_factory=runner_factory, campaign_dir_for=campaign_dir_for, open_campaign=open_campaign,
-        verify_release=verify_release, verify_campaign=verify_campaign,
+        verify_release=verify_release, verify_campaign=verify_campaign, verify_attestation=verify_attestation,
         release_dir=Path(release).expanduser().resolve() if release else None, home=home,
         run_problems=run_problems, runtime_name=runtime_name, runtime_for=runtime_for, cluster=cluster_backend(request),
         set_choices=set_choices,

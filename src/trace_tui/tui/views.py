@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the backends' models: annotations only, so that drawing a s
     from trace_tui.hardware import HardwareReport, StepCheck
     from trace_tui.preview import Preview
     from trace_tui.recipe.schema import Recipe, StepNeeds
+    from trace_tui.verify.attestation_check import AttestationReport
     from trace_tui.verify.campaign import CampaignVerification, Comparison
     from trace_tui.verify.checklist import Check
     from trace_tui.verify.tables import SimpleTable
@@ -347,6 +348,23 @@ def verify_view(result: ReleaseVerification | CampaignVerification, target: str,
         summary += f" · {len(comparison.rows)} scores compared, {outside} outside the published range"
     return VerifyView(target=target, summary=summary, ok=ok, checks=tuple(checks), tables=tuple(tables),
                       comparisons=(comparison,) if comparison is not None else (), counts=counts)
+
+
+def attestation_view(report: AttestationReport, target: str) -> VerifyView:
+    """An attestation's check (trace_tui.verify.attestation_check) as a checklist: its signature first, then
+    what it says, then each problem found."""
+    signed = (CheckRow(item="signature", status="passed", detail=f"DSSE, verified against key {report.keyid[:16]}")
+              if report.keyid else CheckRow(item="signature", status="failed", detail="unsigned: a plain statement"))
+    checks = [signed, CheckRow(item="statement", status="passed",
+                               detail=f"{report.predicate_type}, {report.subjects} subjects")]
+    checks += [CheckRow(item="says", status="passed", detail=fact) for fact in report.facts]
+    checks += [CheckRow(item="problem", status="failed", detail=problem) for problem in report.problems]
+    checks.sort(key=lambda c: c.status != "failed")
+    counts: dict[str, int] = {}
+    for c in checks:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    return VerifyView(target=target, summary=summary, ok=report.ok(), checks=tuple(checks), counts=counts)
 
 
 # -- preview -----------------------------------------------------------------------

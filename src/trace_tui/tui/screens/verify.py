@@ -15,7 +15,7 @@ from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 from textual.widgets._tabbed_content import ContentTabs
 
 from trace_tui.tui.messages import VerifyReady
-from trace_tui.tui.views import VerifyView, again, campaign_scores_table, verify_view
+from trace_tui.tui.views import VerifyView, again, attestation_view, campaign_scores_table, verify_view
 from trace_tui.tui.widgets.checklist import Checklist, ResultTable
 from trace_tui.tui.widgets.table import LiteralTable
 
@@ -68,7 +68,7 @@ class VerifyScreen(Screen):
         yield Static("trace-tui · Verify", id="verify-title", classes="title", markup=False)
         with Horizontal(id="verify-target"):
             yield Static(self._kind_label(), id="verify-kind", markup=False)
-            yield Input(str(self.path) if self.path else "", placeholder="directory (enter: verify)", id="verify-path")
+            yield Input(str(self.path) if self.path else "", placeholder="directory, or an attestation file (enter: verify)", id="verify-path")
         yield Static("", id="verify-summary", markup=False)
         with TabbedContent(id="verify-tabs"):
             with TabPane("1 Checklist", id="tab-checklist"):
@@ -181,6 +181,11 @@ class VerifyScreen(Screen):
     def _verify(self, kind: str, path: Path) -> None:
         backends = self.app.backends
         try:
+            if path.is_file() and backends.verify_attestation is not None:
+                # a file is an attestation (a summary or a step's provenance): its signature and what it says
+                self.post_message(VerifyReady(attestation_view(backends.verify_attestation(path),
+                                                               target=f"attestation {path}")))
+                return
             if kind == "release":
                 # What `trace-tui verify --release-dir DIR` says (exit 2) about a directory that is not a
                 # release, word for word: a checklist of "absent" files would only say it less plainly.
