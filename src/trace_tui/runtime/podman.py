@@ -96,7 +96,7 @@ class PodmanService:
         exe = shutil.which("podman")
         if exe is None:
             raise RequirementsError("Podman is not installed", hint=INSTALL_HINT)
-        self.folder = Path(tempfile.mkdtemp(prefix="trace-tui-podman-"))
+        self.folder = Path(tempfile.mkdtemp(prefix="trace-tui-podman-service-"))
         self.socket = self.folder / "podman.sock"
         # A session of its own: a Ctrl-C in the terminal must not stop the service while the runner still
         # stops its containers through it; and it ends when this process does, however it ends (kill -9).
