@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import stat
@@ -20,7 +19,7 @@ from trace_tui.errors import CheckFailed, UsageError, out_of_space
 from trace_tui.images import ImagesLock, build_wheel, repo_root
 from trace_tui.recipe.schema import ResolvedRecipe
 from trace_tui.release import release_lock
-from trace_tui.signing.keys import short
+from trace_tui.signing.keys import public_key_json, short
 from trace_tui.store.store import Store
 from trace_tui.store.trust import entry_trust
 
@@ -172,8 +171,7 @@ def _export(dest: Path, recipe: str, entries: list[str], store: Store, images_lo
             files[rel] = BundleFile(sha256=_sha256(path), bytes=path.stat().st_size)
 
     if signer is not None:
-        public = (json.dumps({"keyid": signer.public_key.keyid, **signer.public_key.to_dict()}, indent=2,
-                             sort_keys=True) + "\n").encode()
+        public = public_key_json(signer.public_key)
         (dest / PUBLIC_KEY_FILE).write_bytes(public)
         files[PUBLIC_KEY_FILE] = BundleFile(sha256=sha256_bytes(public), bytes=len(public))
     manifest = BundleManifest(trace_tui_version=__version__, recipe=recipe, entries=entries,

@@ -67,7 +67,7 @@ def init_key(home: Path, *, replace: bool = False) -> SSlibKey:
     os.chmod(files.private.parent, 0o700)
     _write_private(files.private, pem)
     public = signer.public_key
-    atomic_write_bytes(files.public, _public_json(public))
+    atomic_write_bytes(files.public, public_key_json(public))
     atomic_write_bytes(files.public_pem, private_key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     return public
@@ -83,7 +83,8 @@ def _write_private(path: Path, pem: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _public_json(key: SSlibKey) -> bytes:
+def public_key_json(key: SSlibKey) -> bytes:
+    """A public key file's bytes, as `keys init` writes it and `keys trust` reads it."""
     return (json.dumps({"keyid": key.keyid, **key.to_dict()}, indent=2, sort_keys=True) + "\n").encode()
 
 
@@ -177,7 +178,7 @@ def trust_key(home: Path, path: Path) -> SSlibKey:
     """Add the public key file PATH to this site's trusted keys (named by its keyid)."""
     key = read_public_key(path)
     dest = home / TRUSTED_KEYS / f"{key.keyid}.pub.json"
-    atomic_write_bytes(dest, _public_json(key))
+    atomic_write_bytes(dest, public_key_json(key))
     return key
 
 
