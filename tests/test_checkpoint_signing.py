@@ -71,6 +71,9 @@ def test_the_receipt_records_the_signature_and_lists_it_among_the_outputs(traine
         "checkpoint": CHECKPOINT, "signature": f"{CHECKPOINT}/{SIGNATURE_FILE}", "keyid": keyid,
         "scheme": "OpenSSF model signing (model_signing), ECDSA P-256 key"}]
     assert f"{CHECKPOINT}/{SIGNATURE_FILE}" in content["outputs"]
+    # how far the step's store inputs were trusted here: the tiny model and tasks the prepare step made are local
+    circumstance = json.loads((campaign / "receipts/train-smoke/_step.json").read_text())["circumstance"]
+    assert circumstance["store_trust"] == {"local:dataset/demo-tasks": "local", "local:model/tiny-qwen2.5-vl": "local"}
     events = [json.loads(line) for line in (campaign / "events.jsonl").read_text().splitlines()]
     assert [e for e in events if e.get("type") == "log" and "signed with key" in e.get("message", "")
             and keyid[:16] in e["message"]]

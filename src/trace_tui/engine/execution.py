@@ -40,7 +40,8 @@ SIGNING_SCHEME = "OpenSSF model signing (model_signing), ECDSA P-256 key"
 
 class Execution:
     def __init__(self, campaign: Campaign, launches: Launches, runtime_for: Callable[[Step], Runtime],
-                 cancellation: Cancellation, emit: Emit, checkpoint_signer: CheckpointSigner | None = None) -> None:
+                 cancellation: Cancellation, emit: Emit, checkpoint_signer: CheckpointSigner | None = None,
+                 store_trust: Callable[[Step], dict[str, str]] | None = None) -> None:
         self.campaign = campaign
         self.launches = launches
         self.runtime_for = runtime_for  # the container runtime for a step with an image, else the host's
@@ -48,6 +49,7 @@ class Execution:
         self.emit = emit
         self.live = LiveEvents(campaign, emit)
         self.checkpoint_signer = checkpoint_signer  # None: the home has no key, checkpoints stay unsigned
+        self.store_trust = store_trust  # a step -> the trust level of each store entry it reads
 
     def begin(self, job: PlannedJob) -> float:
         """The job's record says running (one more attempt) and its slice is announced; returns the wall start."""
@@ -127,7 +129,8 @@ class Execution:
                                             artifacts=ctx.artifacts, subs=ctx.subs.values(), info=info,
                                             started_wall=started_wall, gpus=gpus,
                                             runtime=self.runtime_for(step).name, worker=worker,
-                                            checkpoint_signatures=signed)
+                                            checkpoint_signatures=signed,
+                                            store_trust=self.store_trust(step) if self.store_trust else None)
         if reason is not None:
             where = job.slice if job.slice != STEP_SLICE else ""
             last = " | ".join(info.tail[-5:])

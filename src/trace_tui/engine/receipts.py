@@ -76,11 +76,13 @@ def short_slices_reason(subs: Iterable[Live]) -> str | None:
 def write_receipt(campaign: Campaign, job: PlannedJob, *, rows: int, total: int, score: float | None,
                   artifacts: dict[str, str], subs: Iterable[Live], info: ExitInfo, started_wall: float,
                   gpus: list[int], runtime: str, worker: str | None = None,
-                  checkpoint_signatures: list[dict[str, str]] | None = None) -> tuple[str | None, str | None]:
+                  checkpoint_signatures: list[dict[str, str]] | None = None,
+                  store_trust: dict[str, str] | None = None) -> tuple[str | None, str | None]:
     """Write the job's receipt. Returns (its campaign-relative path, None) or (None, the problem).
 
     ``subs``: a whole-step job's slices as they ended (each with ``job``, ``done``, ``total``, ``score``).
     ``checkpoint_signatures``: the checkpoints the runner signed (folder, signature file, keyid, scheme).
+    ``store_trust``: the trust level of each store entry the step read (store.trust), as it stood for this run.
     """
     c, step = campaign, job.step
     try:
@@ -108,6 +110,8 @@ def write_receipt(campaign: Campaign, job: PlannedJob, *, rows: int, total: int,
                     "runtime": runtime, "gpus": gpus, "exit_code": info.exit_code}
     if worker is not None:  # served in turn with other slices by one worker (a keep_loaded step)
         circumstance["worker"] = worker
+    if store_trust:  # circumstance: how far the inputs were trusted here, not what they are (content's hashes)
+        circumstance["store_trust"] = dict(sorted(store_trust.items()))
     path = c.receipt_path(step.id, job.slice)
     atomic_write_json(path, {"content": content, "content_sha256": sha256_json(content),
                              "circumstance": circumstance})

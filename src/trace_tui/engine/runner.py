@@ -52,8 +52,11 @@ from trace_tui.engine.planner import (
 from trace_tui.engine.scheduling import run_batches, run_on_groups
 from trace_tui.errors import CheckFailed, ExitCode, RequirementsError, UsageError, out_of_space
 from trace_tui.recipe.schema import entry_point_problem
+from trace_tui.release import release_lock
 from trace_tui.runtime.base import Runtime
 from trace_tui.runtime.local import LocalRuntime
+from trace_tui.store.store import Store
+from trace_tui.store.trust import trust_levels
 
 if TYPE_CHECKING:  # the recipe schema (pydantic) is imported by whoever builds a Runner, not here
     from trace_tui.gpu_plan import RunPlan, StepGpus
@@ -114,7 +117,18 @@ class Runner:
                                  offline=offline, mem_limit=mem_limit, gpu_groups=self.gpu_groups,
                                  step_gpus=self._step_gpus, extra_inputs=extra_inputs)
         self.execution = Execution(campaign, self.launches, self._runtime_for, self._cancellation, self._emit,
-                                   checkpoint_signer=checkpoint_signer)
+                                   checkpoint_signer=checkpoint_signer, store_trust=self._store_trust)
+        self._trust_of: dict[str, dict[str, str]] = {}
+
+    def _store_trust(self, step: Step) -> dict[str, str]:
+        """The trust level of each store entry STEP reads, read once per step (its receipts record it)."""
+        if step.id not in self._trust_of:
+            names = list((get_field(self.resolved, "store_entries", {}) or {}).get(step.id, []))
+            try:
+                self._trust_of[step.id] = trust_levels(Store(self.launches.store), names, release_lock())
+            except Exception:  # noqa: BLE001 - a receipt records what could be read; the preflight judged trust
+                self._trust_of[step.id] = {}
+        return self._trust_of[step.id]
 
     # -- planning (trace_tui.engine.planner, over the resolved recipe and the campaign's records) ----
     def _runtime_for(self, step: Step) -> Runtime:

@@ -23,6 +23,7 @@ from trace_tui.store.sources import PROVENANCE
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.release import ReleaseLock
+    from trace_tui.store.store import Store
 
 TrustLevel = Literal["published", "hub-stated", "local"]
 PUBLISHED: TrustLevel = "published"
@@ -79,3 +80,13 @@ def trust_reason(record: EntryRecord, lock: ReleaseLock) -> str:
     if N.parse(record.name).pinned:
         return "local (imported files that vouch only for themselves; the release publishes no hashes for them)"
     return "local (unpinned)"
+
+
+def trust_levels(store: Store, names: list[str], lock: ReleaseLock) -> dict[str, str]:
+    """{entry: its trust level} for the entries of NAMES the store holds (what a step's receipt records)."""
+    levels = {}
+    for name in names:
+        record = store.record(name)
+        if record is not None:
+            levels[name] = entry_trust(record, lock)
+    return levels
