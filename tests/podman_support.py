@@ -38,13 +38,14 @@ class PodmanUser:
     pythonpath: str
 
     def command(self, *args: str, env: dict[str, str] | None = None) -> list[str]:
-        """ARGS run as this user with a clean environment plus ENV."""
+        """ARGS run as this user in its home folder (the caller's may be one the user cannot enter, such as a
+        checkout under a 0700 `mktemp -d`) with a clean environment plus ENV."""
         base = {"HOME": str(self.home), "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
                 "PYTHONPATH": self.pythonpath, **(env or {})}
         pairs = [f"{k}={v}" for k, v in base.items()]
         if os.getuid() == self.uid:
-            return ["env", "-i", *pairs, *args]
-        return ["runuser", "-u", self.name, "--", "env", "-i", *pairs, *args]
+            return ["env", "-i", "-C", str(self.home), *pairs, *args]
+        return ["runuser", "-u", self.name, "--", "env", "-i", "-C", str(self.home), *pairs, *args]
 
     def trace_tui(self, *args: str, env: dict[str, str] | None = None) -> list[str]:
         return self.command(self.python, "-m", "trace_tui", *args, env=env)
