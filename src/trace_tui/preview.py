@@ -22,7 +22,7 @@ from trace_tui.gpu_plan import GpuGroup, RunPlan, StepGpus, gpu_groups_env, run_
 from trace_tui.hardware import HardwareReport, StepCheck, check_recipe, hardware_report
 from trace_tui.release import release_lock
 from trace_tui.store.store import Store
-from trace_tui.store.trust import entry_trust
+from trace_tui.store.trust import trust_levels
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.recipe.schema import ResolvedRecipe
@@ -126,20 +126,6 @@ def _store_checker(home: Path) -> tuple[Callable[[list[str]], dict[str, bool]] |
     return (lambda names: fn(home, names)), f"store at {home / 'store'}"
 
 
-def _trust_levels(home: Path, names: list[str]) -> dict[str, str]:
-    """{entry: its trust level} for the entries present (an unreadable record is left out: its line says
-    present, and `store verify` says what is wrong with it)."""
-    store, lock, out = Store(paths.store_dir(home)), release_lock(), {}
-    for name in names:
-        try:
-            record = store.record(name)
-        except Exception:  # noqa: BLE001 - a preview reads; it never fails on one entry
-            continue
-        if record is not None:
-            out[name] = entry_trust(record, lock)
-    return out
-
-
 def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = None, *, home: Path | None = None,
                   campaign_dir: Path | None = None, runtime: str = "docker") -> Preview:
     """Everything a run of ``resolved`` would use. Reads only; starts and writes nothing."""
@@ -157,7 +143,8 @@ def build_preview(resolved: "ResolvedRecipe", report: HardwareReport | None = No
             present = checker(needed)
         except Exception as exc:  # noqa: BLE001 - a broken store is reported, never a traceback in a preview
             checker, store_note = None, f"unknown (store unreadable: {type(exc).__name__}: {exc})"
-    trust = _trust_levels(home, [n for n in needed if present.get(n)]) if checker is not None else {}
+    trust = trust_levels(Store(paths.store_dir(home)), [n for n in needed if present.get(n)], release_lock()) \
+        if checker is not None else {}
 
     steps = []
     for step in resolved.recipe.steps:

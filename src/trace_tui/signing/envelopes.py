@@ -7,7 +7,6 @@ values go into subject digests or strings, never numbers in a predicate.
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 from dataclasses import dataclass
@@ -142,13 +141,3 @@ def read_envelope(data: bytes, *, where: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or "payload" not in doc or "signatures" not in doc:
         raise CheckFailed(f"{where}: not a DSSE envelope (payload, payloadType, signatures)")
     return doc
-
-
-def unsigned_payload(envelope: dict[str, Any]) -> dict[str, Any] | None:
-    """The statement an envelope carries, read without checking any signature (to say what it claims
-    when no trusted key verifies it); None when unreadable."""
-    try:
-        doc = json.loads(base64.b64decode(envelope.get("payload", ""), validate=True))
-    except (ValueError, TypeError):
-        return None
-    return doc if isinstance(doc, dict) else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from trace_tui.errors import CheckFailed
 from trace_tui.store import names as N
 from trace_tui.store.manifest import EntryRecord
 from trace_tui.store.sources import PROVENANCE
@@ -83,10 +84,14 @@ def trust_reason(record: EntryRecord, lock: ReleaseLock) -> str:
 
 
 def trust_levels(store: Store, names: list[str], lock: ReleaseLock) -> dict[str, str]:
-    """{entry: its trust level} for the entries of NAMES the store holds (what a step's receipt records)."""
+    """{entry: its trust level} for the entries of NAMES the store holds (what a step's receipt records and the
+    preview shows). An entry whose record cannot be read is left out: `store verify` says what is wrong with it."""
     levels = {}
     for name in names:
-        record = store.record(name)
+        try:
+            record = store.record(name)
+        except CheckFailed:
+            continue
         if record is not None:
             levels[name] = entry_trust(record, lock)
     return levels
