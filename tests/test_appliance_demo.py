@@ -18,11 +18,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from test_cluster_slurm import cluster  # noqa: F401 - the fixture: a one-node Slurm cluster for this module
 
 from trace_tui import images
 
@@ -235,27 +237,29 @@ def test_the_demo_through_rootless_podman_as_a_user_is_killed_resumes_and_matche
     from podman_support import load_images, podman_user, remove_folder, remove_images, traversable
 
     lock, lock_path = built
-    _, docker_scores = docker_demo
     user = podman_user()
     ids = [img.id for img in lock.images.values()]
     load_images(user, [img.tag for img in lock.images.values()])
     work = user.folder("trace-tui-podman-")
     try:
         with traversable(CHECKOUT, Path(user.pythonpath.split(":")[1])):
-            _demo_as(user, work, lock_path, docker_scores)
+            _demo_as(user, work, lock_path, docker_demo)
     finally:
         remove_folder(work)
         remove_images(user, ids)
 
 
-def _demo_as(user, work: Path, lock_path: Path, docker_scores: dict[str, float]) -> None:  # noqa: ANN001
-    """The podman test's run, as USER in WORK."""
+def _demo_as(user, work: Path, lock_path: Path, docker_demo: tuple[Path, dict[str, float]],  # noqa: ANN001
+             runtime: str = "podman") -> None:
+    """The demo through RUNTIME as USER in WORK: killed with SIGKILL once generate has finished a slice,
+    resumed by the same command, verified; its scores and its receipts' content are the Docker run's."""
+    docker_campaign, docker_scores = docker_demo
     site_lock = work / "images.lock.json"
     shutil.copy(lock_path, site_lock)
     os.chmod(site_lock, 0o644)
     env = {"TRACE_TUI_IMAGES_LOCK": str(site_lock), "TRACE_TUI_HOME": str(work / "home")}
     campaign = work / "campaign"
-    run = user.trace_tui("--recipe", "demo", "--yes", "--runtime", "podman", "--campaign", str(campaign), env=env)
+    run = user.trace_tui("--recipe", "demo", "--yes", "--runtime", runtime, "--campaign", str(campaign), env=env)
     output = work / "first-run.log"  # a file, not a pipe nobody reads while it runs
     with open(output, "w") as out:
         first = subprocess.Popen(run, stdout=out, stderr=subprocess.STDOUT)
@@ -269,6 +273,11 @@ def _demo_as(user, work: Path, lock_path: Path, docker_scores: dict[str, float])
     for pid in runner:  # the runner itself (runuser's child), not only the runuser wrapper
         os.kill(int(pid), signal.SIGKILL)
     first.wait(timeout=60)
+    if runtime != "podman":  # a stage process of the killed runner must not go on writing into the campaign
+        deadline = time.monotonic() + 30
+        while _stage_processes(user.uid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _stage_processes(user.uid), "a stage outlived its killed runner"
     again = subprocess.run(run, capture_output=True, text=True, timeout=1200)
     assert again.returncode == 0, (again.stdout[-2000:], again.stderr[-2000:])
     check = subprocess.run(user.trace_tui("verify", "--campaign", str(campaign), env=env), capture_output=True,
@@ -280,9 +289,92 @@ def _demo_as(user, work: Path, lock_path: Path, docker_scores: dict[str, float])
               if s["score"] is not None}
     assert scores == docker_scores
     receipts = [json.loads(p.read_text()) for p in (campaign / "receipts" / "generate").rglob("*.json")]
-    assert receipts and {r["circumstance"]["runtime"] for r in receipts} == {"podman"}
+    assert receipts and {r["circumstance"]["runtime"] for r in receipts} == {runtime}
+    assert _receipt_contents(campaign) == _receipt_contents(docker_campaign)
     owners = {p.stat().st_uid for p in campaign.rglob("*")}
-    assert owners == {user.uid}, f"files owned by {owners}: keep-id maps the user to itself"
-    leftover = subprocess.run(user.command("podman", "ps", "--all", "--quiet", "--filter",
-                                           "label=org.trace-tui.step"), capture_output=True, text=True)
-    assert leftover.stdout.strip() == "", "the killed run's containers were not cleaned up"
+    assert owners == {user.uid}, f"files owned by {owners}: the stage writes as the user"
+    if runtime == "podman":
+        leftover = subprocess.run(user.command("podman", "ps", "--all", "--quiet", "--filter",
+                                               "label=org.trace-tui.step"), capture_output=True, text=True)
+        assert leftover.stdout.strip() == "", "the killed run's containers were not cleaned up"
+
+
+def _stage_processes(uid: int) -> list[str]:
+    return subprocess.run(["pgrep", "-u", str(uid), "-f", "trace_tui.stages"], capture_output=True,
+                          text=True).stdout.split()
+
+
+def _receipt_contents(campaign: Path) -> dict[str, str]:
+    """Each container step's receipt content (what was computed, from what), by receipt path; its
+    circumstance (when, where, which runtime) differs by design."""
+    out = {}
+    for path in sorted((campaign / "receipts").rglob("*.json")):
+        rel = path.relative_to(campaign).as_posix()
+        if not rel.startswith("receipts/prepare/"):
+            out[rel] = json.loads(path.read_text())["content_sha256"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def charliecloud_lock(built):
+    """The three stage images exported for Charliecloud by `trace-tui images export` (as root: readable by all,
+    as an administrator would give them to users), recorded in a lock of their own; removed afterwards."""
+    from podman_support import remove_folder
+
+    _, lock_path = built
+    out = Path(tempfile.mkdtemp(prefix="trace-tui-ch-images-", dir="/tmp"))  # a user may enter it
+    os.chmod(out, 0o755)
+    site_lock = out / "images.lock.json"
+    shutil.copy(lock_path, site_lock)
+    try:
+        done = _cli("images", "export", "--runtime", "charliecloud", "--out", str(out / "images"),
+                    env={**os.environ, "TRACE_TUI_IMAGES_LOCK": str(site_lock)}, timeout=1800)
+        assert done.returncode == 0, done.stderr[-2000:]
+        os.chmod(site_lock, 0o644)
+        yield site_lock
+    finally:
+        remove_folder(out)
+
+
+@pytest.mark.timeout(1800)
+def test_the_demo_through_charliecloud_as_a_user_is_killed_resumes_and_matches_docker(docker_demo,
+                                                                                       charliecloud_lock):
+    """`--runtime charliecloud` as an unprivileged user, from the directory images `images export` wrote: the
+    runner is killed with SIGKILL once generate has finished a slice (its stages die with it), the same
+    command resumes it to the end, it verifies, and every score and receipt's content is the Docker run's."""
+    from podman_support import ROOT as CHECKOUT
+    from podman_support import podman_user, remove_folder, traversable
+
+    user = podman_user()
+    work = user.folder("trace-tui-charliecloud-")
+    try:
+        with traversable(CHECKOUT, Path(user.pythonpath.split(":")[1])):
+            _demo_as(user, work, charliecloud_lock, docker_demo, runtime="charliecloud")
+    finally:
+        remove_folder(work)
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(1800)
+def test_a_slurm_demo_shard_runs_through_charliecloud_and_merges(docker_demo, charliecloud_lock, cluster, tmp_path):
+    """The demo's first seed as a Slurm job array on the real one-node cluster (.ci/slurm-cluster), each step of
+    the shard in ch-run on the compute node (`--runtime charliecloud`, passed to the shard's command line):
+    it completes, merges and verifies, its receipts say charliecloud, and its scores are the Docker run's."""
+    _, docker_scores = docker_demo
+    seed = sorted({key.split("/")[1].split("-")[1] for key in docker_scores if key.startswith("generate/")})[0]
+    env = {**os.environ, "TRACE_TUI_IMAGES_LOCK": str(charliecloud_lock), "TRACE_TUI_HOME": str(tmp_path / "home"),
+           "TRACE_TUI_SLURM_POLL_S": "2"}
+    campaign = tmp_path / "sharded"
+    done = _cli("--recipe", "demo", "--seeds", seed, "--runtime", "charliecloud", "--scheduler", "slurm", "--yes",
+                "--campaign", str(campaign), env=env, timeout=1700)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+    subs = json.loads((campaign / "slurm" / "submissions.json").read_text())
+    assert subs[0]["options"]["runtime"] == "charliecloud"
+    status = json.loads(_cli("status", "--campaign", str(campaign), "--json", env=env).stdout)
+    assert status["complete"]
+    check = _cli("verify", "--campaign", str(campaign), env=env)
+    assert check.returncode == 0 and "VERIFIED" in check.stdout, check.stdout[-1500:]
+    receipts = [json.loads(p.read_text()) for p in campaign.rglob("receipts/generate/**/*.json")]
+    assert receipts and {r["circumstance"]["runtime"] for r in receipts} == {"charliecloud"}
+    scores = {f"{s['step']}/{s['slice']}": s["score"] for s in status["slices"] if s["score"] is not None}
+    assert scores and scores == {k: v for k, v in docker_scores.items() if k in scores}

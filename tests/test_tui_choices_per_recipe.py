@@ -90,7 +90,8 @@ async def test_a_runtime_chosen_in_one_recipes_options_stays_that_recipes(tmp_pa
         await pilot.press("o")
         await wait_for(pilot, lambda: isinstance(app.screen, OptionsScreen), what="the options")
         other = "local" if auto == "docker" else "docker"
-        app.screen.query_one("#options-runtime").query("RadioButton")[2 if other == "local" else 1].value = True
+        next(b for b in app.screen.query_one("#options-runtime").query("RadioButton")
+             if str(b.label) == other).value = True
         await pilot.pause()
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, PreviewScreen), what="the preview again")

@@ -47,7 +47,7 @@ def test_the_command_line_parses_to_the_same_choices(choices: RunChoices) -> Non
     assert args.recipe == choices.recipe and args.command is None
 
 
-@pytest.mark.parametrize("bad", [{"runtime": "podman"}, {"scheduler": "pbs"}])
+@pytest.mark.parametrize("bad", [{"runtime": "kubernetes"}, {"scheduler": "pbs"}])
 def test_choices_refuse_what_the_command_line_would(bad: dict) -> None:
     with pytest.raises(ValueError, match=next(iter(bad.values()))):
         RunChoices(recipe="demo", **bad)
@@ -96,7 +96,7 @@ async def test_options_update_the_command_live_and_narrow_the_run(tmp_path: Path
         options.query_one("#options-offline").value = True
         await pilot.pause()
         seen.append(text_of(app, "#options-command"))
-        options.query_one("#options-runtime").query("RadioButton")[2].value = True  # local
+        next(b for b in options.query_one("#options-runtime").query("RadioButton") if str(b.label) == "local").value = True
         await pilot.pause()
         seen.append(text_of(app, "#options-command"))
         assert len(set(seen)) == len(seen), seen  # each change shows at once

@@ -73,12 +73,28 @@ class LockedImage(BaseModel):
     sources: dict[str, dict[str, str]] = Field(default_factory=dict)  # gpu: trace / vlmevalkit commit+tree
 
 
+ExportFormat = Literal["docker-archive", "sif", "ch-dir", "squashfs"]
+
+
+class ExportedImage(BaseModel):
+    """A locked image written where another runtime reads it (`trace-tui images export`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    format: ExportFormat
+    path: str  # absolute, on the host that exported (or imported) it
+    sha256: str  # the file's; a ch-dir's is the sha256set of its files, links and modes (image_exports.tree_digest)
+    source_id: str  # the Docker image id it was written from: the lock's id for its kind
+    bytes: int = 0
+
+
 class ImagesLock(BaseModel):
     model_config = ConfigDict(extra="forbid")
     schema_version: Literal["trace-tui-images-lock-v1"] = "trace-tui-images-lock-v1"
     flavor: Flavor
     version: str
     images: dict[str, LockedImage]
+    # runtime (podman, apptainer, charliecloud) -> image kind -> where that runtime reads it
+    exports: dict[str, dict[str, ExportedImage]] = Field(default_factory=dict)
 
 
 def read_images_lock(path: Path | None = None) -> ImagesLock | None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from trace_tui import images
 from trace_tui.clients import docker_client
 from trace_tui.common.atomic import atomic_write_bytes
 from trace_tui.errors import UsageError
+from trace_tui.image_exports import EXPORT_RUNTIMES, export_images
+from trace_tui.paths import home as trace_home
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,6 +32,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pl = sub.add_parser("pull", help="pull the locked images from a site registry by digest and check them")
     pl.add_argument("--registry", required=True, metavar="HOST:PORT/NS")
     sub.add_parser("pin", help="write the base image digests the last build resolved into appliance/pins.json")
+    ex = sub.add_parser("export", help="write the locked images where another runtime reads them, recorded in the lock")
+    ex.add_argument("--runtime", required=True, choices=EXPORT_RUNTIMES,
+                    help="podman: a docker-archive to `podman load`; apptainer: one SIF per stage; "
+                         "charliecloud: one directory image per stage")
+    ex.add_argument("--out", metavar="DIR", help="where to write them (default: HOME/images/RUNTIME)")
+    ex.add_argument("--only", nargs="+", choices=("train", "infer", "score"), help="export only these images")
+    ex.add_argument("--from", dest="archive", metavar="ARCHIVE",
+                    help="apptainer: build the SIFs from this docker-archive (a bundle's images/stages.tar) "
+                         "instead of Docker's storage")
+    ex.add_argument("--source", choices=("docker", "podman"), default="docker",
+                    help="charliecloud: convert from Docker's storage or the user's Podman storage")
+    ex.add_argument("--nvidia", action="store_true",
+                    help="charliecloud: add this GPU node's NVIDIA libraries to each image (ch-fromhost --nvidia)")
 
 
 def _say(msg: str) -> None:
@@ -45,8 +61,6 @@ def run(args: argparse.Namespace) -> int:
             flavor = "gpu" if "nvidia" in runtimes else "cpu"
             _say(f"flavour: {flavor} ({'NVIDIA runtime present' if flavor == 'gpu' else 'no NVIDIA runtime'})")
         names = tuple(args.only) if args.only else images.IMAGE_NAMES
-        from pathlib import Path
-
         source = Path(args.evaluator_source) if args.evaluator_source else None
         lock = images.build_images(flavor, names=names, say=_say, evaluator_source=source)
         previous = images.read_images_lock()
@@ -79,6 +93,18 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if action == "pin":
         return _pin(images, lock)
+    if action == "export":
+        out = Path(args.out) if args.out else trace_home() / "images" / args.runtime
+        archive = Path(args.archive) if args.archive else None
+        if archive is not None and not archive.is_file():
+            raise UsageError(f"--from {archive}: no such archive", hint="name a bundle's images/stages.tar")
+        lock = export_images(lock, args.runtime, out.absolute(), kinds=list(args.only or []) or None, say=_say,
+                             archive=archive, nvidia=args.nvidia, source=args.source)
+        path = images.write_images_lock(lock)
+        for kind, exported in sorted(lock.exports[args.runtime].items()):
+            print(f"{kind:6} {exported.format:14} {exported.sha256[:30]}  {exported.path}")
+        _say(f"recorded in {path}")
+        return 0
     raise UsageError(f"unknown images action {action!r}")
 
 

@@ -4,7 +4,7 @@ read them without importing a runtime)."""
 from __future__ import annotations
 
 # Container runtimes run the pinned stage images; `local` runs the same workers as processes on this host.
-CONTAINER_RUNTIMES: tuple[str, ...] = ("docker", "podman")
+CONTAINER_RUNTIMES: tuple[str, ...] = ("docker", "podman", "charliecloud", "apptainer")
 RUNTIME_NAMES: tuple[str, ...] = (*CONTAINER_RUNTIMES, "local")
 
 

@@ -125,12 +125,15 @@ class Execution:
         if reason is None:
             signed, reason = self.sign_checkpoints(job)
         if reason is None:
+            runtime = self.runtime_for(step)
+            settings = getattr(runtime, "gpu_settings", None)
             receipt, reason = write_receipt(c, job, rows=ctx.done, total=ctx.total, score=ctx.score,
                                             artifacts=ctx.artifacts, subs=ctx.subs.values(), info=info,
-                                            started_wall=started_wall, gpus=gpus,
-                                            runtime=self.runtime_for(step).name, worker=worker,
-                                            checkpoint_signatures=signed,
-                                            store_trust=self.store_trust(step) if self.store_trust else None)
+                                            started_wall=started_wall, gpus=gpus, runtime=runtime.name,
+                                            worker=worker, checkpoint_signatures=signed,
+                                            store_trust=self.store_trust(step) if self.store_trust else None,
+                                            gaps=getattr(runtime, "gaps", ()),
+                                            gpu_request=settings(list(gpus)) if settings and gpus else None)
         if reason is not None:
             where = job.slice if job.slice != STEP_SLICE else ""
             last = " | ".join(info.tail[-5:])

@@ -7,6 +7,7 @@ another machine with the same results has the same content. ``verify --campaign`
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterable
@@ -77,12 +78,15 @@ def write_receipt(campaign: Campaign, job: PlannedJob, *, rows: int, total: int,
                   artifacts: dict[str, str], subs: Iterable[Live], info: ExitInfo, started_wall: float,
                   gpus: list[int], runtime: str, worker: str | None = None,
                   checkpoint_signatures: list[dict[str, str]] | None = None,
-                  store_trust: dict[str, str] | None = None) -> tuple[str | None, str | None]:
+                  store_trust: dict[str, str] | None = None, gaps: Iterable[str] = (),
+                  gpu_request: dict[str, Any] | None = None) -> tuple[str | None, str | None]:
     """Write the job's receipt. Returns (its campaign-relative path, None) or (None, the problem).
 
     ``subs``: a whole-step job's slices as they ended (each with ``job``, ``done``, ``total``, ``score``).
     ``checkpoint_signatures``: the checkpoints the runner signed (folder, signature file, keyid, scheme).
     ``store_trust``: the trust level of each store entry the step read (store.trust), as it stood for this run.
+    ``gaps``: what the runtime could not give the step that Docker gives (Charliecloud: no memory limit, ...).
+    ``gpu_request``: how the runtime was asked for the step's GPUs (Docker's device request, CDI devices, ...).
     """
     c, step = campaign, job.step
     try:
@@ -112,6 +116,11 @@ def write_receipt(campaign: Campaign, job: PlannedJob, *, rows: int, total: int,
         circumstance["worker"] = worker
     if store_trust:  # circumstance: how far the inputs were trusted here, not what they are (content's hashes)
         circumstance["store_trust"] = dict(sorted(store_trust.items()))
+    gaps = list(gaps)
+    if gaps:  # where this runtime ran the step with less isolation than the stage contract asks
+        circumstance["isolation_gaps"] = gaps
+    if gpu_request and gpus:
+        circumstance["gpu_request"] = json.loads(json.dumps(gpu_request, default=str))
     path = c.receipt_path(step.id, job.slice)
     atomic_write_json(path, {"content": content, "content_sha256": sha256_json(content),
                              "circumstance": circumstance})

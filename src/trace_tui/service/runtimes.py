@@ -13,16 +13,14 @@ from typing import TYPE_CHECKING
 from trace_tui.engine.planner import needs_gpus
 from trace_tui.hardware import check_recipe
 from trace_tui.runtime import make_runtime
+from trace_tui.runtime.apptainer import GAPS as APPTAINER_GAPS
+from trace_tui.runtime.charliecloud import GAPS as CHARLIECLOUD_GAPS
 from trace_tui.runtime.docker import docker_available
 from trace_tui.runtime.podman import podman_version
 
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.hardware.report import HardwareReport
     from trace_tui.recipe.schema import ResolvedRecipe
-
-# Runtimes HPC sites have that trace-tui detects but does not run steps in yet: what `hw` says of them.
-NOT_YET = "trace-tui does not run steps in it yet (use --runtime podman, docker or local)"
-
 
 @dataclass
 class RuntimeFound:
@@ -53,17 +51,24 @@ def detect_runtimes(report: HardwareReport, recipes: list[ResolvedRecipe]) -> li
     version = podman_version()
     if version:
         found.append(RuntimeFound("podman", version, True))
-    for name, cmd in (("charliecloud", ["ch-run", "--version"]), ("apptainer", ["apptainer", "--version"]),
-                      ("singularity", ["singularity", "--version"])):
-        version = _version(cmd)
+    version = _version(["ch-run", "--version"])
+    if version:
+        found.append(RuntimeFound("charliecloud", version, True, note=_gaps_note(CHARLIECLOUD_GAPS)))
+    for exe in ("apptainer", "singularity"):  # SingularityCE's exec takes the flags the Apptainer runtime uses
+        version = _version([exe, "--version"])
         if version:
-            found.append(RuntimeFound(name, version, False, note=NOT_YET))
+            found.append(RuntimeFound("apptainer", f"{exe} {version}", True, note=_gaps_note(APPTAINER_GAPS)))
+            break
     found.append(RuntimeFound("local", "this host's Python", True,
                               note="the same workers as processes: not the pinned images"))
     for rt in found:
         if rt.runs_steps:
             rt.recipes = [r.recipe.name for r in recipes if _runs(r, report, rt.name)]
     return found
+
+
+def _gaps_note(gaps: tuple[str, ...]) -> str:
+    return "less isolation than Docker: " + "; ".join(gaps)
 
 
 def _docker_version() -> str:

@@ -152,8 +152,11 @@ def mode_report(job: dict, campaign: Path, name: str, report: dict) -> int:
 
 
 def mode_network(job: dict, campaign: Path, opts: SelftestOptions) -> int:
+    # The process's own network namespace (/proc/self/net), not /sys/class/net: that is the namespace of
+    # whoever mounted /sys, which a runtime that binds the host's /sys (Charliecloud) shows instead.
     try:
-        ifaces = sorted(os.listdir("/sys/class/net"))
+        lines = Path("/proc/self/net/dev").read_text().splitlines()[2:]
+        ifaces = sorted(line.split(":", 1)[0].strip() for line in lines if ":" in line)
     except OSError:
         ifaces = []
     result: dict = {"interfaces": ifaces}

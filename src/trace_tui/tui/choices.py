@@ -13,11 +13,13 @@ import dataclasses
 import shlex
 from typing import TYPE_CHECKING, Any, Literal
 
+from trace_tui.common.runtimes import RUNTIME_NAMES
+
 if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.service.requests import RunRequest, SlurmOptions
 
 SLURM_FIELDS = ("partition", "account", "gpus_per_node", "time", "max_parallel")
-RUNTIMES = (None, "docker", "local")
+RUNTIMES = (None, *RUNTIME_NAMES)  # None: Docker where its engine answers, else local
 SCHEDULERS = ("none", "slurm")
 
 
@@ -27,7 +29,7 @@ class RunChoices:
     campaign: str | None = None  # --campaign DIR; None: HOME/campaigns/RUN_TAG
     models: tuple[str, ...] = ()  # empty: every model of the recipe
     seeds: tuple[int, ...] = ()  # empty: every seed of the recipe
-    runtime: Literal["docker", "local"] | None = None  # None: Docker where its engine answers, else local
+    runtime: str | None = None  # one of RUNTIMES
     offline: bool = False
     scheduler: Literal["none", "slurm"] = "none"
     partition: str | None = None
@@ -38,7 +40,8 @@ class RunChoices:
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
-            raise ValueError(f"runtime {self.runtime!r}: choose docker or local (or none: Docker where it answers)")
+            raise ValueError(f"runtime {self.runtime!r}: choose {', '.join(RUNTIME_NAMES)} (or none: Docker where "
+                             "it answers)")
         if self.scheduler not in SCHEDULERS:
             raise ValueError(f"scheduler {self.scheduler!r}: choose none or slurm")
         for name in ("models", "seeds"):  # tuples: the record stays frozen and hashable

@@ -13,9 +13,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Footer, Input, RadioButton, RadioSet, SelectionList, Static
 
+from trace_tui.common.runtimes import RUNTIME_NAMES
 from trace_tui.tui.choices import SLURM_FIELDS, RunChoices, parse_int
 
-RUNTIMES = (("auto", None), ("docker", "docker"), ("local", "local"))
+RUNTIMES = (("auto", None), *((name, name) for name in RUNTIME_NAMES))
 SLURM_HINTS = {"partition": "partition", "account": "account", "gpus_per_node": "GPUs per node (number)",
                "time": "time limit, e.g. 2-00:00:00", "max_parallel": "at most K shards at once (number)"}
 
@@ -51,10 +52,11 @@ class OptionsScreen(ModalScreen[RunChoices | None]):
                     with RadioSet(id="options-runtime"):
                         for label, value in RUNTIMES:
                             yield RadioButton(label, value=c.runtime == value)
-                    with RadioSet(id="options-scheduler"):
-                        yield RadioButton("run here", value=c.scheduler == "none")
-                        yield RadioButton("Slurm", value=c.scheduler == "slurm")
-                    yield Checkbox("offline", value=c.offline, id="options-offline")
+                    with Vertical(id="options-where"):  # beside the runtimes' longer list
+                        with RadioSet(id="options-scheduler"):
+                            yield RadioButton("run here", value=c.scheduler == "none")
+                            yield RadioButton("Slurm", value=c.scheduler == "slurm")
+                        yield Checkbox("offline", value=c.offline, id="options-offline")
                 with Vertical(id="options-slurm"):
                     for name in SLURM_FIELDS:
                         value = getattr(c, name)

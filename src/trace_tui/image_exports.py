@@ -1,0 +1,226 @@
+"""`trace-tui images export --runtime R`: the locked stage images written where another runtime reads them.
+
+- podman: one `docker save` archive of the stage images (shared layers once), for `podman load -i`;
+- apptainer: one SIF per stage, `apptainer build KIND.sif docker-archive:ARCHIVE:TAG`, from Docker's
+  storage or from a bundle's archive (`--from`), so a cluster without Docker builds them itself;
+- charliecloud: one directory image per stage, flattened from Docker's or Podman's storage as
+  `ch-convert -i docker|podman TAG DIR` does (:func:`flatten_image`), with the stage contract's mount points (/job, /campaign, /store: ch-run binds only onto what exists in a read-only
+  image), a marker naming the image id it came from, and, with `--nvidia`, `ch-fromhost --nvidia`.
+
+Each export is recorded in the image lock under ``exports[runtime][kind]`` with its digest (a file's
+sha256; a directory's :func:`tree_digest`) and the Docker image id it was written from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from trace_tui.common.digest import sha256_file, sha256set
+from trace_tui.errors import CheckFailed, RequirementsError, UsageError
+from trace_tui.images import ExportedImage, ImagesLock
+from trace_tui.runtime.base import CAMPAIGN_MOUNT, JOB_MOUNT, STORE_MOUNT
+from trace_tui.runtime.charliecloud import MARKER
+
+Say = Callable[[str], None]
+EXPORT_RUNTIMES = ("podman", "apptainer", "charliecloud")
+PODMAN_ARCHIVE = "stages.tar"
+
+
+def tree_digest(root: Path) -> str:
+    """A directory image's identity: the sha256set of every file's content, every link's target and every
+    entry's type and permission bits (what ch-run would see), by path. Owners are left out: they are the
+    exporting user's."""
+    entries: dict[str, str] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted([*dirs, *files]):
+            path = Path(folder) / name
+            rel = path.relative_to(root).as_posix()
+            st = path.lstat()
+            mode = f"{stat.S_IMODE(st.st_mode):04o}"
+            if stat.S_ISLNK(st.st_mode):
+                entries[rel] = f"link:{os.readlink(path)}"
+            elif stat.S_ISREG(st.st_mode):
+                entries[rel] = f"file:{mode}:{sha256_file(path)}" if os.access(path, os.R_OK) else f"file:{mode}:?"
+            elif stat.S_ISDIR(st.st_mode):
+                entries[rel] = f"dir:{mode}"
+            else:
+                entries[rel] = f"other:{stat.S_IFMT(st.st_mode):o}:{mode}"
+    return sha256set(entries)
+
+
+def _run(argv: list[str], what: str, *, env: dict[str, str] | None = None) -> None:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    except FileNotFoundError:
+        raise RequirementsError(f"{argv[0]} is not installed: needed to {what}") from None
+    if done.returncode != 0:
+        tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+        raise CheckFailed(f"{what} failed (`{' '.join(argv[:4])} ...`, exit {done.returncode}): {tail}")
+
+
+def _tag_is_locked(engine: str, tag: str, image_id: str) -> None:
+    """TAG names the locked image in ENGINE's storage (docker or podman), or the refusal says what it names."""
+    done = subprocess.run([engine, "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True, text=True)
+    found = done.stdout.strip()
+    if done.returncode != 0 or found.removeprefix("sha256:") != image_id.removeprefix("sha256:"):
+        what = f"is {found[:19]}" if done.returncode == 0 else "is not there"
+        raise CheckFailed(f"{tag} in {engine}'s storage {what}, the image lock names {image_id[:19]}",
+                          hint="load the locked images (`bundle import`, `podman load -i`) or rebuild with "
+                               "`make appliance`")
+
+
+def _save(refs: list[str], dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _run(["docker", "save", "-o", str(dest), *refs], f"write {dest}")
+
+
+def _exported(fmt: str, path: Path, source_id: str, digest: str | None = None) -> ExportedImage:
+    size = path.stat().st_size if path.is_file() else sum(p.lstat().st_size for p in path.rglob("*"))
+    return ExportedImage(format=fmt, path=str(path.resolve()), sha256=digest or sha256_file(path),
+                         source_id=source_id, bytes=size)
+
+
+def export_podman(lock: ImagesLock, kinds: list[str], out: Path, say: Say) -> dict[str, ExportedImage]:
+    archive = out / PODMAN_ARCHIVE
+    say(f"docker save {', '.join(kinds)} -> {archive}")
+    _save([lock.images[k].tag for k in kinds], archive)
+    digest = sha256_file(archive)
+    return {k: _exported("docker-archive", archive, lock.images[k].id, digest) for k in kinds}
+
+
+def export_apptainer(lock: ImagesLock, kinds: list[str], out: Path, say: Say, *,
+                     archive: Path | None = None) -> dict[str, ExportedImage]:
+    """One SIF per kind, built from ARCHIVE (a docker-archive holding the locked tags, e.g. a bundle's) or
+    from a `docker save` written for the purpose and removed afterwards."""
+    exe = shutil.which("apptainer") or shutil.which("singularity")
+    if exe is None:
+        raise RequirementsError("neither apptainer nor singularity is installed: a SIF is built by Apptainer",
+                                hint="install Apptainer (https://apptainer.org/docs/admin/main/installation.html), "
+                                     "or export for podman and build the SIFs where Apptainer is")
+    out.mkdir(parents=True, exist_ok=True)
+    made = archive is None
+    source = archive or out / PODMAN_ARCHIVE
+    if made:
+        _save([lock.images[k].tag for k in kinds], source)
+    try:
+        result = {}
+        for kind in kinds:
+            sif = out / f"{kind}.sif"
+            say(f"{Path(exe).name} build {sif}")
+            _run(apptainer_build_command(exe, sif, source, lock.images[kind].tag), f"build {sif}")
+            result[kind] = _exported("sif", sif, lock.images[kind].id)
+        return result
+    finally:
+        if made:
+            source.unlink(missing_ok=True)
+
+
+def apptainer_build_command(exe: str, sif: Path, archive: Path, tag: str) -> list[str]:
+    """`apptainer build --force KIND.sif docker-archive:ARCHIVE:TAG` (pure): one image of a multi-image archive."""
+    return [exe, "build", "--force", str(sif), f"docker-archive:{archive}:{tag}"]
+
+
+# What ch-convert (0.31) leaves in every directory image, which ch-run binds onto (its mount_points_ensure).
+CH_MOUNT_DIRS = ("bin", "dev", "etc", "mnt", "proc", "usr", *(f"mnt/{i}" for i in range(10)))
+CH_MOUNT_FILES = ("etc/hosts", "etc/resolv.conf")
+
+
+def flatten_image(engine: str, tag: str, dest: Path) -> None:
+    """TAG's root filesystem, flattened, as a Charliecloud directory image at DEST.
+
+    What `ch-convert -i docker|podman TAG DEST` does, streamed: it writes the export to a tarball, gzips it
+    and unpacks it again (its own source: "FIXME: needlessly compresses"), which for the 7.7 GB stage images
+    took more than six minutes here against about two for the stream. The steps are ch-convert's: the
+    export, /dev left empty, the image's environment in ch/environment (what `ch-run --set-env` reads),
+    folders made user-writable (so the image can be removed), and the mount points ch-run binds onto.
+    """
+    created = subprocess.run([engine, "create", "--read-only", tag, "/bin/true"], capture_output=True, text=True)
+    if created.returncode != 0:
+        raise CheckFailed(f"{engine} create {tag} failed: {created.stderr.strip()[-300:]}")
+    container = created.stdout.strip().splitlines()[-1]
+    dest.mkdir(parents=True)
+    try:
+        export = subprocess.Popen([engine, "export", container], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        untar = subprocess.run(["tar", "-x", "-p", "--no-same-owner", "-C", str(dest), "-f", "-", "--anchored",
+                                "--no-wildcards-match-slash", "--exclude=dev/*", "--exclude=./dev/*"],
+                               stdin=export.stdout, capture_output=True, text=True)
+        assert export.stdout is not None
+        export.stdout.close()
+        exported = export.wait()
+        if exported != 0 or untar.returncode != 0:
+            err = (export.stderr.read().decode(errors="replace") if export.stderr else "") + untar.stderr
+            raise CheckFailed(f"flattening {tag} into {dest} failed: {err.strip()[-300:]}")
+    finally:
+        subprocess.run([engine, "rm", "--force", container], capture_output=True)
+    env = subprocess.run([engine, "image", "inspect", "--format", "{{range .Config.Env}}{{println .}}{{end}}", tag],
+                         capture_output=True, text=True, check=True).stdout
+    (dest / "ch").mkdir(exist_ok=True)
+    (dest / "ch" / "environment").write_text("".join(line + "\n" for line in env.splitlines() if line))
+    for folder, _, _ in os.walk(dest):
+        mode = os.lstat(folder).st_mode
+        if mode & 0o700 != 0o700:
+            os.chmod(folder, stat.S_IMODE(mode) | 0o700)
+    for rel in CH_MOUNT_DIRS:
+        if not os.path.lexists(dest / rel):
+            (dest / rel).mkdir()
+    for rel in CH_MOUNT_FILES:
+        if not os.path.lexists(dest / rel):
+            (dest / rel).touch()
+
+
+def export_charliecloud(lock: ImagesLock, kinds: list[str], out: Path, say: Say, *, nvidia: bool = False,
+                        source: str = "docker") -> dict[str, ExportedImage]:
+    """One directory image per kind, flattened from Docker's (or the user's Podman) storage."""
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ}
+    env.setdefault("USER", os.environ.get("LOGNAME") or "trace-tui")  # Charliecloud's tools need it
+    result = {}
+    for kind in kinds:
+        locked = lock.images[kind]
+        image = out / kind
+        if image.exists():
+            shutil.rmtree(image)
+        _tag_is_locked(source, locked.tag, locked.id)
+        say(f"{source} export {locked.tag} -> {image}")
+        flatten_image(source, locked.tag, image)
+        for mount in (JOB_MOUNT, CAMPAIGN_MOUNT, STORE_MOUNT):
+            (image / mount.lstrip("/")).mkdir(exist_ok=True)
+        if nvidia:
+            say(f"ch-fromhost --nvidia {image}")
+            _run(["ch-fromhost", "--nvidia", str(image)], f"add the host's NVIDIA libraries to {image}", env=env)
+        marker = image / MARKER
+        marker.write_text(json.dumps({"source_id": locked.id, "kind": kind, "flavor": lock.flavor,
+                                      "tag": locked.tag, "nvidia": nvidia}, indent=2) + "\n", encoding="utf-8")
+        say(f"hashing {image}")
+        result[kind] = _exported("ch-dir", image, locked.id, tree_digest(image))
+    return result
+
+
+def export_images(lock: ImagesLock, runtime: str, out: Path, *, kinds: list[str] | None = None, say: Say = print,
+                  archive: Path | None = None, nvidia: bool = False, source: str = "docker") -> ImagesLock:
+    """Write the locked images for RUNTIME under OUT; the lock with their exports recorded."""
+    if runtime not in EXPORT_RUNTIMES:
+        raise UsageError(f"--runtime {runtime}: images are exported for {', '.join(EXPORT_RUNTIMES)}",
+                         hint="docker runs the images it built as they are")
+    kinds = kinds or sorted(lock.images)
+    missing = [k for k in kinds if k not in lock.images]
+    if missing:
+        raise UsageError(f"the image lock has no {', '.join(missing)} image", hint="build it: `make appliance`")
+    if archive is not None and runtime != "apptainer":
+        raise UsageError("--from ARCHIVE builds Apptainer's SIFs from a docker-archive",
+                         hint="podman loads an archive itself: `podman load -i ARCHIVE`")
+    if runtime == "podman":
+        done = export_podman(lock, kinds, out, say)
+    elif runtime == "apptainer":
+        done = export_apptainer(lock, kinds, out, say, archive=archive)
+    else:
+        done = export_charliecloud(lock, kinds, out, say, nvidia=nvidia, source=source)
+    exports = {**lock.exports, runtime: {**lock.exports.get(runtime, {}), **done}}
+    return lock.model_copy(update={"exports": exports})
