@@ -10,7 +10,7 @@ from trace_tui.commands.arguments import add_recipe_selection
 from trace_tui.common.runtimes import RUNTIME_NAMES
 from trace_tui.errors import ExitCode, TraceTuiError
 from trace_tui.recipe import catalog as recipes
-from trace_tui.service.runtimes import RuntimeFound, detect_runtimes
+from trace_tui.service.runtimes import detect_runtimes, runtime_lines
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -85,12 +85,4 @@ def render(report, checks, errors) -> list[str]:  # noqa: ANN001 - HardwareRepor
                 out += [f"  {'':<14}       {n}" for n in c.notes[1:] if not n.startswith("pass")]
     for name, line in errors.items():
         out.append(f"Recipe    {name}: invalid: {line}")
-    return out
-
-
-def runtime_lines(found: list[RuntimeFound]) -> list[str]:
-    out = []
-    for rt in found:
-        what = (f"runs {', '.join(rt.recipes)}" if rt.recipes else "runs no recipe here") if rt.runs_steps else rt.note
-        out.append(f"Runtime   {rt.name} {rt.version}: {what}" + (f" ({rt.note})" if rt.runs_steps and rt.note else ""))
     return out

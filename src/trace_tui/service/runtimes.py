@@ -89,3 +89,12 @@ def _runs(resolved: ResolvedRecipe, report: HardwareReport, runtime: str) -> boo
     problems = make_runtime(runtime, flavour=resolved.recipe.image_flavor).check(
         {s.image for s in steps if s.image}, gpus=any(needs_gpus(s) for s in steps))
     return not problems
+
+
+def runtime_lines(found: list[RuntimeFound]) -> list[str]:
+    """One line per runtime found: its version, the recipes it runs here, what it gives less of (`hw`, the TUI)."""
+    out = []
+    for rt in found:
+        what = (f"runs {', '.join(rt.recipes)}" if rt.recipes else "runs no recipe here") if rt.runs_steps else rt.note
+        out.append(f"Runtime   {rt.name} {rt.version}: {what}" + (f" ({rt.note})" if rt.runs_steps and rt.note else ""))
+    return out

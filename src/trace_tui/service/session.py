@@ -23,6 +23,7 @@ from trace_tui.recipe.catalog import known_recipes, load_recipe, resolve_recipe,
 from trace_tui.recipe.schema import ResolvedRecipe, Step
 from trace_tui.service.campaigns import OwnedRunner
 from trace_tui.service.requests import SubmitRequest
+from trace_tui.service.runtimes import detect_runtimes, runtime_lines
 from trace_tui.service.submit import prepare_submission, submit_prepared
 from trace_tui.signing.checkpoints import checkpoint_signer
 from trace_tui.verify.campaign import verify_campaign
@@ -32,8 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from trace_tui.runtime.base import Runtime
 
 # what the session offers beside its own functions below
-__all__ = ["build_preview", "cancel_campaign", "check_recipe", "cluster_status", "is_sharded", "known_recipes",
-           "list_campaigns", "load_recipe", "resolve_recipe", "verify_campaign"]
+__all__ = ["build_preview", "cancel_campaign", "check_recipe", "cluster_status", "detect_runtimes", "is_sharded",
+           "known_recipes", "list_campaigns", "load_recipe", "resolve_recipe", "runtime_lines", "verify_campaign"]
 
 
 def trusted(resolved: ResolvedRecipe, campaign_dir: Path, recipe_file: str | None) -> ResolvedRecipe:

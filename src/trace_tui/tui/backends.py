@@ -117,6 +117,9 @@ class Backends:
     campaigns_root: Path | None = None
     # the runtime and offline choice for later checks and runs
     set_choices: Callable[[RunChoices], None] | None = None
+    # hardware report -> one line per container runtime this host has: its version and the recipes it runs
+    # here (what `trace-tui hw` prints); None: the hardware screen names Docker only
+    runtimes: Callable[[HardwareReport], list[str]] | None = None
 
     def choose(self, choices: RunChoices) -> None:
         """Runtime and offline as the UI chose them (models and seeds narrow the recipe when it is resolved)."""
@@ -275,6 +278,17 @@ def default_backends(request: RunRequest | None = None) -> Backends:
     def verify_campaign(path: Path) -> CampaignVerification:
         return load_session().verify_campaign(path)
 
+    def runtimes(report: HardwareReport) -> list[str]:
+        session = load_session()
+        resolved = []
+        for name in session.known_recipes():
+            try:
+                resolved.append(resolve(load(name)))
+            except Exception:  # noqa: BLE001 - a recipe that cannot be resolved is said on the recipes table
+                continue
+        return [line.removeprefix("Runtime").strip() for line in
+                session.runtime_lines(session.detect_runtimes(report, resolved))]
+
     def verify_attestation(path: Path) -> AttestationReport:
         # the attestation readers load pydantic and the image models: only when a file is verified
         from trace_tui.service.attest import check_attestation_file
@@ -291,7 +305,7 @@ def default_backends(request: RunRequest | None = None) -> Backends:
         verify_release=verify_release, verify_campaign=verify_campaign, verify_attestation=verify_attestation,
         release_dir=Path(release).expanduser().resolve() if release else None, home=home,
         run_problems=run_problems, runtime_name=runtime_name, runtime_for=runtime_for, cluster=cluster_backend(request),
-        set_choices=set_choices,
+        set_choices=set_choices, runtimes=runtimes,
     )
 
 

@@ -25,6 +25,15 @@ class HardwareReady(Message):
         self.error = error
 
 
+class RuntimesFound(Message):
+    """The container runtimes this host has, one line each (after the hardware probe: they take longer)."""
+
+    def __init__(self, lines: list[str], error: str = "") -> None:
+        super().__init__()
+        self.lines = lines
+        self.error = error
+
+
 class EngineEvents(Message):
     """Doorbell: events are waiting in the run's EventPump (one message per batch, not per event)."""
 

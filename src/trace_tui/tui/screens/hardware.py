@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from trace_tui.tui.messages import HardwareReady
+from trace_tui.tui.messages import HardwareReady, RuntimesFound
 from trace_tui.tui.views import (
     VERDICT_STYLE,
     HardwareView,
@@ -99,6 +99,7 @@ class HardwareScreen(Screen):
             yield Static("Checking the hardware…", id="hw-gpu-message", markup=False)
             # The GPU table (#hw-gpus) is mounted here once a probe finds a GPU: nothing shows it before.
             yield Static("", id="hw-system", markup=False)
+            yield Static("", id="hw-runtimes", markup=False)
         # The recipes stay on screen at 80x24: the hardware details scroll above them.
         yield Static("Recipes on this machine (enter: preview · r: all recipes · f5: check again)", classes="section",
                      id="hw-recipes-title", markup=False)
@@ -109,6 +110,7 @@ class HardwareScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one("#hw-runtimes", Static).display = False  # until the backends say which there are
         # After the first paint: the probe's thread imports the engine, pydantic and Docker's client,
         # which would hold the interpreter while the screen is being drawn.
         self.call_after_refresh(self.action_probe)
@@ -128,6 +130,26 @@ class HardwareScreen(Screen):
         self.app.hardware_report = message.report
         self.app.hardware_view = message.view
         self.show(message.view)
+        if message.report is not None and self.app.backends.runtimes is not None:
+            runtimes = self.query_one("#hw-runtimes", Static)
+            runtimes.display = True
+            runtimes.update("Runtimes: checking which this machine has…")
+            self._runtimes(message.report)
+
+    @work(thread=True, exclusive=True, group="runtimes")
+    def _runtimes(self, report: HardwareReport) -> None:
+        runtimes = self.app.backends.runtimes
+        assert runtimes is not None
+        try:
+            self.post_message(RuntimesFound(runtimes(report)))
+        except Exception as exc:  # noqa: BLE001 - shown on screen, the UI keeps working
+            self.post_message(RuntimesFound([], error=str(exc)))
+
+    def on_runtimes_found(self, message: RuntimesFound) -> None:
+        text = ("Runtimes: " + message.error) if message.error else "\n".join(
+            ["Runtimes (run a recipe in one: o in its preview, or --runtime NAME):",
+             *(f"  {line}" for line in message.lines)])
+        self.query_one("#hw-runtimes", Static).update(text)
 
     def show(self, view: HardwareView) -> None:
         found = self.query("#hw-gpus")
