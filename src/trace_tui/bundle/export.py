@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from trace_tui import __version__
 from trace_tui.bundle.files import CHUNK, MANIFEST, BundleFile, BundleManifest, Say
+from trace_tui.bundle.runtimes import charliecloud_tars, write_charliecloud_tars
 from trace_tui.bundle.signature import PUBLIC_KEY_FILE, SIGNATURE, write_signature
 from trace_tui.common.digest import sha256_bytes, sha256_file, sha256_text
 from trace_tui.errors import CheckFailed, UsageError, out_of_space
@@ -97,11 +98,13 @@ def entries_to_carry(resolved: ResolvedRecipe) -> tuple[list[str], list[str]]:
 
 def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Store, images_lock: ImagesLock,
                   client: DockerClient, say: Say = print, wheelhouse: bool = True,
-                  signer: Signer | None = None) -> BundleManifest:
+                  signer: Signer | None = None, charliecloud: bool = False) -> BundleManifest:
     """Write the bundle for ``recipe`` into ``dest`` (created; must be empty or absent), signed by SIGNER
-    (signature.py; a site refuses an unsigned bundle's images, so only tests of the refusal leave it out)."""
+    (signature.py; a site refuses an unsigned bundle's images, so only tests of the refusal leave it out).
+    CHARLIECLOUD: carry the Charliecloud directory images the lock records, too (runtimes.py)."""
     if dest.exists() and any(dest.iterdir()):
         raise UsageError(f"{dest} is not empty", hint="export into a new directory")
+    ch_images = charliecloud_tars(images_lock) if charliecloud else {}  # checked before anything is written
     missing = [e for e in entries if not store.has(e)]
     if missing:
         raise UsageError(f"the store lacks {', '.join(missing)}",
@@ -120,7 +123,7 @@ def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Store, 
         return written
 
     try:
-        return _export(dest, recipe, entries, store, images_lock, client, say, wheelhouse, signer)
+        return _export(dest, recipe, entries, store, images_lock, client, say, wheelhouse, signer, ch_images)
     except APIError as exc:  # an OSError too (requests' HTTPError): first
         # `docker save` stages each layer under the daemon's own data root before it streams the archive:
         # that disk, not the bundle's, can be the one that fills.
@@ -141,7 +144,8 @@ def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Store, 
 
 
 def _export(dest: Path, recipe: str, entries: list[str], store: Store, images_lock: ImagesLock,
-            client: DockerClient, say: Say, wheelhouse: bool, signer: Signer | None) -> BundleManifest:
+            client: DockerClient, say: Say, wheelhouse: bool, signer: Signer | None,
+            ch_images: dict[str, Path]) -> BundleManifest:
     files: dict[str, BundleFile] = {}
 
     lock_text = images_lock.model_dump_json(indent=2) + "\n"
@@ -155,6 +159,7 @@ def _export(dest: Path, recipe: str, entries: list[str], store: Store, images_lo
         # by tag where the tag still names the locked image, so the archive carries it; else by id
         names.append(img.tag if img.tag in image.tags else img.id)
     files[IMAGES_TAR] = _write_stream(_save_images(client, names), dest / IMAGES_TAR, IMAGES_TAR, say)
+    files.update(write_charliecloud_tars(dest, ch_images, say, _write_stream))
 
     for entry in entries:
         src = store.entry_dir(entry)

@@ -25,6 +25,7 @@ from trace_tui.bundle.files import (
     read_manifest_bytes,
     shown,
 )
+from trace_tui.bundle.runtimes import CHARLIECLOUD_DIR, import_images_for
 from trace_tui.bundle.signature import SIGNATURE, check_entry_set, hold_to_signature, signed_by, verify_signature
 from trace_tui.errors import CheckFailed, TraceTuiError, UsageError
 from trace_tui.images import ImagesLock, write_images_lock
@@ -121,7 +122,8 @@ def check_before_import(src: Path, store: Store, say: Say = print,
         raise CheckFailed(f"bundle refused: {problems[0]}"
                           + (f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""))
     lock = _read_bundle_lock(src, manifest)
-    archives = sorted(rel for rel in manifest.files if rel.startswith("images/") and rel.endswith(".tar"))
+    archives = sorted(rel for rel in manifest.files if rel.startswith("images/") and rel.endswith(".tar")
+                      and not rel.startswith(CHARLIECLOUD_DIR + "/"))  # root filesystems, not image archives
     _check_archives({rel: read_archive_index(src / rel, rel) for rel in archives}, lock)
     return CheckedBundle(manifest, lock, archives, _checked_entries(src, store, manifest, files, verified),
                          verified.keyid)
@@ -130,18 +132,27 @@ def check_before_import(src: Path, store: Store, say: Say = print,
 # ---------------------------------------------------------------------------------------------
 # import, part 2: changing the host, and taking a failed import back
 
-def import_bundle(src: Path, *, store: Store, client: DockerClient, images_lock_path: Path,
-                  say: Say = print, keys: list[SSlibKey] | tuple[SSlibKey, ...] = ()) -> CheckedBundle:
+def import_bundle(src: Path, *, store: Store, client: DockerClient | None, images_lock_path: Path,
+                  say: Say = print, keys: list[SSlibKey] | tuple[SSlibKey, ...] = (), runtime: str = "docker",
+                  images_dir: Path | None = None) -> CheckedBundle:
     """Check the bundle at SRC whole (its signature against KEYS first), then fill the store, load the
     images, tag them and write the image lock, in that order; a failure on the way takes back what this
-    import added (see module doc)."""
+    import added (see module doc). RUNTIME other than docker: the images go where it reads them, under
+    IMAGES_DIR (bundle.runtimes), and Docker is not used."""
     checked = check_before_import(src, store, say, keys)
-    changes = HostChanges(store, client, signed_by=checked.signed_by)
+    changes = HostChanges(store, client, signed_by=checked.signed_by)  # type: ignore[arg-type]
     step = "before changing anything"
     try:
         for entry in checked.entries:
             step = f"importing store entry {entry}"
             changes.import_entry(entry, src, say)
+        if runtime != "docker":
+            assert images_dir is not None, "a runtime's images go into a folder of their own"
+            step = f"writing the images for {runtime}"
+            site = import_images_for(runtime, src, checked.lock, images_dir, say)
+            step = f"writing the image lock {images_lock_path}"
+            _write_lock(site, images_lock_path)
+            return checked
         changes.note_images_present(checked.lock)
         for rel in checked.archives:
             step = f"loading {rel}"
@@ -151,7 +162,8 @@ def import_bundle(src: Path, *, store: Store, client: DockerClient, images_lock_
         step = "tagging the images"
         changes.tag(checked.lock)
         step = f"writing the image lock {images_lock_path}"
-        _write_lock(checked.lock, images_lock_path)
+        # the exporter's other runtimes' images lie on its disk, not here
+        _write_lock(checked.lock.model_copy(update={"exports": {}}), images_lock_path)
     except KeyboardInterrupt:
         changes.undo()
         raise

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from trace_tui import bundle, images
+from trace_tui.bundle.runtimes import IMPORT_RUNTIMES
 from trace_tui.clients import docker_client
 from trace_tui.commands.arguments import add_recipe_selection, non_empty
 from trace_tui.engine.planner import needs_gpus
@@ -26,11 +28,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--no-wheelhouse", action="store_true", help="leave out trace-tui's own wheelhouse")
     e.add_argument("--key", metavar="FILE", type=non_empty,
                    help="sign with this private key (default: HOME/keys/signing-key.pem, made by `keys init`)")
+    e.add_argument("--with-charliecloud", action="store_true",
+                   help="also carry the Charliecloud directory images `images export --runtime charliecloud` wrote, "
+                        "for a site without Docker or Podman")
     add_recipe_selection(e)
     i = sub.add_parser("import", help="check a bundle's signature and files, load its images and fill the store")
     i.add_argument("dir", metavar="DIR")
     i.add_argument("--trust-key", metavar="FILE", type=non_empty, action="append", default=[],
                    help="also trust this public key for this import (besides HOME/trusted-keys and this home's own)")
+    i.add_argument("--runtime", choices=IMPORT_RUNTIMES, default="docker",
+                   help="where the images go: Docker's storage (default), Podman's (podman load), Apptainer SIFs "
+                        "or Charliecloud directory images (no Docker needed for the last three)")
+    i.add_argument("--images-dir", metavar="DIR", type=non_empty,
+                   help="apptainer, charliecloud: where the images are written (default HOME/images/RUNTIME)")
     for sp in (e, i):
         sp.add_argument("--home", metavar="DIR", type=non_empty, help="trace-tui home (default $TRACE_TUI_HOME)")
 
@@ -40,7 +50,6 @@ def _say(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     root = home(args.home)
     store = Store(store_dir(root))
@@ -71,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
             _say(f"not carried: {', '.join(made_there)} (made by the recipe's own steps when it runs at the site)")
         bundle.export_bundle(Path(args.dir), recipe=resolved.recipe.name, entries=carried,
                              store=store, images_lock=lock, client=client, say=_say,
-                             wheelhouse=not args.no_wheelhouse, signer=signer)
+                             wheelhouse=not args.no_wheelhouse, signer=signer,
+                             charliecloud=args.with_charliecloud)
         _say(f"a site imports it once it trusts key {keys.short(signer.public_key.keyid)}: "
              f"`trace-tui keys trust {dest / bundle.PUBLIC_KEY_FILE}` there, after checking the keyid with this site")
         return 0
@@ -80,8 +90,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"bundle import {src}: {'is a file, not' if src.exists() else 'no such'} directory",
                          hint="name the folder `trace-tui bundle export` wrote")
     trusted = keys.site_keys(root, [Path(f) for f in args.trust_key])
-    checked = bundle.import_bundle(src, store=store, client=docker_client(timeout=images.BULK_TIMEOUT_S),
-                                   images_lock_path=images.images_lock_path(), say=_say, keys=trusted)
+    client = docker_client(timeout=images.BULK_TIMEOUT_S) if args.runtime == "docker" else None
+    images_dir = Path(args.images_dir) if args.images_dir else root / "images" / args.runtime
+    checked = bundle.import_bundle(src, store=store, client=client, images_lock_path=images.images_lock_path(),
+                                   say=_say, keys=trusted, runtime=args.runtime, images_dir=images_dir.absolute())
     manifest = checked.manifest
     lock = release_lock()
     for entry in manifest.entries:
@@ -89,15 +101,16 @@ def run(args: argparse.Namespace) -> int:
         if record is not None:
             _say(f"  {entry}: {trust_reason(record, lock)}")
     _say(f"bundle for recipe {manifest.recipe} imported (signed by key {keys.short(checked.signed_by)}): "
-         f"{len(manifest.images)} images, {len(manifest.entries)} store entries; {_next_step(manifest.recipe)}")
+         f"{len(manifest.images)} images for {args.runtime}, {len(manifest.entries)} store entries; "
+         f"{_next_step(manifest.recipe, args.runtime)}")
     return 0
 
 
-def _next_step(recipe: str) -> str:
+def _next_step(recipe: str, runtime: str = "docker") -> str:
     """What to run now. RECIPE passed the bundle manifest's check (a recipe name: lower-case letters,
     digits and dashes), so it prints as it is; a recipe this trace-tui does not ship came from a
     recipe file, which the site runs by its path."""
     if recipe in known_recipes():
-        return f"run `trace-tui --recipe {recipe} --offline`"
+        return f"run `trace-tui --recipe {recipe} --offline" + ("`" if runtime == "docker" else f" --runtime {runtime}`")
     return (f"recipe {recipe} is not one this trace-tui ships: run `trace-tui --recipe FILE.yaml --offline` "
             "with the recipe file the bundle was exported from")
