@@ -1,8 +1,9 @@
 """`trace-tui images export --runtime R`: the locked stage images written where another runtime reads them.
 
 - podman: one `docker save` archive of the stage images (shared layers once), for `podman load -i`;
-- apptainer: one SIF per stage, `apptainer build KIND.sif docker-archive:ARCHIVE:TAG`, from Docker's
-  storage or from a bundle's archive (`--from`), so a cluster without Docker builds them itself;
+- apptainer: one SIF per stage, `apptainer build KIND.sif docker-archive:ARCHIVE`, ARCHIVE that image alone
+  (`docker save TAG`, or cut from a bundle's archive with `--from`, so a cluster without Docker builds them
+  itself: Apptainer 1.4 reads only single-image docker-archives);
 - charliecloud: one directory image per stage, flattened from Docker's or Podman's storage as
   `ch-convert -i docker|podman TAG DIR` does (:func:`flatten_image`), with the stage contract's mount points (/job, /campaign, /store: ch-run binds only onto what exists in a read-only
   image), a marker naming the image id it came from, and, with `--nvidia`, `ch-fromhost --nvidia`.
@@ -13,11 +14,14 @@ sha256; a directory's :func:`tree_digest`) and the Docker image id it was writte
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import posixpath
 import shutil
 import stat
 import subprocess
+import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -95,36 +99,70 @@ def export_podman(lock: ImagesLock, kinds: list[str], out: Path, say: Say) -> di
     return {k: _exported("docker-archive", archive, lock.images[k].id, digest) for k in kinds}
 
 
+def single_image_archive(archive: Path, tag: str, dest: Path) -> None:
+    """From a `docker save` archive of several images (a bundle's), the one of TAG as an archive of its own:
+    Apptainer 1.4 builds only from a docker-archive that holds one image. Its config, its layers (and
+    what a layer's link `../<id>/layer.tar` names) and a manifest.json of that one image are copied."""
+    with tarfile.open(archive, "r:") as tar:
+        members = {m.name.removeprefix("./"): m for m in tar.getmembers()}
+        manifest_member = members.get("manifest.json")
+        if manifest_member is None:
+            raise CheckFailed(f"{archive} has no manifest.json: not an archive `docker save` writes")
+        fh = tar.extractfile(manifest_member)
+        assert fh is not None
+        entries = [e for e in json.loads(fh.read()) if tag in (e.get("RepoTags") or [])]
+        if len(entries) != 1:
+            raise CheckFailed(f"{archive} holds {len(entries)} images tagged {tag}, not one")
+        entry = entries[0]
+        wanted = {entry["Config"]}
+        folders = {posixpath.dirname(layer) for layer in entry["Layers"]}
+        for name, member in members.items():
+            if posixpath.dirname(name) in folders and member.issym():
+                folders.add(posixpath.dirname(posixpath.normpath(posixpath.join(posixpath.dirname(name),
+                                                                                 member.linkname))))
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(dest, "w:") as out:
+            for name, member in members.items():
+                if name in wanted or (name.split("/", 1)[0] in folders and name != "manifest.json"):
+                    out.addfile(member, tar.extractfile(member) if member.isreg() else None)
+            data = json.dumps([entry]).encode()
+            info = tarfile.TarInfo("manifest.json")
+            info.size = len(data)
+            out.addfile(info, io.BytesIO(data))
+
+
 def export_apptainer(lock: ImagesLock, kinds: list[str], out: Path, say: Say, *,
                      archive: Path | None = None) -> dict[str, ExportedImage]:
-    """One SIF per kind, built from ARCHIVE (a docker-archive holding the locked tags, e.g. a bundle's) or
-    from a `docker save` written for the purpose and removed afterwards."""
+    """One SIF per kind, each built from an archive of that image alone: `docker save TAG`, or cut from
+    ARCHIVE (a docker-archive holding the locked tags, e.g. a bundle's) where there is no Docker."""
     exe = shutil.which("apptainer") or shutil.which("singularity")
     if exe is None:
         raise RequirementsError("neither apptainer nor singularity is installed: a SIF is built by Apptainer",
                                 hint="install Apptainer (https://apptainer.org/docs/admin/main/installation.html), "
                                      "or export for podman and build the SIFs where Apptainer is")
     out.mkdir(parents=True, exist_ok=True)
-    made = archive is None
-    source = archive or out / PODMAN_ARCHIVE
-    if made:
-        _save([lock.images[k].tag for k in kinds], source)
-    try:
-        result = {}
-        for kind in kinds:
+    result = {}
+    for kind in kinds:
+        tag = lock.images[kind].tag
+        single = out / f"{kind}.docker-archive.tar"
+        try:
+            if archive is None:
+                _save([tag], single)
+            else:
+                say(f"taking {tag} out of {archive}")
+                single_image_archive(archive, tag, single)
             sif = out / f"{kind}.sif"
             say(f"{Path(exe).name} build {sif}")
-            _run(apptainer_build_command(exe, sif, source, lock.images[kind].tag), f"build {sif}")
-            result[kind] = _exported("sif", sif, lock.images[kind].id)
-        return result
-    finally:
-        if made:
-            source.unlink(missing_ok=True)
+            _run(apptainer_build_command(exe, sif, single), f"build {sif}")
+        finally:
+            single.unlink(missing_ok=True)
+        result[kind] = _exported("sif", sif, lock.images[kind].id)
+    return result
 
 
-def apptainer_build_command(exe: str, sif: Path, archive: Path, tag: str) -> list[str]:
-    """`apptainer build --force KIND.sif docker-archive:ARCHIVE:TAG` (pure): one image of a multi-image archive."""
-    return [exe, "build", "--force", str(sif), f"docker-archive:{archive}:{tag}"]
+def apptainer_build_command(exe: str, sif: Path, archive: Path) -> list[str]:
+    """`apptainer build --force KIND.sif docker-archive:ARCHIVE` (pure), ARCHIVE holding that one image."""
+    return [exe, "build", "--force", str(sif), f"docker-archive:{archive}"]
 
 
 # What ch-convert (0.31) leaves in every directory image, which ch-run binds onto (its mount_points_ensure).

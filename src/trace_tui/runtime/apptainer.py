@@ -5,9 +5,11 @@ is the locked image converted by `trace-tui images export --runtime apptainer` (
 a bundle's archive), recorded in the image lock with its sha256, which is checked before the first job;
 the job's inputs hash the Docker image id it was built from, so receipts and resume are the Docker run's.
 
-What each job gets, in Apptainer's own flags (command line built by :func:`apptainer_command`):
+What each job gets, in Apptainer's own flags (command line built by :func:`apptainer_command`; the flags
+as Apptainer 1.3 and 1.4 define them in cmd/internal/cli/action_flags.go):
 `--containall` (its own PID, IPC and mount namespaces, an empty /tmp, no host home, and `--cleanenv`: the
-image's environment, not the host's), the job spec and the store bound read-only and the campaign
+image's environment, not the host's; the process gets no APPTAINER_* variable from ours, which would set
+flags), the job spec and the store bound read-only and the campaign
 read-write, `--net --network none` for a step without network, `--nv` for GPUs (chosen with
 CUDA_VISIBLE_DEVICES), a SIF's root read-only. What it does not give without a site's cgroup
 delegation, receipts and `hw` say (``GAPS``).
@@ -52,7 +54,14 @@ def apptainer_command(launch: Launch, image: Path, *, exe: str = "apptainer") ->
         env.update(GPU_ENV)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in launch.gpus)
         gpu_flags = ["--nv"]
-    return [exe, "exec", "--containall", "--cleanenv", "--pwd", "/",
+    # --bind splits its value on commas; --env splits a value holding a comma and a second "=" (it reads it as
+    # KEY=VAL,KEY=VAL), and takes KEY=x,y whole
+    unsplittable = [str(p) for p in (launch.job_dir, launch.campaign, launch.store) if "," in str(p)]
+    unsplittable += [f"{k}={v}" for k, v in env.items() if "," in v and "=" in v]
+    if unsplittable:
+        raise RequirementsError(f"Apptainer cannot be given {unsplittable[0]!r}: a comma in it would split it in two",
+                                hint="use paths and values without commas")
+    return [exe, "exec", "--containall", "--cleanenv", "--cwd", "/",
             "--bind", f"{launch.job_dir}:{JOB_MOUNT}:ro", "--bind", f"{launch.campaign}:{CAMPAIGN_MOUNT}:rw",
             "--bind", f"{launch.store}:{STORE_MOUNT}:ro",
             *([] if launch.network else ["--net", "--network", "none"]), *gpu_flags,
