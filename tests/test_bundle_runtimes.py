@@ -16,7 +16,8 @@ import pytest
 
 from trace_tui import bundle
 from trace_tui.errors import CheckFailed, RequirementsError, UsageError
-from trace_tui.image_exports import export_charliecloud, tree_digest
+from trace_tui.runtime.exports import export_charliecloud, tree_digest
+from trace_tui.service.bundle_images import charliecloud_tars, import_images_for
 from trace_tui.images import ImagesLock
 from trace_tui.store import Store
 
@@ -40,14 +41,18 @@ def exported(tmp_path, docker_client, stage_lock, filled_store):  # noqa: F811 -
     dest = tmp_path / "bundle"
     manifest = bundle.export_bundle(dest, recipe="demo", entries=entries, store=store, images_lock=lock,
                                     client=docker_client, say=lambda _m: None, wheelhouse=False,
-                                    signer=bundle_signer(), charliecloud=True)
+                                    signer=bundle_signer(), charliecloud=charliecloud_tars(lock))
     return dest, manifest, lock
+
+
+def _place(runtime: str, images_dir: Path):  # noqa: ANN202
+    return lambda src, lock: import_images_for(runtime, src, lock, images_dir, lambda _m: None)
 
 
 def _import(dest: Path, site: Path, runtime: str) -> tuple[Store, ImagesLock]:
     store = Store(site / "store")
     bundle.import_bundle(dest, store=store, client=None, images_lock_path=site / "images.lock.json",
-                         say=lambda _m: None, keys=trusted_keys(), runtime=runtime, images_dir=site / "images")
+                         say=lambda _m: None, keys=trusted_keys(), place_images=_place(runtime, site / "images"))
     return store, ImagesLock.model_validate_json((site / "images.lock.json").read_text())
 
 
@@ -97,18 +102,18 @@ def test_apptainer_import_without_apptainer_says_so_and_takes_the_store_back(tmp
     store = Store(tmp_path / "site" / "store")
     with pytest.raises(RequirementsError) as err:
         bundle.import_bundle(dest, store=store, client=None, images_lock_path=tmp_path / "site" / "images.lock.json",
-                             say=lambda _m: None, keys=trusted_keys(), runtime="apptainer",
-                             images_dir=tmp_path / "site" / "images")
+                             say=lambda _m: None, keys=trusted_keys(),
+                             place_images=_place("apptainer", tmp_path / "site" / "images"))
     assert "neither apptainer nor singularity is installed" in str(err.value)
     assert "removed the store entries it had added" in str(err.value)
     assert not (tmp_path / "site" / "images.lock.json").exists()
 
 
-def test_a_bundle_with_charliecloud_needs_the_lock_to_record_them(tmp_path, docker_client, stage_lock,  # noqa: F811
-                                                                  filled_store):
-    store, entries = filled_store
+def test_a_bundle_carries_only_charliecloud_images_the_lock_records_as_they_are(tmp_path, stage_lock):  # noqa: F811
     with pytest.raises(UsageError, match="records no Charliecloud image"):
-        bundle.export_bundle(tmp_path / "b", recipe="demo", entries=entries, store=store, images_lock=stage_lock,
-                             client=docker_client, say=lambda _m: None, wheelhouse=False, signer=bundle_signer(),
-                             charliecloud=True)
-    assert not (tmp_path / "b").exists()
+        charliecloud_tars(stage_lock)
+    ch = export_charliecloud(stage_lock, sorted(stage_lock.images), tmp_path / "ch", say=lambda _m: None)
+    changed = next(iter(ch.values()))
+    (Path(changed.path) / "etc" / "added-afterwards").write_text("x")
+    with pytest.raises(UsageError, match="is not the .* image the lock records"):
+        charliecloud_tars(stage_lock.model_copy(update={"exports": {"charliecloud": ch}}))

@@ -22,7 +22,7 @@ from test_engine_support import make_recipe, resolved_for, selftest_step
 from trace_tui.engine.campaign import Campaign
 from trace_tui.engine.runner import Runner
 from trace_tui.errors import RequirementsError
-from trace_tui.image_exports import export_charliecloud, tree_digest
+from trace_tui.runtime.exports import export_charliecloud, tree_digest
 from trace_tui.images import ImagesLock, LockedImage
 from trace_tui.runtime.base import Launch
 from trace_tui.runtime.charliecloud import GAPS, MARKER, CharliecloudRuntime, charliecloud_command

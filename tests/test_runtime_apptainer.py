@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from trace_tui.errors import RequirementsError
-from trace_tui.image_exports import apptainer_build_command, single_image_archive
+from trace_tui.runtime.exports import apptainer_build_command, single_image_archive
 from trace_tui.runtime.apptainer import GAPS, ApptainerRuntime, apptainer_command
 from trace_tui.runtime.base import Launch
 

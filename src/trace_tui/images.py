@@ -82,7 +82,7 @@ class ExportedImage(BaseModel):
     model_config = ConfigDict(extra="forbid")
     format: ExportFormat
     path: str  # absolute, on the host that exported (or imported) it
-    sha256: str  # the file's; a ch-dir's is the sha256set of its files, links and modes (image_exports.tree_digest)
+    sha256: str  # the file's; a ch-dir's is the sha256set of its files, links and modes (runtime.exports.tree_digest)
     source_id: str  # the Docker image id it was written from: the lock's id for its kind
     bytes: int = 0
 

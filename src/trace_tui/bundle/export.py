@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from trace_tui import __version__
-from trace_tui.bundle.files import CHUNK, MANIFEST, BundleFile, BundleManifest, Say
-from trace_tui.bundle.runtimes import charliecloud_tars, write_charliecloud_tars
+from trace_tui.bundle.files import CHARLIECLOUD_DIR, CHUNK, MANIFEST, BundleFile, BundleManifest, Say
 from trace_tui.bundle.signature import PUBLIC_KEY_FILE, SIGNATURE, write_signature
 from trace_tui.common.digest import sha256_bytes, sha256_file, sha256_text
 from trace_tui.errors import CheckFailed, UsageError, out_of_space
@@ -98,13 +97,14 @@ def entries_to_carry(resolved: ResolvedRecipe) -> tuple[list[str], list[str]]:
 
 def export_bundle(dest: Path, *, recipe: str, entries: list[str], store: Store, images_lock: ImagesLock,
                   client: DockerClient, say: Say = print, wheelhouse: bool = True,
-                  signer: Signer | None = None, charliecloud: bool = False) -> BundleManifest:
+                  signer: Signer | None = None, charliecloud: dict[str, Path] | None = None) -> BundleManifest:
     """Write the bundle for ``recipe`` into ``dest`` (created; must be empty or absent), signed by SIGNER
     (signature.py; a site refuses an unsigned bundle's images, so only tests of the refusal leave it out).
-    CHARLIECLOUD: carry the Charliecloud directory images the lock records, too (runtimes.py)."""
+    CHARLIECLOUD: KIND -> the Charliecloud directory image the lock records for it, carried as a tar too
+    (checked against the lock by the caller: service.bundle_images.charliecloud_tars)."""
     if dest.exists() and any(dest.iterdir()):
         raise UsageError(f"{dest} is not empty", hint="export into a new directory")
-    ch_images = charliecloud_tars(images_lock) if charliecloud else {}  # checked before anything is written
+    ch_images = charliecloud or {}
     missing = [e for e in entries if not store.has(e)]
     if missing:
         raise UsageError(f"the store lacks {', '.join(missing)}",
@@ -159,7 +159,7 @@ def _export(dest: Path, recipe: str, entries: list[str], store: Store, images_lo
         # by tag where the tag still names the locked image, so the archive carries it; else by id
         names.append(img.tag if img.tag in image.tags else img.id)
     files[IMAGES_TAR] = _write_stream(_save_images(client, names), dest / IMAGES_TAR, IMAGES_TAR, say)
-    files.update(write_charliecloud_tars(dest, ch_images, say, _write_stream))
+    files.update(_charliecloud_tars(dest, ch_images, say))
 
     for entry in entries:
         src = store.entry_dir(entry)
@@ -191,6 +191,21 @@ def _export(dest: Path, recipe: str, entries: list[str], store: Store, images_lo
         say(f"signed with key {short(signer.public_key.keyid)} ({SIGNATURE})")
     say(f"bundle written: {len(files)} files, {sum(f.bytes for f in files.values()) >> 20} MiB")
     return manifest
+
+
+def _charliecloud_tars(dest: Path, folders: dict[str, Path], say: Say) -> dict[str, BundleFile]:
+    """Each directory image as a plain tar under DEST/images/charliecloud, hashed as it is written."""
+    files = {}
+    for kind, folder in sorted(folders.items()):
+        rel = f"{CHARLIECLOUD_DIR}/{kind}.tar"
+        say(f"writing {rel} (the Charliecloud image {folder})")
+        proc = subprocess.Popen(["tar", "-c", "-C", str(folder), "--numeric-owner", "."], stdout=subprocess.PIPE)
+        assert proc.stdout is not None
+        out = proc.stdout
+        files[rel] = _write_stream(iter(lambda: out.read(CHUNK), b""), dest / rel, rel, say)
+        if proc.wait() != 0:
+            raise CheckFailed(f"tar of {folder} failed (exit {proc.returncode})")
+    return files
 
 
 def _save_images(client: DockerClient, names: list[str]) -> Iterable[bytes]:

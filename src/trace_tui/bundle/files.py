@@ -41,6 +41,7 @@ class BundleManifest(BaseModel):
 
 
 LOCK_FILE = "images.lock.json"
+CHARLIECLOUD_DIR = "images/charliecloud"  # KIND.tar: a Charliecloud directory image, for a site without Docker
 MANIFEST_LIMIT = 256 << 20  # a manifest of a million files is well under this
 RECORD_LIMIT = 64 << 20  # an image lock, a store entry's record
 REEXPORT = "export the bundle again with `trace-tui bundle export` where the appliance was built"

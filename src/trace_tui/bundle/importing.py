@@ -8,10 +8,11 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from trace_tui.bundle.archives import _check_archives, _read_bundle_lock, load_untagged, read_archive_index
 from trace_tui.bundle.files import (
+    CHARLIECLOUD_DIR,
     MANIFEST,
     RECORD_LIMIT,
     REEXPORT,
@@ -25,7 +26,6 @@ from trace_tui.bundle.files import (
     read_manifest_bytes,
     shown,
 )
-from trace_tui.bundle.runtimes import CHARLIECLOUD_DIR, import_images_for
 from trace_tui.bundle.signature import SIGNATURE, check_entry_set, hold_to_signature, signed_by, verify_signature
 from trace_tui.errors import CheckFailed, TraceTuiError, UsageError
 from trace_tui.images import ImagesLock, write_images_lock
@@ -133,12 +133,12 @@ def check_before_import(src: Path, store: Store, say: Say = print,
 # import, part 2: changing the host, and taking a failed import back
 
 def import_bundle(src: Path, *, store: Store, client: DockerClient | None, images_lock_path: Path,
-                  say: Say = print, keys: list[SSlibKey] | tuple[SSlibKey, ...] = (), runtime: str = "docker",
-                  images_dir: Path | None = None) -> CheckedBundle:
+                  say: Say = print, keys: list[SSlibKey] | tuple[SSlibKey, ...] = (),
+                  place_images: Callable[[Path, ImagesLock], ImagesLock] | None = None) -> CheckedBundle:
     """Check the bundle at SRC whole (its signature against KEYS first), then fill the store, load the
     images, tag them and write the image lock, in that order; a failure on the way takes back what this
-    import added (see module doc). RUNTIME other than docker: the images go where it reads them, under
-    IMAGES_DIR (bundle.runtimes), and Docker is not used."""
+    import added (see module doc). PLACE_IMAGES: instead of Docker, (the bundle, its lock) -> the site's lock,
+    having put the images where another runtime reads them (service.bundle_images)."""
     checked = check_before_import(src, store, say, keys)
     changes = HostChanges(store, client, signed_by=checked.signed_by)  # type: ignore[arg-type]
     step = "before changing anything"
@@ -146,10 +146,9 @@ def import_bundle(src: Path, *, store: Store, client: DockerClient | None, image
         for entry in checked.entries:
             step = f"importing store entry {entry}"
             changes.import_entry(entry, src, say)
-        if runtime != "docker":
-            assert images_dir is not None, "a runtime's images go into a folder of their own"
-            step = f"writing the images for {runtime}"
-            site = import_images_for(runtime, src, checked.lock, images_dir, say)
+        if place_images is not None:
+            step = "putting the images where the runtime reads them"
+            site = place_images(src, checked.lock)
             step = f"writing the image lock {images_lock_path}"
             _write_lock(site, images_lock_path)
             return checked

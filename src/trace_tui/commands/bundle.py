@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from trace_tui import bundle, images
-from trace_tui.bundle.runtimes import IMPORT_RUNTIMES
 from trace_tui.clients import docker_client
 from trace_tui.commands.arguments import add_recipe_selection, non_empty
 from trace_tui.engine.planner import needs_gpus
@@ -15,6 +14,7 @@ from trace_tui.errors import UsageError
 from trace_tui.paths import home, store_dir
 from trace_tui.recipe.catalog import known_recipes, resolve_recipe
 from trace_tui.release import release_lock
+from trace_tui.service.bundle_images import IMPORT_RUNTIMES, charliecloud_tars, import_images_for
 from trace_tui.signing import keys
 from trace_tui.store import Store
 from trace_tui.store.trust import trust_reason
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         bundle.export_bundle(Path(args.dir), recipe=resolved.recipe.name, entries=carried,
                              store=store, images_lock=lock, client=client, say=_say,
                              wheelhouse=not args.no_wheelhouse, signer=signer,
-                             charliecloud=args.with_charliecloud)
+                             charliecloud=charliecloud_tars(lock) if args.with_charliecloud else None)
         _say(f"a site imports it once it trusts key {keys.short(signer.public_key.keyid)}: "
              f"`trace-tui keys trust {dest / bundle.PUBLIC_KEY_FILE}` there, after checking the keyid with this site")
         return 0
@@ -90,10 +90,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"bundle import {src}: {'is a file, not' if src.exists() else 'no such'} directory",
                          hint="name the folder `trace-tui bundle export` wrote")
     trusted = keys.site_keys(root, [Path(f) for f in args.trust_key])
-    client = docker_client(timeout=images.BULK_TIMEOUT_S) if args.runtime == "docker" else None
-    images_dir = Path(args.images_dir) if args.images_dir else root / "images" / args.runtime
-    checked = bundle.import_bundle(src, store=store, client=client, images_lock_path=images.images_lock_path(),
-                                   say=_say, keys=trusted, runtime=args.runtime, images_dir=images_dir.absolute())
+    docker = args.runtime == "docker"
+    images_dir = (Path(args.images_dir) if args.images_dir else root / "images" / args.runtime).absolute()
+    checked = bundle.import_bundle(
+        src, store=store, client=docker_client(timeout=images.BULK_TIMEOUT_S) if docker else None,
+        images_lock_path=images.images_lock_path(), say=_say, keys=trusted,
+        place_images=None if docker else lambda bundle_dir, lock: import_images_for(args.runtime, bundle_dir, lock,
+                                                                                    images_dir, _say))
     manifest = checked.manifest
     lock = release_lock()
     for entry in manifest.entries:

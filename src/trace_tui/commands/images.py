@@ -11,7 +11,7 @@ from trace_tui import images
 from trace_tui.clients import docker_client
 from trace_tui.common.atomic import atomic_write_bytes
 from trace_tui.errors import UsageError
-from trace_tui.image_exports import EXPORT_RUNTIMES, export_images
+from trace_tui.runtime.exports import EXPORT_RUNTIMES, export_images
 from trace_tui.paths import home as trace_home
 
 

@@ -1,4 +1,5 @@
-"""A bundle for a cluster without Docker: the stage images where Podman, Apptainer or Charliecloud read them.
+"""A bundle for a cluster without Docker: the stage images where Podman, Apptainer or Charliecloud read them
+(the bundle package moves files and checks signatures; which runtime reads what is decided here).
 
 Export (``--with-charliecloud``): beside `images/stages.tar` (which Podman loads and Apptainer builds SIFs from
 as it is), each stage's Charliecloud directory image, as `images/charliecloud/KIND.tar`, a plain tar of the
@@ -21,16 +22,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
-from trace_tui.bundle.files import BundleFile, Say
+from trace_tui.bundle.files import CHARLIECLOUD_DIR, Say
 from trace_tui.errors import CheckFailed, RequirementsError, UsageError
-from trace_tui.image_exports import export_apptainer, tree_digest
 from trace_tui.images import ExportedImage, ImagesLock
 from trace_tui.runtime.charliecloud import image_marker
+from trace_tui.runtime.exports import export_apptainer, tree_digest
 
-CHARLIECLOUD_DIR = "images/charliecloud"
 IMPORT_RUNTIMES = ("docker", "podman", "apptainer", "charliecloud")
 
 
@@ -53,21 +52,6 @@ def charliecloud_tars(lock: ImagesLock) -> dict[str, Path]:
                              hint="export it again: `trace-tui images export --runtime charliecloud`")
         out[kind] = folder
     return out
-
-
-def write_charliecloud_tars(dest: Path, folders: dict[str, Path], say: Say,
-                            write: Callable[..., BundleFile]) -> dict[str, BundleFile]:
-    """Each checked directory image as a plain tar under DEST/images/charliecloud (WRITE hashes as it writes)."""
-    files = {}
-    for kind, folder in folders.items():
-        rel = f"{CHARLIECLOUD_DIR}/{kind}.tar"
-        say(f"writing {rel} (the Charliecloud image {folder})")
-        proc = subprocess.Popen(["tar", "-c", "-C", str(folder), "--numeric-owner", "."], stdout=subprocess.PIPE)
-        assert proc.stdout is not None
-        files[rel] = write(iter(lambda: proc.stdout.read(1 << 20), b""), dest / rel, rel, say)
-        if proc.wait() != 0:
-            raise CheckFailed(f"tar of {folder} failed (exit {proc.returncode})")
-    return files
 
 
 def _podman_load(archive: Path, lock: ImagesLock, say: Say) -> None:
