@@ -103,8 +103,12 @@ def preflight(resolved: ResolvedRecipe, runtime: Runtime, home: Path, report: Ha
 def _runtime_line(runtime: Runtime, report: HardwareReport | None) -> str:
     if runtime.name not in CONTAINER_RUNTIMES:
         return f"runtime {runtime.name}: each step runs as a process with this host's Python; no image is used"
+    if runtime.name == "podman":
+        return "podman reachable: the locked images run from its own storage"
     if runtime.name != "docker":
-        return f"{runtime.name} reachable: the locked images run from its own storage"
+        gaps = getattr(runtime, "gaps", ())
+        return (f"{runtime.name}: the locked images run from their exports the image lock records"
+                + (f"; less isolation than Docker: {'; '.join(gaps)}" if gaps else ""))
     return f"Docker engine reachable ({report.docker.message})" if report is not None else "Docker engine reachable"
 
 
@@ -121,8 +125,10 @@ def _image_items(runtime: Runtime, images: list[str], gpu_images: set[str],
             out += [PreflightItem(area="images", subject=kind, verdict="fail", line=p) for p in missing]
             continue
         if runtime.name != "docker":  # the hardware probe reads Docker's images: this runtime found its own
+            where = f"in {runtime.name}'s storage" if runtime.name == "podman" else \
+                f"exported for {runtime.name}"
             out.append(PreflightItem(area="images", subject=kind, verdict="pass",
-                                     line=f"image {kind}: {runtime.image_id(kind)[:19]} in {runtime.name}'s storage"))
+                                     line=f"image {kind}: {runtime.image_id(kind)[:19]} {where}"))
             continue
         status = report.docker.image(kind) if report is not None else None
         runs = runtime.image_id(kind)
