@@ -304,14 +304,22 @@ def _stage_processes(uid: int) -> list[str]:
                           text=True).stdout.split()
 
 
-def _receipt_contents(campaign: Path) -> dict[str, str]:
-    """Each container step's receipt content (what was computed, from what), by receipt path; its
-    circumstance (when, where, which runtime) differs by design."""
-    out = {}
+# Files a step writes about how it ran (when, where, how long), not what it computed: their hashes in a receipt's
+# outputs differ from run to run on any runtime. TRL's trainer_state.json carries the step's time.
+RUN_RECORDS = ("receipt.json", "trainer_state.json")
+
+
+def _receipt_contents(campaign: Path) -> dict[str, object]:
+    """What every receipt says was computed, from what: each campaign receipt's content less the hashes of the
+    files that record how the run went (RUN_RECORDS), and the content of each worker's own receipt (its
+    circumstance, like the campaign receipt's, differs by design)."""
+    out: dict[str, object] = {}
     for path in sorted((campaign / "receipts").rglob("*.json")):
-        rel = path.relative_to(campaign).as_posix()
-        if not rel.startswith("receipts/prepare/"):
-            out[rel] = json.loads(path.read_text())["content_sha256"]
+        content = json.loads(path.read_text())["content"]
+        content["outputs"] = {k: v for k, v in (content.get("outputs") or {}).items() if not k.endswith(RUN_RECORDS)}
+        out[path.relative_to(campaign).as_posix()] = content
+    for path in sorted((campaign / "outputs").rglob("*receipt.json")):
+        out[path.relative_to(campaign).as_posix()] = json.loads(path.read_text()).get("content")
     return out
 
 
