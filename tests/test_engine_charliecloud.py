@@ -131,3 +131,13 @@ def test_an_image_exported_from_another_build_is_refused(ch_image, tmp_path: Pat
         CharliecloudRuntime().image_id("infer")
     assert any("no NVIDIA libraries" in p for p in CharliecloudRuntime(images={"infer": str(image)}).check(
         {"infer"}, gpus=True))
+
+
+def test_gpus_are_chosen_by_cuda_visible_devices_and_recorded_as_asked(tmp_path: Path) -> None:
+    """No GPU here: the command line a GPU step gets, and what its receipt records of the request."""
+    launch = Launch(step="s", slice="x", module="trace_tui.stages.generate", args=[], job_dir=tmp_path / "j",
+                    campaign=tmp_path / "c", store=tmp_path / "s", log_path=tmp_path / "l", image="infer", gpus=[1, 3])
+    argv = charliecloud_command(launch, tmp_path / "img", uid=1000, gid=1000)
+    assert "--set-env=CUDA_VISIBLE_DEVICES=1,3" in argv and "--set-env=CUDA_DEVICE_ORDER=PCI_BUS_ID" in argv
+    assert CharliecloudRuntime().gpu_settings([1, 3]) == {"CUDA_VISIBLE_DEVICES": "1,3",
+                                                          "libraries": "ch-fromhost --nvidia"}
