@@ -45,17 +45,6 @@ NVIDIA_HINT = "export the images on a GPU node with `trace-tui images export --r
 GAPS = ("no memory limit (Charliecloud sets no cgroups)", "no process limit",
         "GPUs chosen by CUDA_VISIBLE_DEVICES, not isolated as devices")
 
-def charliecloud_version() -> str | None:
-    exe = shutil.which("ch-run")
-    if exe is None:
-        return None
-    try:
-        done = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=20, env=_ch_env())
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    text = (done.stdout or done.stderr).strip().splitlines()
-    return text[0].strip() if done.returncode == 0 and text else None
-
 
 def _ch_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """ch-run refuses to start without $USER (a batch job's environment may lack it)."""

@@ -5,8 +5,9 @@
   (`docker save TAG`, or cut from a bundle's archive with `--from`, so a cluster without Docker builds them
   itself: Apptainer 1.4 reads only single-image docker-archives);
 - charliecloud: one directory image per stage, flattened from Docker's or Podman's storage as
-  `ch-convert -i docker|podman TAG DIR` does (:func:`flatten_image`), with the stage contract's mount points (/job, /campaign, /store: ch-run binds only onto what exists in a read-only
-  image), a marker naming the image id it came from, and, with `--nvidia`, `ch-fromhost --nvidia`.
+  `ch-convert -i docker|podman TAG DIR` does (:func:`flatten_image`), with the stage contract's mount
+  points (/job, /campaign, /store: ch-run binds only onto what exists in a read-only image), a marker
+  naming the image id it came from, and, with `--nvidia`, `ch-fromhost --nvidia`.
 
 Each export is recorded in the image lock under ``exports[runtime][kind]`` with its digest (a file's
 sha256; a directory's :func:`tree_digest`) and the Docker image id it was written from.
