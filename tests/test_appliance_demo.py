@@ -369,7 +369,7 @@ def test_a_slurm_demo_shard_runs_through_charliecloud_and_merges(docker_demo, ch
     the shard in ch-run on the compute node (`--runtime charliecloud`, passed to the shard's command line):
     it completes, merges and verifies, its receipts say charliecloud, and its scores are the Docker run's."""
     _, docker_scores = docker_demo
-    seed = sorted({key.split("/")[2] for key in docker_scores if key.startswith("generate/")})[0]  # step/model/seed/..
+    seed = sorted({key.split("/")[2] for key in docker_scores if key.startswith("score/")})[0]  # step/model/seed/..
     env = {**os.environ, "TRACE_TUI_IMAGES_LOCK": str(charliecloud_lock), "TRACE_TUI_HOME": str(tmp_path / "home"),
            "TRACE_TUI_SLURM_POLL_S": "2"}
     campaign = tmp_path / "sharded"
