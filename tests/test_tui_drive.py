@@ -96,7 +96,8 @@ async def test_options_update_the_command_live_and_narrow_the_run(tmp_path: Path
         options.query_one("#options-offline").value = True
         await pilot.pause()
         seen.append(text_of(app, "#options-command"))
-        next(b for b in options.query_one("#options-runtime").query("RadioButton") if str(b.label) == "local").value = True
+        buttons = options.query_one("#options-runtime").query("RadioButton")
+        next(b for b in buttons if str(b.label) == "local").value = True
         await pilot.pause()
         seen.append(text_of(app, "#options-command"))
         assert len(set(seen)) == len(seen), seen  # each change shows at once

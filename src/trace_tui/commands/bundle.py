@@ -114,6 +114,7 @@ def _next_step(recipe: str, runtime: str = "docker") -> str:
     digits and dashes), so it prints as it is; a recipe this trace-tui does not ship came from a
     recipe file, which the site runs by its path."""
     if recipe in known_recipes():
-        return f"run `trace-tui --recipe {recipe} --offline" + ("`" if runtime == "docker" else f" --runtime {runtime}`")
+        flag = "" if runtime == "docker" else f" --runtime {runtime}"
+        return f"run `trace-tui --recipe {recipe} --offline{flag}`"
     return (f"recipe {recipe} is not one this trace-tui ships: run `trace-tui --recipe FILE.yaml --offline` "
             "with the recipe file the bundle was exported from")

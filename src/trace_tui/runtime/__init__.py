@@ -13,7 +13,8 @@ from trace_tui.runtime.docker import DockerRuntime, docker_available
 from trace_tui.runtime.local import LocalRuntime
 from trace_tui.runtime.podman import PodmanRuntime
 
-__all__ = ["ApptainerRuntime", "CharliecloudRuntime", "DockerRuntime", "ExitInfo", "Handle", "Launch", "LocalRuntime", "PodmanRuntime", "Runtime", "make_runtime"]
+__all__ = ["ApptainerRuntime", "CharliecloudRuntime", "DockerRuntime", "ExitInfo", "Handle", "Launch", "LocalRuntime",
+           "PodmanRuntime", "Runtime", "make_runtime"]
 
 
 def __getattr__(name: str) -> type[Runtime]:  # lazy: docker-py is imported only when Docker is used
