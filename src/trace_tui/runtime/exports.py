@@ -79,7 +79,13 @@ def _run(argv: list[str], what: str, *, env: dict[str, str] | None = None) -> No
 
 def _tag_is_locked(engine: str, tag: str, image_id: str) -> None:
     """TAG names the locked image in ENGINE's storage (docker or podman), or the refusal says what it names."""
-    done = subprocess.run([engine, "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True, text=True)
+    try:
+        done = subprocess.run([engine, "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True,
+                              text=True)
+    except FileNotFoundError:
+        other = "podman" if engine == "docker" else "docker"
+        raise RequirementsError(f"{engine} is not installed: the images are read from its storage",
+                                hint=f"export where {engine} has them, or from {other}'s: `--source {other}`") from None
     found = done.stdout.strip()
     if done.returncode != 0 or found.removeprefix("sha256:") != image_id.removeprefix("sha256:"):
         what = f"is {found[:19]}" if done.returncode == 0 else "is not there"
