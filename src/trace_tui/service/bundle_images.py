@@ -56,6 +56,8 @@ def charliecloud_tars(lock: ImagesLock) -> dict[str, Path]:
 
 def _podman_load(archive: Path, lock: ImagesLock, say: Say) -> None:
     say(f"podman load -i {archive}")
+    if shutil.which("podman") is None:
+        raise RequirementsError("podman is not installed", hint="install Podman (Debian: `apt install podman uidmap`)")
     done = subprocess.run(["podman", "load", "-i", str(archive)], capture_output=True, text=True)
     if done.returncode != 0:
         raise CheckFailed(f"podman load of {archive} failed: {done.stderr.strip()[-300:]}")
