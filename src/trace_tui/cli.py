@@ -199,7 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--recipe", metavar="NAME", help="run this recipe (headless with --yes or without a terminal)")
     run.add_argument("--yes", action="store_true", help="confirm every step; run headless")
     run.add_argument("--campaign", metavar="DIR", help="campaign directory (default: HOME/campaigns/RUN_TAG)")
-    run.add_argument("--runtime", choices=RUNTIME_NAMES, default=None, help="where steps run")
+    # NAME, not the choices, in the usage line: five names do not wrap in a narrow terminal
+    run.add_argument("--runtime", choices=RUNTIME_NAMES, default=None, metavar="NAME",
+                     help=f"where steps run: {', '.join(RUNTIME_NAMES)} (default: docker where it answers, else local)")
     run.add_argument("--offline", action="store_true", help="no network for any step")
     run.add_argument("--check", action="store_true",
                      help="check what the run needs (store, images, network, Docker, GPUs, disk), item by item, and "

@@ -36,9 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     i.add_argument("dir", metavar="DIR")
     i.add_argument("--trust-key", metavar="FILE", type=non_empty, action="append", default=[],
                    help="also trust this public key for this import (besides HOME/trusted-keys and this home's own)")
-    i.add_argument("--runtime", choices=IMPORT_RUNTIMES, default="docker",
-                   help="where the images go: Docker's storage (default), Podman's (podman load), Apptainer SIFs "
-                        "or Charliecloud directory images (no Docker needed for the last three)")
+    i.add_argument("--runtime", choices=IMPORT_RUNTIMES, default="docker", metavar="NAME",
+                   help="where the images go: Docker's storage (docker, the default), Podman's (podman load), "
+                        "Apptainer SIFs (apptainer) "
+                        "or Charliecloud directory images (charliecloud): no Docker needed for the last three")
     i.add_argument("--images-dir", metavar="DIR", type=non_empty,
                    help="apptainer, charliecloud: where the images are written (default HOME/images/RUNTIME)")
     for sp in (e, i):

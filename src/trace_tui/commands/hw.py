@@ -16,8 +16,8 @@ from trace_tui.service.runtimes import detect_runtimes, runtime_lines
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="the same content as JSON")
     p.add_argument("--recipe", metavar="NAME", help="check only this recipe (exit 3 when a step fails)")
-    p.add_argument("--runtime", choices=RUNTIME_NAMES, default="docker",
-                   help="where the steps would run (local: no image checks)")
+    p.add_argument("--runtime", choices=RUNTIME_NAMES, default="docker", metavar="NAME",
+                   help=f"where the steps would run: {', '.join(RUNTIME_NAMES)} (local: no image checks)")
     add_recipe_selection(p)
 
 

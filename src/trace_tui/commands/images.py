@@ -33,11 +33,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pl.add_argument("--registry", required=True, metavar="HOST:PORT/NS")
     sub.add_parser("pin", help="write the base image digests the last build resolved into appliance/pins.json")
     ex = sub.add_parser("export", help="write the locked images where another runtime reads them, recorded in the lock")
-    ex.add_argument("--runtime", required=True, choices=EXPORT_RUNTIMES,
+    ex.add_argument("--runtime", required=True, choices=EXPORT_RUNTIMES, metavar="NAME",
                     help="podman: a docker-archive to `podman load`; apptainer: one SIF per stage; "
                          "charliecloud: one directory image per stage")
     ex.add_argument("--out", metavar="DIR", help="where to write them (default: HOME/images/RUNTIME)")
-    ex.add_argument("--only", nargs="+", choices=("train", "infer", "score"), help="export only these images")
+    ex.add_argument("--only", nargs="+", choices=("train", "infer", "score"), metavar="KIND",
+                    help="export only these images: train, infer, score")
     ex.add_argument("--from", dest="archive", metavar="ARCHIVE",
                     help="apptainer: build the SIFs from this docker-archive (a bundle's images/stages.tar) "
                          "instead of Docker's storage")

@@ -19,8 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recipe", metavar="NAME", required=True, help="the recipe to preview (name or YAML file)")
     add_recipe_selection(p)
     p.add_argument("--campaign", metavar="DIR", help="campaign directory a run would use (default: HOME/campaigns/RUN_TAG)")
-    p.add_argument("--runtime", choices=RUNTIME_NAMES, default="docker",
-                   help="where the steps would run (local: no image checks)")
+    p.add_argument("--runtime", choices=RUNTIME_NAMES, default="docker", metavar="NAME",
+                   help=f"where the steps would run: {', '.join(RUNTIME_NAMES)} (local: no image checks)")
     p.add_argument("--json", action="store_true", help="the same content as JSON")
 
 

@@ -12,8 +12,8 @@ from trace_tui.recipe import catalog as recipes
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="the same content as JSON")
-    p.add_argument("--runtime", choices=RUNTIME_NAMES, default="docker",
-                   help="where the steps would run (local: no image checks)")
+    p.add_argument("--runtime", choices=RUNTIME_NAMES, default="docker", metavar="NAME",
+                   help=f"where the steps would run: {', '.join(RUNTIME_NAMES)} (local: no image checks)")
 
 
 def status_line(checks) -> tuple[str, str]:  # noqa: ANN001 - list[StepCheck]
