@@ -59,3 +59,16 @@ def image_refs(path: Path) -> dict[str, str]:
     """{stage image name: name to run it by}; empty when there is no usable lock."""
     read = read_image_lock(path)
     return {name: ref for name, entry in read.entries.items() if (ref := image_ref(entry))}
+
+
+def image_export(path: Path, runtime: str, kind: str) -> dict[str, Any]:
+    """Where RUNTIME reads the KIND image, as the lock at PATH records it (`images export`: its ``exports``);
+    {} when the lock records none or cannot be read."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    exports = data.get("exports") if isinstance(data, dict) else None
+    kinds = exports.get(runtime) if isinstance(exports, dict) else None
+    entry = kinds.get(kind) if isinstance(kinds, dict) else None
+    return entry if isinstance(entry, dict) else {}

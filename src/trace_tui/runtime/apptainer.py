@@ -22,17 +22,23 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from trace_tui.common.digest import sha256_file
-from trace_tui.common.images_lock import read_image_lock
-from trace_tui.common.safe_write import open_append
+from trace_tui.common.images_lock import image_export, read_image_lock
 from trace_tui.errors import RequirementsError
-from trace_tui.runtime.base import CAMPAIGN_MOUNT, JOB_MOUNT, STORE_MOUNT, Launch, step_env
-from trace_tui.runtime.docker import GPU_ENV
-from trace_tui.runtime.local import LocalHandle, _die_with_parent
+from trace_tui.runtime.base import (
+    CAMPAIGN_MOUNT,
+    JOB_MOUNT,
+    STORE_MOUNT,
+    Launch,
+    contract_args,
+    contract_env,
+    named_image,
+)
+from trace_tui.runtime.docker import visible_gpus_env
+from trace_tui.runtime.local import LocalHandle, spawn
 
 EXECUTABLES = ("apptainer", "singularity")
 INSTALL_HINT = "install Apptainer (https://apptainer.org/docs/admin/main/installation.html)"
@@ -47,13 +53,7 @@ def apptainer_executable() -> str | None:
 
 def apptainer_command(launch: Launch, image: Path, *, exe: str = "apptainer") -> list[str]:
     """The whole command line of one stage (pure)."""
-    env = {**step_env(launch), "TRACE_TUI_JOB": f"{JOB_MOUNT}/job.json", "TRACE_TUI_CAMPAIGN": CAMPAIGN_MOUNT,
-           "TRACE_TUI_STORE": STORE_MOUNT, "PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
-    gpu_flags: list[str] = []
-    if launch.gpus:
-        env.update(GPU_ENV)
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in launch.gpus)
-        gpu_flags = ["--nv"]
+    env = {**contract_env(launch), **visible_gpus_env(launch.gpus)}
     # --bind splits its value on commas; --env splits a value holding a comma and a second "=" (it reads it as
     # KEY=VAL,KEY=VAL), and takes KEY=x,y whole
     unsplittable = [str(p) for p in (launch.job_dir, launch.campaign, launch.store) if "," in str(p)]
@@ -64,10 +64,9 @@ def apptainer_command(launch: Launch, image: Path, *, exe: str = "apptainer") ->
     return [exe, "exec", "--containall", "--cleanenv", "--cwd", "/",
             "--bind", f"{launch.job_dir}:{JOB_MOUNT}:ro", "--bind", f"{launch.campaign}:{CAMPAIGN_MOUNT}:rw",
             "--bind", f"{launch.store}:{STORE_MOUNT}:ro",
-            *([] if launch.network else ["--net", "--network", "none"]), *gpu_flags,
+            *([] if launch.network else ["--net", "--network", "none"]), *(["--nv"] if launch.gpus else []),
             *(x for k, v in env.items() for x in ("--env", f"{k}={v}")),
-            str(image), "python3", "-m", launch.module,
-            *(a.replace("{campaign}", CAMPAIGN_MOUNT).replace("{store}", STORE_MOUNT) for a in launch.args)]
+            str(image), "python3", "-m", launch.module, *contract_args(launch)]
 
 
 class ApptainerRuntime:
@@ -81,23 +80,13 @@ class ApptainerRuntime:
 
     def _locked(self, kind: str) -> tuple[str | None, dict[str, Any]]:
         """(the lock's image id for KIND, its apptainer export entry)."""
-        import json
-
         from trace_tui.images import images_lock_path
 
         path = images_lock_path()
-        read = read_image_lock(path)
-        export: Any = {}
-        if read.status == "ok":
-            try:
-                export = ((json.loads(path.read_text(encoding="utf-8")).get("exports") or {}).get(self.name) or {})
-                export = export.get(kind) or {}
-            except (OSError, ValueError, AttributeError):
-                export = {}
-        return (read.entries.get(kind) or {}).get("id"), export if isinstance(export, dict) else {}
+        return (read_image_lock(path).entries.get(kind) or {}).get("id"), image_export(path, self.name, kind)
 
     def image_path(self, kind: str) -> Path:
-        named = os.environ.get(f"TRACE_TUI_IMAGE_{kind.upper()}") or self._images.get(kind)
+        named = named_image(kind, self._images)
         if named:
             return Path(named)
         _, export = self._locked(kind)
@@ -153,13 +142,9 @@ class ApptainerRuntime:
         self.image_id(launch.image)
         (launch.output_dir or launch.campaign / "outputs").mkdir(parents=True, exist_ok=True)
         launch.store.mkdir(parents=True, exist_ok=True)
-        launch.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open_append(launch.log_path)
-        proc = subprocess.Popen(apptainer_command(launch, image, exe=exe), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/",
-                                env={k: v for k, v in os.environ.items() if k in ("PATH", "USER", "HOME", "LANG")},
-                                start_new_session=True, preexec_fn=_die_with_parent)
-        return LocalHandle(proc, log)
+        # the host's environment stays out: an APPTAINER_* variable there would set flags
+        return spawn(apptainer_command(launch, image, exe=exe),
+                     {k: v for k, v in os.environ.items() if k in ("PATH", "USER", "HOME", "LANG")}, launch.log_path)
 
     def cleanup(self, campaign_id: str, *, keep_owner: str | None = None) -> int:
         return 0  # the stage dies with its runner (PR_SET_PDEATHSIG on apptainer's starter)

@@ -8,6 +8,7 @@ from any thread while another thread reads ``lines()``.
 from __future__ import annotations
 
 import collections
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,17 @@ class Launch:
     output_dir: Path | None = None  # host path the worker writes (made writable for the container user)
 
 
+def named_image(kind: str, images: dict[str, str]) -> str | None:
+    """The image of KIND named explicitly (TRACE_TUI_IMAGE_<KIND>, or given to the runtime), which the lock then
+    does not decide; None: the lock's."""
+    return os.environ.get(f"TRACE_TUI_IMAGE_{kind.upper()}") or images.get(kind)
+
+
+def contract_args(launch: "Launch") -> list[str]:
+    """The worker's arguments with the campaign and store at their in-container paths."""
+    return [a.replace("{campaign}", CAMPAIGN_MOUNT).replace("{store}", STORE_MOUNT) for a in launch.args]
+
+
 # A step without network must not even try: the hub libraries fail fast and say so.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -50,6 +62,13 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_
 def step_env(launch: "Launch") -> dict[str, str]:
     """The step's environment toggles, plus the offline switches when it has no network."""
     return {**launch.env, **({} if launch.network else OFFLINE_ENV)}
+
+
+def contract_env(launch: "Launch") -> dict[str, str]:
+    """A contained stage's environment (SPEC §3): the step's own, where the job spec, campaign and store are,
+    unbuffered output, HOME in the scratch /tmp."""
+    return {**step_env(launch), "TRACE_TUI_JOB": f"{JOB_MOUNT}/job.json", "TRACE_TUI_CAMPAIGN": CAMPAIGN_MOUNT,
+            "TRACE_TUI_STORE": STORE_MOUNT, "PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
 
 
 @dataclass(frozen=True)

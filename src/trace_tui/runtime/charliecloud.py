@@ -26,17 +26,23 @@ import getpass
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from trace_tui.common.images_lock import read_image_lock
-from trace_tui.common.safe_write import open_append
+from trace_tui.common.images_lock import image_export, read_image_lock
 from trace_tui.errors import RequirementsError
-from trace_tui.runtime.base import CAMPAIGN_MOUNT, JOB_MOUNT, STORE_MOUNT, Launch, step_env
-from trace_tui.runtime.docker import GPU_ENV, container_user
-from trace_tui.runtime.local import LocalHandle, _die_with_parent
+from trace_tui.runtime.base import (
+    CAMPAIGN_MOUNT,
+    JOB_MOUNT,
+    STORE_MOUNT,
+    Launch,
+    contract_args,
+    contract_env,
+    named_image,
+)
+from trace_tui.runtime.docker import container_user, visible_gpus_env
+from trace_tui.runtime.local import LocalHandle, spawn
 
 MARKER = "ch/trace-tui-image.json"  # inside an exported image: {"source_id", "kind", "flavor", "nvidia"}
 INSTALL_HINT = "install Charliecloud (Debian: `apt install charliecloud-runtime`)"
@@ -46,8 +52,9 @@ GAPS = ("no memory limit (Charliecloud sets no cgroups)", "no process limit",
         "GPUs chosen by CUDA_VISIBLE_DEVICES, not isolated as devices")
 
 
-def _ch_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """ch-run refuses to start without $USER (a batch job's environment may lack it)."""
+def charliecloud_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """BASE (default: this process's environment) with $USER, which Charliecloud's tools refuse to start
+    without (a batch job's environment may lack it)."""
     env = dict(os.environ if base is None else base)
     env.setdefault("USER", getpass.getuser())
     return env
@@ -64,18 +71,13 @@ def image_marker(image: Path) -> dict[str, Any] | None:
 def charliecloud_command(launch: Launch, image: Path, *, uid: int, gid: int, python: str = sys.executable) -> list[str]:
     """The whole command line of one stage (pure): unshare, the read-only binds and the loopback
     (runtime.stage_namespace, run by PYTHON, this trace-tui's interpreter), ch-run, the worker."""
-    env = {**step_env(launch), "TRACE_TUI_JOB": f"{JOB_MOUNT}/job.json", "TRACE_TUI_CAMPAIGN": CAMPAIGN_MOUNT,
-           "TRACE_TUI_STORE": STORE_MOUNT, "PYTHONUNBUFFERED": "1", "HOME": "/tmp"}
-    if launch.gpus:
-        env.update(GPU_ENV)
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in launch.gpus)
+    env = {**contract_env(launch), **visible_gpus_env(launch.gpus)}
     ch_run = ["ch-run", f"--uid={uid}", f"--gid={gid}", "--private-tmp", "--cd=/",
               # the image's environment and ours, nothing of the host's; values taken as they are
               "--unset-env=*", "--set-env", "--env-no-expand", *(f"--set-env={k}={v}" for k, v in env.items()),
               f"--bind={launch.job_dir}:{JOB_MOUNT}", f"--bind={launch.campaign}:{CAMPAIGN_MOUNT}",
               f"--bind={launch.store}:{STORE_MOUNT}", str(image), "--",
-              "python3", "-m", launch.module,
-              *(a.replace("{campaign}", CAMPAIGN_MOUNT).replace("{store}", STORE_MOUNT) for a in launch.args)]
+              "python3", "-m", launch.module, *contract_args(launch)]
     return ["unshare", "--user", "--map-root-user", "--mount", *([] if launch.network else ["--net"]), "--",
             python, "-P", "-m", "trace_tui.runtime.stage_namespace", *([] if launch.network else ["--net"]),
             str(launch.job_dir), str(launch.store), "--", *ch_run]
@@ -89,34 +91,14 @@ class CharliecloudRuntime:
         self._images = images or {}  # kind -> image directory, named explicitly
         self.flavour = flavour
 
-    def _lock_entry(self, kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(the lock's image entry, its charliecloud export) for KIND."""
-        from trace_tui.images import images_lock_path
-
-        path = images_lock_path()
-        read = read_image_lock(path)
-        image = read.entries.get(kind) or {}
-        if read.status == "ok":
-            try:
-                exports = json.loads(path.read_text(encoding="utf-8")).get("exports") or {}
-            except (OSError, ValueError):
-                exports = {}
-        else:
-            exports = {}
-        export = (exports.get(self.name) or {}).get(kind) if isinstance(exports, dict) else None
-        return image, export if isinstance(export, dict) else {}
-
-    def _named(self, kind: str) -> str | None:
-        return os.environ.get(f"TRACE_TUI_IMAGE_{kind.upper()}") or self._images.get(kind)
-
     def image_dir(self, kind: str) -> Path:
-        named = self._named(kind)
+        named = named_image(kind, self._images)
         if named:
             return Path(named)
-        _, export = self._lock_entry(kind)
-        if not export.get("path"):
-            from trace_tui.images import images_lock_path
+        from trace_tui.images import images_lock_path
 
+        export = image_export(images_lock_path(), self.name, kind)
+        if not export.get("path"):
             raise RequirementsError(f"the image lock ({images_lock_path()}) names no Charliecloud image for "
                                     f"{kind}", hint=EXPORT_HINT)
         return Path(export["path"])
@@ -131,9 +113,11 @@ class CharliecloudRuntime:
             if not image.is_dir():
                 raise RequirementsError(f"the {kind} image {image} is missing", hint=EXPORT_HINT)
             raise RequirementsError(f"{image} is not an image trace-tui exported (no {MARKER})", hint=EXPORT_HINT)
-        if self._named(kind):  # named explicitly: the image it was exported from, whatever the lock says
+        if named_image(kind, self._images):  # named explicitly: the image it was exported from, whatever the lock says
             return str(marker.get("source_id"))
-        locked, _ = self._lock_entry(kind)
+        from trace_tui.images import images_lock_path
+
+        locked = read_image_lock(images_lock_path()).entries.get(kind) or {}
         if locked.get("id") and marker.get("source_id") != locked["id"]:
             raise RequirementsError(f"the {kind} image {image} was exported from {str(marker.get('source_id'))[:19]}, "
                                     f"the image lock names {str(locked['id'])[:19]}", hint=EXPORT_HINT)
@@ -167,17 +151,13 @@ class CharliecloudRuntime:
         out = launch.output_dir or launch.campaign / "outputs"
         out.mkdir(parents=True, exist_ok=True)
         launch.store.mkdir(parents=True, exist_ok=True)
-        launch.log_path.parent.mkdir(parents=True, exist_ok=True)
         uid, gid = container_user()  # the invoking user; nobody when invoked as root, as Docker's
         argv = charliecloud_command(launch, image, uid=uid, gid=gid)
-        log = open_append(launch.log_path)
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=_ch_env({"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        return spawn(argv, charliecloud_env({"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                                              # this trace_tui for stage_namespace, also when not installed;
                                              # ch-run's --unset-env keeps it from the stage
-                                             "PYTHONPATH": str(Path(__file__).resolve().parents[2])}), cwd="/",
-                                start_new_session=True, preexec_fn=_die_with_parent)
-        return LocalHandle(proc, log)
+                                             "PYTHONPATH": str(Path(__file__).resolve().parents[2])}),
+                     launch.log_path)
 
     def cleanup(self, campaign_id: str, *, keep_owner: str | None = None) -> int:
         return 0  # a stage dies with its runner (PR_SET_PDEATHSIG through unshare and ch-run, which exec)

@@ -32,8 +32,10 @@ from trace_tui.runtime.base import (
     ExitInfo,
     Launch,
     Tail,
+    contract_args,
+    contract_env,
+    named_image,
     split_lines,
-    step_env,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,6 +89,12 @@ GPU_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 # the container shares no IPC namespace with the host); the tmpfs counts against the memory limit.
 GPU_SHM_PER_GPU_GIB = 8
 GPU_SHM_MIN_GIB = 16
+
+
+def visible_gpus_env(gpus: list[int]) -> dict[str, str]:
+    """For a runtime that hands a stage every GPU (Charliecloud, Apptainer's --nv): the GPUS it may use, in
+    the order the runner planned them; {} without GPUs."""
+    return {**GPU_ENV, "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus)} if gpus else {}
 
 
 def gpu_container_settings(gpus: list[int]) -> dict[str, Any]:
@@ -211,12 +219,11 @@ class DockerRuntime:
         this runtime), else the one the image lock names; None when neither names one. An image that merely
         carries trace-tui's tag is never taken without the lock: its build is not the one the lock records."""
         # The image lock holds one flavour's images under their kind (train, infer, score).
-        env = os.environ.get(f"TRACE_TUI_IMAGE_{kind.upper()}")
-        return env or self._images.get(kind) or _images_lock().get(kind)
+        return named_image(kind, self._images) or _images_lock().get(kind)
 
     def image_from_lock(self, kind: str) -> bool:
         """Whether the stage image of KIND is the one the image lock names (not one named explicitly)."""
-        return not (os.environ.get(f"TRACE_TUI_IMAGE_{kind.upper()}") or self._images.get(kind))
+        return not named_image(kind, self._images)
 
     def image_id(self, kind: str | None) -> str:
         if kind is None:
@@ -295,8 +302,7 @@ class DockerRuntime:
         labels = dict(launch.labels)
         labels.update({LABEL_STEP: launch.step, LABEL_SLICE: launch.slice, LABEL_OWNER: self.owner})
         kwargs: dict[str, Any] = dict(
-            command=["python3", "-m", launch.module,
-                     *(a.replace("{campaign}", CAMPAIGN_MOUNT).replace("{store}", STORE_MOUNT) for a in launch.args)],
+            command=["python3", "-m", launch.module, *contract_args(launch)],
             detach=True,
             user=f"{uid}:{gid}",
             volumes={
@@ -304,14 +310,7 @@ class DockerRuntime:
                 str(launch.campaign): {"bind": CAMPAIGN_MOUNT, "mode": "rw"},
                 str(launch.store): {"bind": STORE_MOUNT, "mode": "ro"},
             },
-            environment={
-                **step_env(launch),
-                "TRACE_TUI_JOB": f"{JOB_MOUNT}/job.json",
-                "TRACE_TUI_CAMPAIGN": CAMPAIGN_MOUNT,
-                "TRACE_TUI_STORE": STORE_MOUNT,
-                "PYTHONUNBUFFERED": "1",
-                "HOME": "/tmp",
-            },
+            environment=contract_env(launch),
             # Never the campaign: `python -m` puts the working directory first on sys.path, and a
             # json.py or trace_tui/ a campaign holds would run in place of ours.
             working_dir="/",

@@ -30,7 +30,7 @@ from trace_tui.common.digest import sha256_file, sha256set
 from trace_tui.errors import CheckFailed, RequirementsError, UsageError
 from trace_tui.images import ExportedImage, ImagesLock
 from trace_tui.runtime.base import CAMPAIGN_MOUNT, JOB_MOUNT, STORE_MOUNT
-from trace_tui.runtime.charliecloud import MARKER
+from trace_tui.runtime.charliecloud import MARKER, charliecloud_env
 from trace_tui.store.hashing import sha256_files
 
 Say = Callable[[str], None]
@@ -77,8 +77,9 @@ def _run(argv: list[str], what: str, *, env: dict[str, str] | None = None) -> No
         raise CheckFailed(f"{what} failed (`{' '.join(argv[:4])} ...`, exit {done.returncode}): {tail}")
 
 
-def _tag_is_locked(engine: str, tag: str, image_id: str) -> None:
-    """TAG names the locked image in ENGINE's storage (docker or podman), or the refusal says what it names."""
+def image_is_locked(engine: str, tag: str, image_id: str) -> None:
+    """TAG (a name, or the id itself) names the locked image in ENGINE's storage (docker or podman), or the
+    refusal says what it names."""
     try:
         done = subprocess.run([engine, "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True,
                               text=True)
@@ -231,15 +232,14 @@ def export_charliecloud(lock: ImagesLock, kinds: list[str], out: Path, say: Say,
                         source: str = "docker") -> dict[str, ExportedImage]:
     """One directory image per kind, flattened from Docker's (or the user's Podman) storage."""
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ}
-    env.setdefault("USER", os.environ.get("LOGNAME") or "trace-tui")  # Charliecloud's tools need it
+    env = charliecloud_env()
     result = {}
     for kind in kinds:
         locked = lock.images[kind]
         image = out / kind
         if image.exists():
             shutil.rmtree(image)
-        _tag_is_locked(source, locked.tag, locked.id)
+        image_is_locked(source, locked.tag, locked.id)
         say(f"{source} export {locked.tag} -> {image}")
         flatten_image(source, locked.tag, image)
         for mount in (JOB_MOUNT, CAMPAIGN_MOUNT, STORE_MOUNT):

@@ -115,6 +115,21 @@ class LocalHandle:
             pass
 
 
+def spawn(argv: list[str], env: dict[str, str], log_path: Path) -> LocalHandle:
+    """A stage's process: stdout read by the runner, stderr into LOG_PATH, dying with the runner."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open_append(log_path)  # never through a link planted in its place; closed by the handle
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        # Never the campaign: `python -m` puts the working directory first on sys.path, and a
+        # json.py or trace_tui/ a campaign holds would run as the user in place of ours.
+        cwd=NEUTRAL_CWD,
+        # Own process group: Ctrl-C in the terminal reaches the runner, which stops workers itself.
+        start_new_session=True, preexec_fn=_die_with_parent,
+    )
+    return LocalHandle(proc, log)
+
+
 class LocalRuntime:
     name = "local"
 
@@ -147,24 +162,13 @@ class LocalRuntime:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in launch.gpus)
         src = str(Path(__file__).resolve().parents[2])  # the trace_tui package, also when not installed
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
-        launch.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open_append(launch.log_path)  # never through a link planted in its place; closed by the handle
         # -P (Python >= 3.11): the worker never has its working directory on sys.path. A flag, not
         # PYTHONSAFEPATH, so that the scripts a worker runs (the release evaluator's) keep their own
         # directory on sys.path for their sibling imports.
         safe_path = ["-P"] if sys.version_info >= (3, 11) and self.python == sys.executable else []
-        proc = subprocess.Popen(
-            [self.python, *safe_path, "-m", launch.module,
-             *(a.replace("{campaign}", str(launch.campaign)).replace("{store}", str(launch.store))
-               for a in launch.args)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-            # Never the campaign: `python -m` puts the working directory first on sys.path, and a
-            # json.py or trace_tui/ a campaign holds would run as the user in place of ours.
-            cwd=NEUTRAL_CWD,
-            # Own process group: Ctrl-C in the terminal reaches the runner, which stops workers itself.
-            start_new_session=True, preexec_fn=_die_with_parent,
-        )
-        return LocalHandle(proc, log)
+        return spawn([self.python, *safe_path, "-m", launch.module,
+                      *(a.replace("{campaign}", str(launch.campaign)).replace("{store}", str(launch.store))
+                        for a in launch.args)], env, launch.log_path)
 
     def cleanup(self, campaign_id: str, *, keep_owner: str | None = None) -> int:
         return 0  # workers die with their runner (PR_SET_PDEATHSIG)

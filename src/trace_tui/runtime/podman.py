@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from trace_tui.common.images_lock import read_image_lock
 from trace_tui.errors import RequirementsError
+from trace_tui.runtime.base import named_image
 from trace_tui.runtime.docker import PIDS_LIMIT, DockerRuntime
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -147,7 +148,7 @@ class PodmanRuntime(DockerRuntime):
     def image_name(self, kind: str) -> str | None:
         """The locked image's id (Podman keeps the id a `docker save` archive carries), unless one is named
         explicitly (TRACE_TUI_IMAGE_<KIND>, or given to this runtime)."""
-        named = os.environ.get(f"TRACE_TUI_IMAGE_{kind.upper()}") or self._images.get(kind)
+        named = named_image(kind, self._images)
         if named:
             return named
         from trace_tui.images import images_lock_path

@@ -19,7 +19,6 @@ The site's image lock gets the exports this import made (its own paths), never t
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,8 +26,8 @@ from pathlib import Path
 from trace_tui.bundle.files import CHARLIECLOUD_DIR, Say
 from trace_tui.errors import CheckFailed, RequirementsError, UsageError
 from trace_tui.images import ExportedImage, ImagesLock
-from trace_tui.runtime.charliecloud import image_marker
-from trace_tui.runtime.exports import export_apptainer, tree_digest
+from trace_tui.runtime.charliecloud import charliecloud_env, image_marker
+from trace_tui.runtime.exports import export_apptainer, image_is_locked, tree_digest
 
 IMPORT_RUNTIMES = ("docker", "podman", "apptainer", "charliecloud")
 
@@ -61,17 +60,14 @@ def _podman_load(archive: Path, lock: ImagesLock, say: Say) -> None:
     done = subprocess.run(["podman", "load", "-i", str(archive)], capture_output=True, text=True)
     if done.returncode != 0:
         raise CheckFailed(f"podman load of {archive} failed: {done.stderr.strip()[-300:]}")
-    for kind, img in sorted(lock.images.items()):
-        found = subprocess.run(["podman", "image", "inspect", "--format", "{{.Id}}", img.id], capture_output=True,
-                               text=True).stdout.strip()
-        if found.removeprefix("sha256:") != img.id.removeprefix("sha256:"):
-            raise CheckFailed(f"after podman load, Podman's storage has no image {img.id[:19]} ({kind})")
+    for img in lock.images.values():
+        image_is_locked("podman", img.id, img.id)
 
 
 def _charliecloud_unpack(src: Path, lock: ImagesLock, out: Path, say: Say) -> dict[str, ExportedImage]:
     recorded = lock.exports.get("charliecloud") or {}
     made = {}
-    env = {**os.environ, "USER": os.environ.get("USER") or os.environ.get("LOGNAME") or "trace-tui"}
+    env = charliecloud_env()
     for kind, img in sorted(lock.images.items()):
         tar = src / CHARLIECLOUD_DIR / f"{kind}.tar"
         if kind not in recorded or not tar.is_file():

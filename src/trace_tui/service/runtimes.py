@@ -3,8 +3,6 @@ hardware screen): the same verdicts a run checks, per runtime."""
 
 from __future__ import annotations
 
-import getpass
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -15,6 +13,7 @@ from trace_tui.hardware import check_recipe
 from trace_tui.runtime import make_runtime
 from trace_tui.runtime.apptainer import GAPS as APPTAINER_GAPS
 from trace_tui.runtime.charliecloud import GAPS as CHARLIECLOUD_GAPS
+from trace_tui.runtime.charliecloud import charliecloud_env
 from trace_tui.runtime.docker import docker_available
 from trace_tui.runtime.podman import podman_version
 
@@ -34,9 +33,8 @@ class RuntimeFound:
 def _version(cmd: list[str]) -> str | None:
     if shutil.which(cmd[0]) is None:
         return None
-    env = {**os.environ, "USER": os.environ.get("USER") or getpass.getuser()}  # ch-run refuses to start without it
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=20, env=env)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=20, env=charliecloud_env())
     except (OSError, subprocess.TimeoutExpired):
         return None
     text = (done.stdout or done.stderr).strip().splitlines()
